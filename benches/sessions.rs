@@ -1,0 +1,155 @@
+//! Benchmark: start N trivial script capsules through the control API at a given
+//! concurrency and print sessions/s, p50/p99 request→completed latency and roostd's
+//! peak RSS; in the same run, the in-process floor (prepared component →
+//! instantiate + call `run`), so the ratio is visible.
+//!
+//! `cargo bench -p roostd --bench sessions -- [N] [CONCURRENCY]`
+
+#[allow(dead_code)]
+#[path = "../tests/e2e/harness.rs"]
+mod harness;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use roost_ctl::api::SessionState;
+use roostd::logs::LogSink;
+use roostd::metrics::Metrics;
+use roostd::policy::CapabilityPolicy;
+use roostd::runtime::{Runtime, RuntimeConfig, ScriptLaunch};
+use tokio_util::sync::CancellationToken;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn floor(iterations: usize) -> (Duration, Duration) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = Runtime::new(
+        &RuntimeConfig {
+            max_instances: 100,
+            max_memory_bytes: 256 << 20,
+            cache_dir: dir.path().join("cache"),
+        },
+        Arc::new(Metrics::default()),
+    )
+    .expect("runtime");
+    let prepared = runtime
+        .prepare(&harness::guest("noop"))
+        .await
+        .expect("prepare");
+    let log = LogSink::open(&dir.path().join("logs"), 1 << 20).expect("log");
+    let policy = Arc::new(CapabilityPolicy::default());
+    let workdir = dir.path().join("work");
+    std::fs::create_dir_all(&workdir).expect("workdir");
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let launch = ScriptLaunch {
+            session_id: "ses_floor".into(),
+            workdir: workdir.clone(),
+            env: vec![("MURMUR_SESSION_ID".into(), "ses_floor".into())],
+            timeout: Duration::from_secs(30),
+            memory_bytes: 128 << 20,
+            policy: Arc::clone(&policy),
+            log: log.clone(),
+        };
+        let t = Instant::now();
+        runtime
+            .run_script(&prepared, launch, CancellationToken::new())
+            .await
+            .expect("floor run");
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let n: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(2000);
+    let concurrency: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(16);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let d = harness::Daemon::start_with(
+            "a2a_listen: 127.0.0.1:0\npool: {max_instances: 1000, max_memory_mb: 256}\n",
+            &[("RUST_LOG", "warn")],
+        )
+        .await;
+        let cap = harness::capsule(d.root.path(), "noop", "noop", "");
+        // Warm the component cache.
+        let warm = d.run_to_end(&cap).await;
+        assert_eq!(warm.state, SessionState::Completed);
+
+        let started = Instant::now();
+        let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for _ in 0..concurrency {
+            let client = d.client.clone();
+            let req = harness::request(&cap);
+            let next = Arc::clone(&next);
+            workers.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                    let t = Instant::now();
+                    let s = client.start(&req).await.expect("start");
+                    let s = if s.state.is_ended() {
+                        s
+                    } else {
+                        client.wait(&s.id).await.expect("wait")
+                    };
+                    assert_eq!(s.state, SessionState::Completed, "{s:?}");
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            }));
+        }
+        let mut latencies = Vec::with_capacity(n);
+        for w in workers {
+            latencies.extend(w.await.expect("worker"));
+        }
+        let wall = started.elapsed();
+        latencies.sort();
+        let rss = peak_rss_kib(d.pid());
+        let (floor_p50, floor_p99) = floor(2000).await;
+        let p50 = percentile(&latencies, 0.5);
+        let p99 = percentile(&latencies, 0.99);
+        println!("sessions bench: N={n} concurrency={concurrency} (noop capsule, warm cache)");
+        println!(
+            "  throughput          {:>10.0} sessions/s",
+            n as f64 / wall.as_secs_f64()
+        );
+        println!(
+            "  request→completed   p50 {:>8.1} µs   p99 {:>8.1} µs",
+            us(p50),
+            us(p99)
+        );
+        println!("  roostd peak RSS     {:>10} KiB", rss);
+        println!(
+            "  in-process floor    p50 {:>8.1} µs   p99 {:>8.1} µs  (instantiate + run, no API/DB)",
+            us(floor_p50),
+            us(floor_p99)
+        );
+        println!("  ratio p50 / floor   {:>10.1}x", us(p50) / us(floor_p50));
+    });
+}

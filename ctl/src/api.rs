@@ -1,0 +1,175 @@
+//! The control API's wire types: the one definition shared by roostd (server) and roostctl (client).
+
+use serde::{Deserialize, Serialize};
+
+/// API version prefix every control endpoint lives under.
+pub const API_PREFIX: &str = "/v1";
+
+/// What a session does when its capsule ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Never restart (the default).
+    #[default]
+    No,
+    /// Restart after a failure or an interruption.
+    OnFailure,
+    /// Restart whenever the capsule ends, unless it was stopped by an operator.
+    Always,
+}
+
+impl RestartPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::No => "no",
+            Self::OnFailure => "on-failure",
+            Self::Always => "always",
+        }
+    }
+}
+
+impl std::str::FromStr for RestartPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "no" => Ok(Self::No),
+            "on-failure" => Ok(Self::OnFailure),
+            "always" => Ok(Self::Always),
+            other => Err(format!(
+                "unknown restart policy '{other}': use one of no, on-failure, always"
+            )),
+        }
+    }
+}
+
+/// Where a session is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionState {
+    /// Accepted; staging, or waiting out a restart backoff.
+    Starting,
+    /// The guest is executing.
+    Running,
+    /// The guest returned normally.
+    Completed,
+    /// The guest trapped, hit a limit, or could not be staged; `error` says why.
+    Failed,
+    /// Stopped by an operator or by a daemon shutdown.
+    Stopped,
+    /// The daemon died while the session was live.
+    Interrupted,
+}
+
+impl SessionState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Whether the session has ended (no guest will run unless it is started again).
+    pub fn is_ended(self) -> bool {
+        !matches!(self, Self::Starting | Self::Running)
+    }
+}
+
+impl std::str::FromStr for SessionState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "starting" => Self::Starting,
+            "running" => Self::Running,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            "stopped" => Self::Stopped,
+            "interrupted" => Self::Interrupted,
+            other => return Err(format!("unknown session state '{other}'")),
+        })
+    }
+}
+
+impl std::fmt::Display for SessionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `POST /v1/sessions`.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StartRequest {
+    /// Absolute path of a capsule directory or of its `murmur.yaml`.
+    pub path: String,
+    /// Route name; defaults to the capsule name when no live session has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Absolute path of an existing directory the capsule sees as its workdir.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
+    #[serde(default)]
+    pub restart: RestartPolicy,
+}
+
+/// One session as the API reports it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Session {
+    pub id: String,
+    pub name: String,
+    pub capsule: String,
+    pub version: String,
+    pub state: SessionState,
+    /// Why the session failed, was interrupted, or stopped restarting.
+    pub error: Option<String>,
+    /// The directory the capsule sees as `.`.
+    pub workdir: String,
+    /// Where roostd keeps this session's logs and bookkeeping.
+    pub bookkeeping_dir: String,
+    /// Absolute path of the capsule's `murmur.yaml`.
+    pub manifest: String,
+    pub restart_policy: RestartPolicy,
+    /// How many times supervision restarted the capsule.
+    pub restart_count: u32,
+    /// RFC 3339 timestamps (UTC).
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub updated_at: String,
+}
+
+/// `GET /v1/sessions`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionList {
+    pub sessions: Vec<Session>,
+}
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+    pub version: String,
+    pub pid: u32,
+    pub uptime_secs: u64,
+    pub live_sessions: u64,
+    /// The A2A gateway's bound address (`host:port`).
+    pub a2a_addr: String,
+    pub state_dir: String,
+}
+
+/// Every error response: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Stable machine-readable code, e.g. `not_found`, `invalid_manifest`.
+    pub code: String,
+    /// What was wrong and what to do about it.
+    pub message: String,
+}

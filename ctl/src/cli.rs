@@ -1,0 +1,240 @@
+//! roostctl's command line: argument parsing and human/JSON rendering over [`Client`].
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::api::{RestartPolicy, Session, StartRequest};
+use crate::client::{Client, ClientError, absolutize};
+use crate::paths;
+
+#[derive(Debug, Parser)]
+#[command(name = "roostctl", version, about = "Drive a roostd daemon")]
+pub struct Cli {
+    /// Control socket of the daemon (default: $ROOST_SOCKET, then the system or XDG default).
+    #[arg(long, global = true)]
+    pub socket: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a capsule session from a capsule directory or its murmur.yaml.
+    Start {
+        path: PathBuf,
+        /// Route name (default: the capsule name, if no live session has it).
+        #[arg(long)]
+        name: Option<String>,
+        /// Existing directory the capsule sees as its workdir.
+        #[arg(long)]
+        workdir: Option<PathBuf>,
+        /// Restart policy: no, on-failure or always.
+        #[arg(long, default_value = "no")]
+        restart: RestartPolicy,
+        /// Wait until the session ends; exit 0 only if it completed.
+        #[arg(long)]
+        wait: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a session (final until it is started again).
+    Stop {
+        id_or_name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List live sessions (with --all, ended ones too).
+    List {
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one session.
+    Status {
+        id_or_name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's captured guest output.
+    Logs {
+        id_or_name: String,
+        /// Keep printing until the session ends.
+        #[arg(short, long)]
+        follow: bool,
+    },
+}
+
+/// What a failed command reports; every message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("cannot write output: {0}")]
+    Output(#[from] std::io::Error),
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Runs one command, printing to `out`; returns the process exit code.
+pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
+    let client = Client::new(paths::resolve_socket(cli.socket));
+    match cli.command {
+        Command::Start {
+            path,
+            name,
+            workdir,
+            restart,
+            wait,
+            json,
+        } => {
+            let path = absolutize(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+            let workdir = workdir
+                .map(|w| absolutize(&w))
+                .transpose()
+                .map_err(|e| CliError::Usage(e.to_string()))?;
+            let request = StartRequest {
+                path: path.display().to_string(),
+                name,
+                workdir: workdir.map(|w| w.display().to_string()),
+                restart,
+            };
+            let mut session = client.start(&request).await?;
+            if wait {
+                session = client.wait(&session.id).await?;
+            }
+            print_session(out, &session, json)?;
+            Ok(
+                if wait && session.state != crate::api::SessionState::Completed {
+                    1
+                } else {
+                    0
+                },
+            )
+        }
+        Command::Stop { id_or_name, json } => {
+            let session = client.stop(&id_or_name).await?;
+            print_session(out, &session, json)?;
+            Ok(0)
+        }
+        Command::List { all, json } => {
+            let sessions = client.list(all).await?;
+            if json {
+                serde_json::to_writer_pretty(&mut *out, &sessions)
+                    .map_err(|e| CliError::Usage(e.to_string()))?;
+                writeln!(out)?;
+            } else {
+                print_table(out, &sessions)?;
+            }
+            Ok(0)
+        }
+        Command::Status { id_or_name, json } => {
+            let session = client.get(&id_or_name).await?;
+            print_session(out, &session, json)?;
+            Ok(0)
+        }
+        Command::Logs { id_or_name, follow } => {
+            let mut failed = None;
+            client
+                .logs(&id_or_name, follow, |chunk| {
+                    if failed.is_none()
+                        && let Err(e) = out.write_all(chunk).and_then(|()| out.flush())
+                    {
+                        failed = Some(e);
+                    }
+                })
+                .await?;
+            match failed {
+                Some(e) => Err(e.into()),
+                None => Ok(0),
+            }
+        }
+    }
+}
+
+fn print_session(out: &mut impl Write, session: &Session, json: bool) -> Result<(), CliError> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, session)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let rows: [(&str, String); 12] = [
+        ("id", session.id.clone()),
+        ("name", session.name.clone()),
+        (
+            "capsule",
+            format!("{} {}", session.capsule, session.version),
+        ),
+        ("state", session.state.to_string()),
+        ("error", session.error.clone().unwrap_or_else(|| "-".into())),
+        ("restart", session.restart_policy.as_str().into()),
+        ("restarts", session.restart_count.to_string()),
+        ("workdir", session.workdir.clone()),
+        ("bookkeeping", session.bookkeeping_dir.clone()),
+        ("created", session.created_at.clone()),
+        (
+            "started",
+            session.started_at.clone().unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "ended",
+            session.ended_at.clone().unwrap_or_else(|| "-".into()),
+        ),
+    ];
+    for (key, value) in rows {
+        writeln!(out, "{key:<12} {value}")?;
+    }
+    Ok(())
+}
+
+fn print_table(out: &mut impl Write, sessions: &[Session]) -> Result<(), CliError> {
+    let headers = [
+        "ID", "NAME", "CAPSULE", "STATE", "RESTARTS", "CREATED", "ERROR",
+    ];
+    let rows: Vec<[String; 7]> = sessions
+        .iter()
+        .map(|s| {
+            [
+                s.id.clone(),
+                s.name.clone(),
+                format!("{}@{}", s.capsule, s.version),
+                s.state.to_string(),
+                s.restart_count.to_string(),
+                s.created_at.clone(),
+                s.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut widths = headers.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| -> String {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(&headers))?;
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
+    }
+    if rows.is_empty() {
+        writeln!(
+            out,
+            "(no sessions; `roostctl list --all` includes ended ones)"
+        )?;
+    }
+    Ok(())
+}

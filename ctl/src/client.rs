@@ -1,0 +1,281 @@
+//! Typed async client of the roostd control API over its Unix socket.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode, body::Incoming, header};
+use hyper_util::rt::TokioIo;
+use serde::de::DeserializeOwned;
+use tokio::net::UnixStream;
+
+use crate::api::{API_PREFIX, ErrorBody, Health, Session, SessionList, StartRequest};
+
+/// What can go wrong talking to roostd.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error(
+        "no roostd is listening on {}: start one with `roostd` (or `systemctl start roostd`), \
+         or point roostctl at it with --socket or ROOST_SOCKET",
+        socket.display()
+    )]
+    NoDaemon { socket: PathBuf },
+    #[error("permission denied on {}: run as a member of the roost group, or as root", socket.display())]
+    PermissionDenied { socket: PathBuf },
+    #[error("cannot reach roostd on {}: {source}", socket.display())]
+    Connect {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("HTTP exchange with roostd failed")]
+    Http(#[from] hyper::Error),
+    #[error("roostd answered {status}: {message} ({code})")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("roostd sent a response roostctl cannot read: {0}")]
+    Decode(String),
+}
+
+impl ClientError {
+    /// The API error code, when roostd answered with one.
+    pub fn api_code(&self) -> Option<&str> {
+        match self {
+            Self::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// A handle on one roostd control socket. Cheap to clone; each call opens its own connection.
+#[derive(Debug, Clone)]
+pub struct Client {
+    socket: PathBuf,
+}
+
+impl Client {
+    pub fn new(socket: impl Into<PathBuf>) -> Self {
+        Self {
+            socket: socket.into(),
+        }
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<hyper::Response<Incoming>, ClientError> {
+        let stream =
+            UnixStream::connect(&self.socket)
+                .await
+                .map_err(|source| match source.kind() {
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
+                        ClientError::NoDaemon {
+                            socket: self.socket.clone(),
+                        }
+                    }
+                    std::io::ErrorKind::PermissionDenied => ClientError::PermissionDenied {
+                        socket: self.socket.clone(),
+                    },
+                    _ => ClientError::Connect {
+                        socket: self.socket.clone(),
+                        source,
+                    },
+                })?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            // The connection ends when the response body is consumed or dropped.
+            let _ = conn.await;
+        });
+        let has_body = body.is_some();
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::HOST, "roostd");
+        if has_body {
+            builder = builder.header(header::CONTENT_TYPE, "application/json");
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| ClientError::Decode(e.to_string()))?;
+        Ok(sender.send_request(request).await?)
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<T, ClientError> {
+        let response = self.send(method, path, body).await?;
+        let status = response.status();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        if !status.is_success() {
+            return Err(api_error(status, &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    pub async fn health(&self) -> Result<Health, ClientError> {
+        self.call(Method::GET, &format!("{API_PREFIX}/health"), None)
+            .await
+    }
+
+    /// Starts a session; `path` and `workdir` must be absolute (see [`absolutize`]).
+    pub async fn start(&self, request: &StartRequest) -> Result<Session, ClientError> {
+        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.call(Method::POST, &format!("{API_PREFIX}/sessions"), Some(body))
+            .await
+    }
+
+    pub async fn list(&self, all: bool) -> Result<Vec<Session>, ClientError> {
+        let list: SessionList = self
+            .call(
+                Method::GET,
+                &format!("{API_PREFIX}/sessions?all={all}"),
+                None,
+            )
+            .await?;
+        Ok(list.sessions)
+    }
+
+    pub async fn get(&self, id_or_name: &str) -> Result<Session, ClientError> {
+        self.call(
+            Method::GET,
+            &format!("{API_PREFIX}/sessions/{}", encode(id_or_name)),
+            None,
+        )
+        .await
+    }
+
+    pub async fn stop(&self, id_or_name: &str) -> Result<Session, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("{API_PREFIX}/sessions/{}/stop", encode(id_or_name)),
+            None,
+        )
+        .await
+    }
+
+    /// Blocks until the session has ended, then returns its final record.
+    pub async fn wait(&self, id_or_name: &str) -> Result<Session, ClientError> {
+        loop {
+            let session: Session = self
+                .call(
+                    Method::GET,
+                    &format!(
+                        "{API_PREFIX}/sessions/{}/wait?timeout_secs=30",
+                        encode(id_or_name)
+                    ),
+                    None,
+                )
+                .await?;
+            if session.state.is_ended() {
+                return Ok(session);
+            }
+        }
+    }
+
+    /// The session's captured guest output; with `follow`, `on_chunk` keeps
+    /// receiving output until the session ends.
+    pub async fn logs(
+        &self,
+        id_or_name: &str,
+        follow: bool,
+        mut on_chunk: impl FnMut(&[u8]),
+    ) -> Result<(), ClientError> {
+        let response = self
+            .send(
+                Method::GET,
+                &format!(
+                    "{API_PREFIX}/sessions/{}/logs?follow={follow}",
+                    encode(id_or_name)
+                ),
+                None,
+            )
+            .await?;
+        let status = response.status();
+        let mut body = response.into_body();
+        if !status.is_success() {
+            let bytes = body.collect().await?.to_bytes();
+            return Err(api_error(status, &bytes));
+        }
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                on_chunk(&data);
+            }
+        }
+        Ok(())
+    }
+
+    /// `GET /metrics` as Prometheus text.
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        let response = self.send(Method::GET, "/metrics", None).await?;
+        let status = response.status();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        if !status.is_success() {
+            return Err(api_error(status, &bytes));
+        }
+        String::from_utf8(bytes.to_vec()).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// A raw request, for callers (and tests) that need the status and body as sent.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        let response = self.send(method, path, body).await?;
+        let status = response.status();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        Ok((status, bytes))
+    }
+}
+
+fn api_error(status: StatusCode, bytes: &[u8]) -> ClientError {
+    match serde_json::from_slice::<ErrorBody>(bytes) {
+        Ok(body) => ClientError::Api {
+            status: status.as_u16(),
+            code: body.error.code,
+            message: body.error.message,
+        },
+        Err(_) => ClientError::Api {
+            status: status.as_u16(),
+            code: "http_error".into(),
+            message: String::from_utf8_lossy(bytes).trim().to_string(),
+        },
+    }
+}
+
+/// Percent-encodes a path segment (ids and names are plain, but user input may not be).
+fn encode(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Makes a user-supplied path absolute against the current directory, as roostd
+/// cannot know the caller's working directory.
+pub fn absolutize(path: &Path) -> std::io::Result<PathBuf> {
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()?.join(path))
+    }
+}

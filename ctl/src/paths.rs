@@ -1,0 +1,62 @@
+//! Default locations shared by roostd and roostctl (system paths as root, XDG paths otherwise).
+
+use std::path::PathBuf;
+
+/// Environment variable that points roostctl (and roostd) at a control socket.
+pub const SOCKET_ENV: &str = "ROOST_SOCKET";
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+fn home() -> Option<PathBuf> {
+    env_dir("HOME")
+}
+
+/// `/var/lib/roost` as root, else `$XDG_STATE_HOME/roost` (default `~/.local/state/roost`).
+pub fn default_state_dir() -> PathBuf {
+    if is_root() {
+        return PathBuf::from("/var/lib/roost");
+    }
+    env_dir("XDG_STATE_HOME")
+        .or_else(|| home().map(|h| h.join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("roost")
+}
+
+/// `/run/roost/roostd.sock` as root, else `$XDG_RUNTIME_DIR/roost/roostd.sock`
+/// (falling back to the state dir when there is no runtime dir).
+pub fn default_socket() -> PathBuf {
+    if is_root() {
+        return PathBuf::from("/run/roost/roostd.sock");
+    }
+    match env_dir("XDG_RUNTIME_DIR") {
+        Some(dir) => dir.join("roost").join("roostd.sock"),
+        None => default_state_dir().join("roostd.sock"),
+    }
+}
+
+/// `/etc/roost/roost.yaml` as root, else `$XDG_CONFIG_HOME/roost/roost.yaml`.
+pub fn default_config() -> PathBuf {
+    if is_root() {
+        return PathBuf::from("/etc/roost/roost.yaml");
+    }
+    env_dir("XDG_CONFIG_HOME")
+        .or_else(|| home().map(|h| h.join(".config")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("roost")
+        .join("roost.yaml")
+}
+
+/// The socket roostctl talks to: the flag, else `$ROOST_SOCKET`, else the default.
+pub fn resolve_socket(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from))
+        .unwrap_or_else(default_socket)
+}

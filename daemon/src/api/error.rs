@@ -1,0 +1,95 @@
+//! The API error type: a status, a stable code and a message that says what to
+//! do; internal details are logged, not sent.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use roost_ctl::api::{ErrorBody, ErrorDetail};
+
+use crate::staging::StageError;
+use crate::supervisor::SupervisorError;
+
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    fn internal(error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(%error, "internal error serving API request");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "roostd hit an internal error; see its log (journalctl -u roostd)",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+            },
+        };
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<SupervisorError> for ApiError {
+    fn from(error: SupervisorError) -> Self {
+        let message = error.to_string();
+        match error {
+            SupervisorError::Stage(stage) => match stage {
+                StageError::RelativePath { .. } | StageError::Name(_) => {
+                    Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+                }
+                StageError::Manifest(_) => Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_manifest",
+                    message,
+                ),
+                StageError::Workdir { .. } => {
+                    Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_workdir", message)
+                }
+                StageError::MemoryLimit { .. } => {
+                    Self::new(StatusCode::UNPROCESSABLE_ENTITY, "limit_too_high", message)
+                }
+                StageError::Runtime(_) => Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_component",
+                    message,
+                ),
+            },
+            SupervisorError::NotFound(_) => Self::not_found(message),
+            SupervisorError::NameInUse(_) => {
+                Self::new(StatusCode::CONFLICT, "name_in_use", message)
+            }
+            SupervisorError::ShuttingDown => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
+            }
+            SupervisorError::Store(e) => Self::internal(&e),
+            SupervisorError::Io(e) => Self::internal(&e),
+            SupervisorError::Gone => Self::internal(&"supervisor gone"),
+        }
+    }
+}

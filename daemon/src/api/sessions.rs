@@ -1,0 +1,137 @@
+//! Session endpoints: start, list, get, stop, wait, events, health.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use roost_ctl::api::{Health, Session, SessionList, StartRequest};
+use serde::Deserialize;
+
+use super::{ApiError, ApiState, MAX_BODY_BYTES};
+
+pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
+    let shared = state.supervisor.shared();
+    Json(Health {
+        status: "ok".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+        uptime_secs: state.started.elapsed().as_secs(),
+        live_sessions: state.supervisor.live_sessions(),
+        a2a_addr: state.a2a_addr.clone(),
+        state_dir: shared.config.state_dir.display().to_string(),
+    })
+}
+
+pub(super) async fn start(
+    State(state): State<ApiState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Session>), ApiError> {
+    let body = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+            )
+        } else {
+            ApiError::bad_request(format!("cannot read request body: {rejection}"))
+        }
+    })?;
+    let request: StartRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid JSON body: {e}; expected {{\"path\": \"/abs/capsule\", \"name\"?, \"workdir\"?, \"restart\"?}}"
+        ))
+    })?;
+    let session = state.supervisor.start(request).await?;
+    Ok((StatusCode::CREATED, Json(session)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListQuery {
+    #[serde(default)]
+    all: bool,
+}
+
+pub(super) async fn list(
+    State(state): State<ApiState>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<SessionList>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let sessions = state
+        .supervisor
+        .shared()
+        .store
+        .list(query.all)
+        .await
+        .map_err(crate::supervisor::SupervisorError::from)?;
+    Ok(Json(SessionList { sessions }))
+}
+
+pub(super) async fn get_one(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(state.supervisor.get(&id).await?))
+}
+
+pub(super) async fn stop(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(state.supervisor.stop(&id).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WaitQuery {
+    #[serde(default = "default_wait")]
+    timeout_secs: u64,
+}
+
+fn default_wait() -> u64 {
+    30
+}
+
+/// Long-poll: answers when the session has ended, or with its current record
+/// after `timeout_secs` (at most 300).
+pub(super) async fn wait(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    query: Result<Query<WaitQuery>, QueryRejection>,
+) -> Result<Json<Session>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let timeout = Duration::from_secs(query.timeout_secs.min(300));
+    Ok(Json(state.supervisor.wait(&id, timeout).await?))
+}
+
+#[derive(Debug, serde::Serialize)]
+pub(super) struct Event {
+    state: String,
+    detail: Option<String>,
+    at: String,
+}
+
+/// Every state transition of a session, oldest first.
+pub(super) async fn events(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<Event>>, ApiError> {
+    let session = state.supervisor.get(&id).await?;
+    let events = state
+        .supervisor
+        .shared()
+        .store
+        .events(&session.id)
+        .await
+        .map_err(crate::supervisor::SupervisorError::from)?;
+    Ok(Json(
+        events
+            .into_iter()
+            .map(|(state, detail, at)| Event { state, detail, at })
+            .collect(),
+    ))
+}

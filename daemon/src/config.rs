@@ -1,0 +1,252 @@
+//! Daemon configuration: the YAML file, its embedded defaults, and the precedence
+//! flags > environment > file > defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// What is wrong with a configuration, naming the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid config file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// The whole daemon configuration after precedence is applied.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Database, compiled-component cache, session workdirs.
+    pub state_dir: PathBuf,
+    /// Control API Unix socket.
+    pub socket: PathBuf,
+    /// A2A gateway listen address (`host:port`, port 0 picks a free one).
+    pub a2a_listen: SocketAddr,
+    /// How long a shutdown waits for sessions to stop before exiting anyway.
+    pub shutdown_grace_secs: u64,
+    pub pool: PoolConfig,
+    /// Limits applied when a capsule's manifest names none.
+    pub limits: DefaultLimits,
+    pub logs: LogConfig,
+    pub restart: RestartConfig,
+}
+
+/// Sizing of wasmtime's pooling allocator (slots are reserved up front).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PoolConfig {
+    /// Component instances that may be live at once across all sessions.
+    pub max_instances: u32,
+    /// Largest linear memory any one guest may grow to; a capsule's
+    /// `limits.memory_mb` above this is refused at start.
+    pub max_memory_mb: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DefaultLimits {
+    pub timeout_secs: u64,
+    pub memory_mb: u64,
+}
+
+/// Guest stdout/stderr capture per session.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Size of `guest.log` before it is rotated to `guest.log.1`.
+    pub max_bytes: u64,
+}
+
+/// Supervision backoff: `initial_backoff_ms × multiplier^n`, capped, reset after a
+/// run that stayed up `reset_after_secs`; `max_restarts` consecutive restarts give up.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RestartConfig {
+    pub initial_backoff_ms: u64,
+    pub multiplier: f64,
+    pub max_backoff_secs: u64,
+    pub reset_after_secs: u64,
+    pub max_restarts: u32,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            state_dir: roost_ctl::paths::default_state_dir(),
+            socket: roost_ctl::paths::default_socket(),
+            a2a_listen: SocketAddr::from(([127, 0, 0, 1], 7420)),
+            shutdown_grace_secs: 10,
+            pool: PoolConfig::default(),
+            limits: DefaultLimits::default(),
+            logs: LogConfig::default(),
+            restart: RestartConfig::default(),
+        }
+    }
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            max_instances: 1000,
+            max_memory_mb: 512,
+        }
+    }
+}
+
+impl Default for DefaultLimits {
+    fn default() -> Self {
+        Self {
+            timeout_secs: 30,
+            memory_mb: 128,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl Default for RestartConfig {
+    fn default() -> Self {
+        Self {
+            initial_backoff_ms: 100,
+            multiplier: 1.5,
+            max_backoff_secs: 15,
+            reset_after_secs: 30,
+            max_restarts: 10,
+        }
+    }
+}
+
+/// Values given on the command line or through the environment; `None` = not given.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub socket: Option<PathBuf>,
+    pub a2a_listen: Option<SocketAddr>,
+}
+
+impl DaemonConfig {
+    /// Loads the config file (the explicit one must exist; the default one may
+    /// be absent) and applies overrides on top.
+    pub fn load(overrides: Overrides) -> Result<Self, ConfigError> {
+        let mut config = match &overrides.config {
+            Some(path) => Self::from_file(path)?,
+            None => {
+                let path = roost_ctl::paths::default_config();
+                if path.exists() {
+                    Self::from_file(&path)?
+                } else {
+                    Self::default()
+                }
+            }
+        };
+        if let Some(dir) = overrides.state_dir {
+            config.state_dir = dir;
+        }
+        if let Some(socket) = overrides.socket {
+            config.socket = socket;
+        }
+        if let Some(addr) = overrides.a2a_listen {
+            config.a2a_listen = addr;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_yaml(&text).map_err(|message| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    pub fn from_yaml(text: &str) -> Result<Self, String> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        serde_yaml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if !self.state_dir.is_absolute() {
+            return Err(ConfigError::Invalid(format!(
+                "state_dir must be an absolute path, got {}",
+                self.state_dir.display()
+            )));
+        }
+        if self.pool.max_instances == 0 {
+            return Err(ConfigError::Invalid(
+                "pool.max_instances must be at least 1".into(),
+            ));
+        }
+        if self.pool.max_memory_mb == 0 || self.pool.max_memory_mb > 64 * 1024 {
+            return Err(ConfigError::Invalid(
+                "pool.max_memory_mb must be between 1 and 65536".into(),
+            ));
+        }
+        if self.limits.memory_mb > self.pool.max_memory_mb {
+            return Err(ConfigError::Invalid(format!(
+                "limits.memory_mb ({}) exceeds pool.max_memory_mb ({})",
+                self.limits.memory_mb, self.pool.max_memory_mb
+            )));
+        }
+        if self.limits.timeout_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "limits.timeout_secs must be at least 1".into(),
+            ));
+        }
+        if self.restart.multiplier < 1.0 {
+            return Err(ConfigError::Invalid(
+                "restart.multiplier must be >= 1.0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = DaemonConfig::from_yaml("pool: {max_instancez: 3}").expect_err("must be refused");
+        assert!(err.contains("max_instancez"), "{err}");
+    }
+
+    #[test]
+    fn partial_file_keeps_defaults() {
+        let config = DaemonConfig::from_yaml("a2a_listen: 127.0.0.1:0\npool: {max_memory_mb: 64}")
+            .expect("valid");
+        assert_eq!(config.a2a_listen.port(), 0);
+        assert_eq!(config.pool.max_memory_mb, 64);
+        assert_eq!(config.pool.max_instances, 1000);
+        assert_eq!(config.limits.timeout_secs, 30);
+    }
+
+    #[test]
+    fn memory_limit_above_pool_is_refused() {
+        let mut config = DaemonConfig::from_yaml("pool: {max_memory_mb: 64}").expect("valid");
+        config.state_dir = PathBuf::from("/tmp/x");
+        assert!(config.validate().is_err());
+    }
+}

@@ -1,0 +1,168 @@
+//! Wiring: opens the store, builds the runtime, binds the listeners, starts the
+//! supervisor, tells systemd, and shuts everything down in order.
+
+use std::os::unix::fs::PermissionsExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, ApiState, unix};
+use crate::config::DaemonConfig;
+use crate::metrics::Metrics;
+use crate::notify::Notifier;
+use crate::runtime::{Runtime, RuntimeConfig, RuntimeError};
+use crate::store::{Store, StoreError};
+use crate::supervisor::{Supervisor, SupervisorError};
+
+/// Why the daemon could not start (or stop cleanly).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot create state dir {path}: {source}")]
+    StateDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Socket(#[from] unix::SocketError),
+    #[error("cannot listen for A2A on {addr}: {source}")]
+    A2aBind {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot resume sessions: {0}")]
+    Resume(#[from] SupervisorError),
+}
+
+/// Runs roostd until `shutdown` is cancelled, then stops sessions and exits.
+pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    let started = Instant::now();
+    let notifier = Notifier::from_env();
+    create_private_dir(&config.state_dir)?;
+    let store = Store::open(&config.state_dir.join("roost.db")).await?;
+    let interrupted = store.interrupt_live().await?;
+    if interrupted > 0 {
+        tracing::warn!(
+            count = interrupted,
+            "marked sessions interrupted by the previous exit"
+        );
+    }
+    let metrics = Arc::new(Metrics::default());
+    let runtime = Runtime::new(
+        &RuntimeConfig {
+            max_instances: config.pool.max_instances,
+            max_memory_bytes: config.pool.max_memory_mb << 20,
+            cache_dir: config.state_dir.join("cache").join("wasmtime-48"),
+        },
+        Arc::clone(&metrics),
+    )?;
+    let a2a_listener = TcpListener::bind(config.a2a_listen)
+        .await
+        .map_err(|source| DaemonError::A2aBind {
+            addr: config.a2a_listen,
+            source,
+        })?;
+    let a2a_addr = a2a_listener
+        .local_addr()
+        .map_err(|source| DaemonError::A2aBind {
+            addr: config.a2a_listen,
+            source,
+        })?;
+    let control = unix::bind(&config.socket).await?;
+    let socket_path = config.socket.clone();
+    let grace = Duration::from_secs(config.shutdown_grace_secs);
+    let supervisor = Supervisor::spawn(
+        config,
+        store.clone(),
+        runtime,
+        metrics,
+        format!("http://{a2a_addr}"),
+    );
+    let resumed = supervisor.resume_all().await?;
+
+    let servers = CancellationToken::new();
+    let state = ApiState {
+        supervisor: supervisor.clone(),
+        started,
+        a2a_addr: a2a_addr.to_string(),
+        shutdown: servers.clone(),
+    };
+    let control_app = api::app(state).into_make_service_with_connect_info::<unix::PeerCred>();
+    let control_stop = servers.clone();
+    let control_task = tokio::spawn(async move {
+        axum::serve(control, control_app)
+            .with_graceful_shutdown(control_stop.cancelled_owned())
+            .await
+    });
+    let a2a_stop = servers.clone();
+    let a2a_app = crate::a2a::app(supervisor.clone());
+    let a2a_task = tokio::spawn(async move {
+        axum::serve(a2a_listener, a2a_app)
+            .with_graceful_shutdown(a2a_stop.cancelled_owned())
+            .await
+    });
+
+    tracing::info!(
+        socket = %socket_path.display(),
+        a2a = %a2a_addr,
+        resumed,
+        startup_ms = started.elapsed().as_millis() as u64,
+        "roostd ready"
+    );
+    notifier.notify(&format!(
+        "READY=1\nSTATUS=serving; A2A on {a2a_addr}\nMAINPID={}",
+        std::process::id()
+    ));
+    let watchdog = Notifier::watchdog_interval().map(|interval| {
+        let stop = servers.clone();
+        tokio::spawn(async move {
+            let pinger = Notifier::from_env();
+            let mut tick = tokio::time::interval(interval);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => pinger.notify("WATCHDOG=1"),
+                    () = stop.cancelled() => break,
+                }
+            }
+        })
+    });
+
+    shutdown.cancelled().await;
+    tracing::info!("shutting down");
+    notifier.notify("STOPPING=1\nSTATUS=stopping sessions");
+    // Stop accepting first, then stop the guests, then let connections finish.
+    servers.cancel();
+    supervisor.shutdown(grace).await;
+    for task in [control_task, a2a_task] {
+        match tokio::time::timeout(Duration::from_secs(2), task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "listener ended with an error"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "listener task failed"),
+            Err(_) => tracing::warn!("listener did not close within 2 s"),
+        }
+    }
+    if let Some(task) = watchdog {
+        task.abort();
+    }
+    store.close().await;
+    let _ = std::fs::remove_file(&socket_path);
+    tracing::info!("roostd stopped");
+    Ok(())
+}
+
+fn create_private_dir(path: &std::path::Path) -> Result<(), DaemonError> {
+    let err = |source| DaemonError::StateDir {
+        path: path.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o750)).map_err(err)?;
+    Ok(())
+}

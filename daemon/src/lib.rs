@@ -1,0 +1,26 @@
+//! roostd: hosts murmur capsules on one shared wasmtime Engine.
+//!
+//! Code map (see ARCHITECTURE.md for the invariants):
+//! - [`daemon`]: start-up and shutdown wiring.
+//! - [`config`]: the daemon's YAML config and its defaults.
+//! - [`manifest`], [`policy`]: `murmur.yaml` and the capability policy.
+//! - [`staging`]: what is checked before a session exists.
+//! - [`supervisor`]: owner of the live-session table, session tasks, restarts.
+//! - [`runtime`]: the only module that touches wasmtime.
+//! - [`store`]: the only module that knows SQL.
+//! - [`api`], [`a2a`]: the only modules that know HTTP.
+//! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
+
+pub mod a2a;
+pub mod api;
+pub mod config;
+pub mod daemon;
+pub mod logs;
+pub mod manifest;
+pub mod metrics;
+pub mod notify;
+pub mod policy;
+pub mod runtime;
+pub mod staging;
+pub mod store;
+pub mod supervisor;

@@ -1,0 +1,178 @@
+//! Per-session guest output capture: a size-bounded `guest.log` rotated to
+//! `guest.log.1`, plus an in-memory tail of stderr used to explain traps.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Name of the live log file inside a session's bookkeeping `logs/` dir.
+pub const GUEST_LOG: &str = "guest.log";
+/// How much of the most recent stderr is kept in memory for error messages.
+const STDERR_TAIL_BYTES: usize = 4096;
+
+/// Which guest stream a write came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// A cloneable handle that every stream of one session writes through.
+#[derive(Clone)]
+pub struct LogSink {
+    inner: Arc<Mutex<SinkInner>>,
+}
+
+struct SinkInner {
+    dir: PathBuf,
+    file: Option<File>,
+    written: u64,
+    max_bytes: u64,
+    stderr_tail: Vec<u8>,
+}
+
+impl LogSink {
+    /// Opens (appending to) `<dir>/guest.log`; `max_bytes` bounds each file, so at
+    /// most twice that is kept on disk.
+    pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(GUEST_LOG);
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let written = file.metadata()?.len();
+        Ok(Self {
+            inner: Arc::new(Mutex::new(SinkInner {
+                dir: dir.to_path_buf(),
+                file: Some(file),
+                written,
+                max_bytes: max_bytes.max(1024),
+                stderr_tail: Vec::new(),
+            })),
+        })
+    }
+
+    /// Appends guest output; failures to write are dropped (a full disk must not
+    /// crash the guest), but rotation keeps the file bounded.
+    pub fn write(&self, stream: Stream, bytes: &[u8]) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if stream == Stream::Stderr {
+            inner.stderr_tail.extend_from_slice(bytes);
+            let len = inner.stderr_tail.len();
+            if len > STDERR_TAIL_BYTES {
+                inner.stderr_tail.drain(..len - STDERR_TAIL_BYTES);
+            }
+        }
+        if inner.written + bytes.len() as u64 > inner.max_bytes && inner.written > 0 {
+            inner.rotate();
+        }
+        if let Some(file) = inner.file.as_mut()
+            && file.write_all(bytes).is_ok()
+        {
+            inner.written += bytes.len() as u64;
+        }
+    }
+
+    /// The last lines the guest wrote to stderr, joined with spaces, without
+    /// Rust's "run with RUST_BACKTRACE" hint.
+    pub fn stderr_tail(&self) -> String {
+        let Ok(inner) = self.inner.lock() else {
+            return String::new();
+        };
+        let text = String::from_utf8_lossy(&inner.stderr_tail);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+            .collect();
+        let start = lines
+            .iter()
+            .rposition(|l| l.contains("panicked at"))
+            .unwrap_or(lines.len().saturating_sub(3));
+        lines[start..].join(" ")
+    }
+}
+
+impl SinkInner {
+    fn rotate(&mut self) {
+        self.file = None;
+        let live = self.dir.join(GUEST_LOG);
+        let _ = std::fs::rename(&live, rotated_path(&self.dir));
+        self.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&live)
+            .ok();
+        self.written = 0;
+    }
+}
+
+fn rotated_path(dir: &Path) -> PathBuf {
+    dir.join(format!("{GUEST_LOG}.1"))
+}
+
+/// Reads what is kept of a session's log: the rotated file, then the live one.
+pub fn read_all(dir: &Path) -> std::io::Result<Vec<u8>> {
+    let mut out = match std::fs::read(rotated_path(dir)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(e),
+    };
+    match std::fs::read(dir.join(GUEST_LOG)) {
+        Ok(bytes) => out.extend_from_slice(&bytes),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(out)
+}
+
+/// The live log file's path (what `logs -f` follows).
+pub fn live_path(dir: &Path) -> PathBuf {
+    dir.join(GUEST_LOG)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_bounds_the_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sink = LogSink::open(dir.path(), 1024).expect("open");
+        for i in 0..1000 {
+            sink.write(
+                Stream::Stdout,
+                format!("line {i:04} ..........\n").as_bytes(),
+            );
+        }
+        let live = std::fs::metadata(dir.path().join(GUEST_LOG))
+            .expect("live")
+            .len();
+        let old = std::fs::metadata(rotated_path(dir.path()))
+            .expect("rotated")
+            .len();
+        assert!(live <= 1024 && old <= 1024, "{live} {old}");
+        let all = String::from_utf8(read_all(dir.path()).expect("read")).expect("utf8");
+        assert!(all.ends_with("line 0999 ..........\n"));
+        assert!(!all.contains("line 0000"));
+    }
+
+    #[test]
+    fn stderr_tail_keeps_the_panic_message() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sink = LogSink::open(dir.path(), 1 << 20).expect("open");
+        sink.write(
+            Stream::Stderr,
+            b"noise\n\nthread '<unnamed>' panicked at src/lib.rs:5:5:\n",
+        );
+        sink.write(
+            Stream::Stderr,
+            b"boom\nnote: run with `RUST_BACKTRACE=1` environment variable\n",
+        );
+        assert_eq!(
+            sink.stderr_tail(),
+            "thread '<unnamed>' panicked at src/lib.rs:5:5: boom"
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! roostd binary: flags and environment, logging, signals; everything else is in the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use roostd::config::{DaemonConfig, Overrides};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "roostd",
+    version,
+    about = "Supervisor daemon for murmur capsules"
+)]
+struct Args {
+    /// YAML config file (default: /etc/roost/roost.yaml as root, else XDG config).
+    #[arg(long, env = "ROOST_CONFIG")]
+    config: Option<PathBuf>,
+    /// State directory: database, compiled components, session workdirs.
+    #[arg(long, env = "ROOST_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Control API Unix socket.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// A2A gateway address, e.g. 127.0.0.1:7420 (port 0 picks a free port).
+    #[arg(long)]
+    a2a_listen: Option<SocketAddr>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = DaemonConfig::load(Overrides {
+        config: args.config,
+        state_dir: args.state_dir,
+        socket: args.socket,
+        a2a_listen: args.a2a_listen,
+    })
+    .context("roostd cannot start")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("roost-worker")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+        let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let trigger = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!(signal = "SIGTERM", "received"),
+                _ = int.recv() => tracing::info!(signal = "SIGINT", "received"),
+            }
+            trigger.cancel();
+        });
+        roostd::daemon::run(config, shutdown)
+            .await
+            .context("roostd failed")
+    })?;
+    // Sessions that outlived the grace period must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! The capability policy a capsule declares (`capabilities:`): validation at load
+//! time, and the decisions derived from it (guest environment, outgoing HTTP).
+
+use serde::Deserialize;
+
+/// A policy entry that cannot be honoured, naming the entry.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(
+        "capabilities.network.allow entry '{rule}' is invalid: {reason} \
+         (expected scheme://host[:port], e.g. https://api.example.com or http://127.0.0.1:*)"
+    )]
+    NetworkRule { rule: String, reason: String },
+    #[error(
+        "capabilities.env.allow entry '{name}' looks like a credential; credentials are never \
+         passed to guests (remove it, or give the capsule the value another way)"
+    )]
+    CredentialEnv { name: String },
+    #[error("capabilities.env.allow entry '{name}' is not a valid environment variable name")]
+    EnvName { name: String },
+    #[error(
+        "capabilities.env.allow entry '{name}' is reserved: MURMUR_* variables are set by roostd"
+    )]
+    ReservedEnv { name: String },
+    #[error("capabilities.filesystem.scope '{scope}' is not supported: use 'workdir'")]
+    FilesystemScope { scope: String },
+    #[error("capabilities.shell.allow entry '{name}' must be a bare binary name without '/'")]
+    ShellName { name: String },
+    #[error("capabilities.limits.{field} must be at least 1")]
+    ZeroLimit { field: &'static str },
+}
+
+/// `capabilities:` as written in `murmur.yaml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Capabilities {
+    #[serde(default)]
+    pub network: NetworkSection,
+    #[serde(default)]
+    pub filesystem: FilesystemSection,
+    #[serde(default)]
+    pub shell: ShellSection,
+    #[serde(default)]
+    pub env: EnvSection,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSection {
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilesystemSection {
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellSection {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub strip_env: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvSection {
+    #[serde(default)]
+    pub allow: Vec<String>,
+}
+
+/// `capabilities.limits`; `None` means "the daemon's default".
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
+}
+
+/// The validated policy.
+#[derive(Debug, Clone, Default)]
+pub struct CapabilityPolicy {
+    pub network_allow: Vec<NetworkRule>,
+    pub env_allow: Vec<String>,
+    pub shell_allow: Vec<String>,
+    pub shell_strip_env: Vec<String>,
+    pub limits: Limits,
+}
+
+impl CapabilityPolicy {
+    pub fn from_manifest(caps: Capabilities) -> Result<Self, PolicyError> {
+        let network_allow = caps
+            .network
+            .allow
+            .iter()
+            .map(|rule| NetworkRule::parse(rule))
+            .collect::<Result<Vec<_>, _>>()?;
+        for name in &caps.env.allow {
+            validate_env_allow(name)?;
+        }
+        if let Some(scope) = caps.filesystem.scope
+            && scope != "workdir"
+        {
+            return Err(PolicyError::FilesystemScope { scope });
+        }
+        for name in &caps.shell.allow {
+            if name.is_empty() || name.contains('/') {
+                return Err(PolicyError::ShellName { name: name.clone() });
+            }
+        }
+        if caps.limits.timeout_secs == Some(0) {
+            return Err(PolicyError::ZeroLimit {
+                field: "timeout_secs",
+            });
+        }
+        if caps.limits.memory_mb == Some(0) {
+            return Err(PolicyError::ZeroLimit { field: "memory_mb" });
+        }
+        Ok(Self {
+            network_allow,
+            env_allow: caps.env.allow,
+            shell_allow: caps.shell.allow,
+            shell_strip_env: caps.shell.strip_env,
+            limits: caps.limits,
+        })
+    }
+
+    /// The guest's environment from the daemon's: only allow-listed names that
+    /// are set. Identity variables are added later by the runtime, after these.
+    pub fn guest_env(&self, lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+        self.env_allow
+            .iter()
+            .filter_map(|name| lookup(name).map(|value| (name.clone(), value)))
+            .collect()
+    }
+
+    /// Whether an outgoing request to `scheme://host:port` is allowed (deny by default).
+    pub fn allows_url(&self, scheme: &str, host: &str, port: u16) -> bool {
+        self.network_allow
+            .iter()
+            .any(|rule| rule.matches(scheme, host, port))
+    }
+}
+
+fn validate_env_allow(name: &str) -> Result<(), PolicyError> {
+    let valid = !name.is_empty()
+        && !name.as_bytes()[0].is_ascii_digit()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !valid {
+        return Err(PolicyError::EnvName {
+            name: name.to_string(),
+        });
+    }
+    if name.to_ascii_uppercase().starts_with("MURMUR_") {
+        return Err(PolicyError::ReservedEnv {
+            name: name.to_string(),
+        });
+    }
+    if is_credential_name(name) {
+        return Err(PolicyError::CredentialEnv {
+            name: name.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether an environment variable name looks like it holds a secret.
+pub fn is_credential_name(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    const MARKERS: [&str; 9] = [
+        "API_KEY",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "PRIVATE_KEY",
+        "ACCESS_KEY",
+    ];
+    MARKERS.iter().any(|m| upper.contains(m)) || upper.ends_with("_KEY") || upper == "KEY"
+}
+
+/// One `capabilities.network.allow` rule: `scheme://host[:port]` where the scheme
+/// may be `*`, the host `*` or `*.suffix`, and the port `*` (default: the scheme's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkRule {
+    scheme: Pattern,
+    host: HostPattern,
+    port: PortPattern,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pattern {
+    Any,
+    Exact(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostPattern {
+    Any,
+    Suffix(String),
+    Exact(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PortPattern {
+    Any,
+    Exact(u16),
+    SchemeDefault,
+}
+
+impl NetworkRule {
+    pub fn parse(rule: &str) -> Result<Self, PolicyError> {
+        let err = |reason: &str| PolicyError::NetworkRule {
+            rule: rule.to_string(),
+            reason: reason.to_string(),
+        };
+        let (scheme, rest) = rule
+            .split_once("://")
+            .ok_or_else(|| err("missing scheme"))?;
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "*" => Pattern::Any,
+            s @ ("http" | "https") => Pattern::Exact(s.to_string()),
+            _ => return Err(err("scheme must be http, https or *")),
+        };
+        let authority = rest.split('/').next().unwrap_or_default();
+        if rest.len() > authority.len() && rest[authority.len()..] != *"/" {
+            return Err(err("paths are not supported; allow the host"));
+        }
+        if authority.contains('@') {
+            return Err(err("user info is not allowed"));
+        }
+        let (host, port) = split_host_port(authority).ok_or_else(|| err("malformed host:port"))?;
+        if host.is_empty() {
+            return Err(err("missing host"));
+        }
+        let host = host.to_ascii_lowercase();
+        let host = if host == "*" {
+            HostPattern::Any
+        } else if let Some(suffix) = host.strip_prefix("*.") {
+            if suffix.is_empty() || suffix.contains('*') {
+                return Err(err("wildcards are allowed only as a leading '*.'"));
+            }
+            HostPattern::Suffix(format!(".{suffix}"))
+        } else if host.contains('*') {
+            return Err(err("wildcards are allowed only as a leading '*.'"));
+        } else {
+            HostPattern::Exact(host)
+        };
+        let port = match port {
+            None => {
+                if scheme == Pattern::Any {
+                    PortPattern::Any
+                } else {
+                    PortPattern::SchemeDefault
+                }
+            }
+            Some("*") => PortPattern::Any,
+            Some(p) => PortPattern::Exact(p.parse().map_err(|_| err("port must be 0-65535 or *"))?),
+        };
+        Ok(Self { scheme, host, port })
+    }
+
+    pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
+        let scheme = scheme.to_ascii_lowercase();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        let scheme_ok = match &self.scheme {
+            Pattern::Any => true,
+            Pattern::Exact(s) => *s == scheme,
+        };
+        let host_ok = match &self.host {
+            HostPattern::Any => true,
+            HostPattern::Exact(h) => h.trim_start_matches('[').trim_end_matches(']') == host,
+            HostPattern::Suffix(s) => host.ends_with(s.as_str()),
+        };
+        let port_ok = match self.port {
+            PortPattern::Any => true,
+            PortPattern::Exact(p) => p == port,
+            PortPattern::SchemeDefault => default_port(&scheme) == Some(port),
+        };
+        scheme_ok && host_ok && port_ok
+    }
+}
+
+/// The port a URL of `scheme` uses when it names none.
+pub fn default_port(scheme: &str) -> Option<u16> {
+    match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    }
+}
+
+/// Splits `host[:port]`, keeping bracketed IPv6 literals intact.
+fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let host = &authority[..end + 2];
+        let after = &rest[end + 1..];
+        return match after.strip_prefix(':') {
+            Some(port) => Some((host, Some(port))),
+            None if after.is_empty() => Some((host, None)),
+            None => None,
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => Some((host, Some(port))),
+        Some(_) => None,
+        None => Some((authority, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(rules: &[&str]) -> CapabilityPolicy {
+        CapabilityPolicy::from_manifest(Capabilities {
+            network: NetworkSection {
+                allow: rules.iter().map(|s| s.to_string()).collect(),
+            },
+            ..Capabilities::default()
+        })
+        .expect("valid rules")
+    }
+
+    #[test]
+    fn empty_allow_list_denies_everything() {
+        let p = policy(&[]);
+        assert!(!p.allows_url("http", "127.0.0.1", 80));
+        assert!(!p.allows_url("https", "example.com", 443));
+    }
+
+    #[test]
+    fn rules_match_scheme_host_and_port() {
+        let p = policy(&[
+            "https://api.example.com",
+            "http://127.0.0.1:*",
+            "*://*.internal:8080",
+        ]);
+        assert!(p.allows_url("https", "api.example.com", 443));
+        assert!(!p.allows_url("https", "api.example.com", 8443));
+        assert!(!p.allows_url("http", "api.example.com", 80));
+        assert!(!p.allows_url("https", "evil.example.com", 443));
+        assert!(p.allows_url("http", "127.0.0.1", 4567));
+        assert!(!p.allows_url("https", "127.0.0.1", 4567));
+        assert!(p.allows_url("https", "db.internal", 8080));
+        assert!(!p.allows_url("https", "internal", 8080));
+    }
+
+    #[test]
+    fn ipv6_literals_parse_and_match() {
+        let p = policy(&["http://[::1]:8080"]);
+        assert!(p.allows_url("http", "[::1]", 8080));
+        assert!(p.allows_url("http", "::1", 8080));
+    }
+
+    #[test]
+    fn malformed_rules_are_named() {
+        for bad in [
+            "api.example.com",
+            "ftp://x",
+            "http://*x.com",
+            "http://h:99999",
+            "http://h/path",
+            "http://",
+        ] {
+            let err = NetworkRule::parse(bad)
+                .expect_err("must be refused")
+                .to_string();
+            assert!(err.contains(bad), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn credential_shaped_env_names_are_refused() {
+        for name in [
+            "OPENAI_API_KEY",
+            "GITHUB_TOKEN",
+            "DB_PASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "SSH_KEY",
+        ] {
+            let caps = Capabilities {
+                env: EnvSection {
+                    allow: vec![name.into()],
+                },
+                ..Capabilities::default()
+            };
+            let err = CapabilityPolicy::from_manifest(caps)
+                .expect_err("must be refused")
+                .to_string();
+            assert!(err.contains(name) && err.contains("credential"), "{err}");
+        }
+        let caps = Capabilities {
+            env: EnvSection {
+                allow: vec!["RUST_LOG".into()],
+            },
+            ..Capabilities::default()
+        };
+        let p = CapabilityPolicy::from_manifest(caps).expect("valid");
+        let env = p.guest_env(|n| (n == "RUST_LOG").then(|| "debug".to_string()));
+        assert_eq!(env, vec![("RUST_LOG".to_string(), "debug".to_string())]);
+    }
+
+    #[test]
+    fn murmur_names_are_reserved() {
+        let caps = Capabilities {
+            env: EnvSection {
+                allow: vec!["MURMUR_SESSION_ID".into()],
+            },
+            ..Capabilities::default()
+        };
+        assert!(CapabilityPolicy::from_manifest(caps).is_err());
+    }
+}

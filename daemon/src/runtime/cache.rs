@@ -1,0 +1,168 @@
+//! Compiled components keyed by content sha256: once per hash for the life of the
+//! process (in memory), and serialized under the state dir so a restart does not
+//! recompile.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::OnceCell;
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+use super::{PreparedCapsule, RuntimeError};
+use crate::metrics::Metrics;
+
+/// A path's identity as far as "did the bytes change" goes.
+#[derive(Clone, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+pub(crate) struct ComponentCache {
+    dir: PathBuf,
+    by_hash: Mutex<HashMap<String, Arc<OnceCell<Arc<PreparedCapsule>>>>>,
+    /// Skips re-hashing a file whose size and mtime did not change.
+    by_path: Mutex<HashMap<PathBuf, (FileStamp, String)>>,
+    metrics: Arc<Metrics>,
+}
+
+impl ComponentCache {
+    pub(crate) fn new(dir: PathBuf, metrics: Arc<Metrics>) -> Self {
+        Self {
+            dir,
+            by_hash: Mutex::new(HashMap::new()),
+            by_path: Mutex::new(HashMap::new()),
+            metrics,
+        }
+    }
+
+    /// The sha256 of a component file and, when it must be read, its bytes.
+    fn hash_file(&self, path: &Path) -> Result<(String, Option<Vec<u8>>), RuntimeError> {
+        let read_err = |source| RuntimeError::Read {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(read_err)?;
+        let stamp = FileStamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        };
+        if let Some((known, sha)) = lock(&self.by_path).get(path)
+            && *known == stamp
+        {
+            return Ok((sha.clone(), None));
+        }
+        let bytes = std::fs::read(path).map_err(read_err)?;
+        let sha = hex::encode(Sha256::digest(&bytes));
+        lock(&self.by_path).insert(path.to_path_buf(), (stamp, sha.clone()));
+        Ok((sha, Some(bytes)))
+    }
+
+    /// The prepared component for the file at `path`, compiling (and running
+    /// `prepare`) at most once per content hash.
+    pub(crate) async fn get(
+        &self,
+        engine: &Engine,
+        path: &Path,
+        prepare: impl FnOnce(String, Component) -> Result<PreparedCapsule, RuntimeError>,
+    ) -> Result<Arc<PreparedCapsule>, RuntimeError> {
+        let (sha, bytes) = self.hash_file(path)?;
+        let cell = Arc::clone(lock(&self.by_hash).entry(sha.clone()).or_default());
+        if let Some(prepared) = cell.get() {
+            self.metrics.cache_hit_memory();
+            return Ok(Arc::clone(prepared));
+        }
+        let mut initialised_here = false;
+        let prepared = cell
+            .get_or_try_init(|| async {
+                initialised_here = true;
+                let engine = engine.clone();
+                let cached = self.dir.join(format!("{sha}.cwasm"));
+                let path = path.to_path_buf();
+                let metrics = Arc::clone(&self.metrics);
+                let sha_for_task = sha.clone();
+                let component = tokio::task::spawn_blocking(move || {
+                    load_or_compile(&engine, &cached, &path, &sha_for_task, bytes, &metrics)
+                })
+                .await
+                .map_err(|e| RuntimeError::Engine(format!("compile task failed: {e}")))??;
+                prepare(sha.clone(), component).map(Arc::new)
+            })
+            .await?;
+        if !initialised_here {
+            // Waited for a concurrent compile of the same hash.
+            self.metrics.cache_hit_memory();
+        }
+        Ok(Arc::clone(prepared))
+    }
+}
+
+fn load_or_compile(
+    engine: &Engine,
+    cached: &Path,
+    source: &Path,
+    sha: &str,
+    bytes: Option<Vec<u8>>,
+    metrics: &Metrics,
+) -> Result<Component, RuntimeError> {
+    if cached.is_file() {
+        // SAFETY: files in the cache dir are written only by `persist` below from
+        // `Component::serialize` on an Engine of this build; wasmtime checks the
+        // header for version and configuration compatibility and errors otherwise,
+        // in which case we recompile and overwrite.
+        match unsafe { Component::deserialize_file(engine, cached) } {
+            Ok(component) => {
+                metrics.cache_hit_disk();
+                return Ok(component);
+            }
+            Err(error) => tracing::warn!(
+                path = %cached.display(),
+                error = %error,
+                "discarding incompatible compiled component"
+            ),
+        }
+    }
+    let bytes = match bytes {
+        Some(bytes) => bytes,
+        None => std::fs::read(source).map_err(|e| RuntimeError::Read {
+            path: source.to_path_buf(),
+            source: e,
+        })?,
+    };
+    let actual = hex::encode(Sha256::digest(&bytes));
+    if actual != sha {
+        return Err(RuntimeError::Compile {
+            path: source.to_path_buf(),
+            message: "the file changed while it was being read; start again".into(),
+        });
+    }
+    let component = Component::new(engine, &bytes).map_err(|e| RuntimeError::Compile {
+        path: source.to_path_buf(),
+        message: format!("{e:#}"),
+    })?;
+    metrics.compiled();
+    tracing::info!(sha256 = sha, path = %source.display(), "compiled component");
+    if let Err(error) = persist(&component, cached) {
+        tracing::warn!(path = %cached.display(), error = %error, "cannot persist compiled component");
+    }
+    Ok(component)
+}
+
+/// Writes atomically (temp file + rename) so a crash never leaves a torn artifact.
+fn persist(component: &Component, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let bytes = component.serialize().map_err(|e| e.to_string())?;
+    let dir = path.parent().ok_or("cache path has no parent")?;
+    std::fs::create_dir_all(dir)?;
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

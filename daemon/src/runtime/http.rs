@@ -1,0 +1,65 @@
+//! Outgoing wasi-http requests: denied unless `capabilities.network.allow` matches.
+
+use std::sync::Arc;
+
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::policy::{CapabilityPolicy, default_port};
+
+/// Hooks installed in every guest's wasi-http context.
+pub(crate) struct NetworkPolicyHooks {
+    pub(crate) policy: Arc<CapabilityPolicy>,
+    pub(crate) session_id: Arc<str>,
+}
+
+type SendFuture = Box<
+    dyn Future<
+            Output = Result<
+                (
+                    http::Response<WasiBody>,
+                    Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                ),
+                HttpError,
+            >,
+        > + Send,
+>;
+
+impl NetworkPolicyHooks {
+    fn allowed(&self, uri: &http::Uri) -> bool {
+        let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
+        let Some(host) = uri.host() else {
+            return false;
+        };
+        let Some(port) = uri.port_u16().or_else(|| default_port(&scheme)) else {
+            return false;
+        };
+        self.policy.allows_url(&scheme, host, port)
+    }
+}
+
+impl WasiHttpHooks for NetworkPolicyHooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> SendFuture {
+        if !self.allowed(request.uri()) {
+            tracing::warn!(
+                session_id = %self.session_id,
+                uri = %request.uri(),
+                "outgoing HTTP denied: not in capabilities.network.allow"
+            );
+            return Box::new(async { Err(HttpError::HttpRequestDenied) });
+        }
+        _ = fut;
+        Box::new(async move {
+            use http_body_util::BodyExt;
+            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+            Ok((
+                response.map(BodyExt::boxed_unsync),
+                Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+            ))
+        })
+    }
+}

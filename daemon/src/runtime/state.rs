@@ -1,0 +1,44 @@
+//! The per-session store data (`Store<SessionState>`) and the View traits through
+//! which WASI and wasi-http reach it.
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::http::NetworkPolicyHooks;
+use super::limits::{EpochGuard, StoreLimiter};
+
+/// Everything one guest instance can reach, and the limits it runs under.
+pub struct SessionState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) http: WasiHttpCtx,
+    pub(crate) hooks: NetworkPolicyHooks,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: StoreLimiter,
+    pub(crate) guard: EpochGuard,
+}
+
+impl WasiView for SessionState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for SessionState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+impl SessionState {
+    pub(crate) fn guard_budget(&self) -> std::time::Duration {
+        self.guard.budget()
+    }
+}

@@ -1,0 +1,123 @@
+//! Staging: everything that can be checked before a session exists (manifest,
+//! name, workdir, limits, compiled component). A staging error creates no row.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use roost_ctl::api::StartRequest;
+
+use crate::config::DaemonConfig;
+use crate::manifest::{CapsuleManifest, ManifestError, validate_name};
+use crate::policy::CapabilityPolicy;
+use crate::runtime::{PreparedCapsule, Runtime, RuntimeError};
+
+/// Why a start request was refused; each says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("{field} must be an absolute path, got '{value}'")]
+    RelativePath { field: &'static str, value: String },
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("invalid name: {0}")]
+    Name(String),
+    #[error("workdir {} does not exist or is not a directory: create it first", path.display())]
+    Workdir { path: PathBuf },
+    #[error(
+        "capabilities.limits.memory_mb ({requested}) exceeds this daemon's pool.max_memory_mb \
+         ({max}); lower the capsule's limit or raise the daemon's"
+    )]
+    MemoryLimit { requested: u64, max: u64 },
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// A capsule ready to launch.
+pub struct Staged {
+    pub request: StartRequest,
+    pub manifest: CapsuleManifest,
+    pub prepared: Arc<PreparedCapsule>,
+    /// The directory the capsule should see, when the request names one.
+    pub user_workdir: Option<PathBuf>,
+    pub policy: Arc<CapabilityPolicy>,
+    pub timeout: Duration,
+    pub memory_bytes: u64,
+}
+
+/// Validates a start request and prepares its component (cached per content hash).
+pub async fn stage(
+    runtime: &Runtime,
+    config: &DaemonConfig,
+    request: StartRequest,
+) -> Result<Staged, StageError> {
+    let path = absolute("path", &request.path)?;
+    let user_workdir = request
+        .workdir
+        .as_deref()
+        .map(|w| absolute("workdir", w))
+        .transpose()?;
+    if let Some(name) = &request.name {
+        validate_name(name).map_err(StageError::Name)?;
+    }
+    if let Some(dir) = &user_workdir
+        && !dir.is_dir()
+    {
+        return Err(StageError::Workdir { path: dir.clone() });
+    }
+    let manifest = CapsuleManifest::load(&path)?;
+    let memory_mb = manifest
+        .policy
+        .limits
+        .memory_mb
+        .unwrap_or(config.limits.memory_mb);
+    if memory_mb > config.pool.max_memory_mb {
+        return Err(StageError::MemoryLimit {
+            requested: memory_mb,
+            max: config.pool.max_memory_mb,
+        });
+    }
+    let timeout_secs = manifest
+        .policy
+        .limits
+        .timeout_secs
+        .unwrap_or(config.limits.timeout_secs);
+    let prepared = runtime.prepare(&manifest.component).await?;
+    Ok(Staged {
+        request,
+        policy: Arc::new(manifest.policy.clone()),
+        manifest,
+        prepared,
+        user_workdir,
+        timeout: Duration::from_secs(timeout_secs),
+        memory_bytes: memory_mb << 20,
+    })
+}
+
+fn absolute(field: &'static str, value: &str) -> Result<PathBuf, StageError> {
+    let path = Path::new(value);
+    if path.is_absolute() {
+        Ok(path.to_path_buf())
+    } else {
+        Err(StageError::RelativePath {
+            field,
+            value: value.to_string(),
+        })
+    }
+}
+
+/// Where a session's files go: with a user workdir the capsule sees it and
+/// bookkeeping goes to `<dir>/.murmur/<id>/`; otherwise both are
+/// `<state>/sessions/<id>/` (as upstream).
+pub fn session_dirs(
+    state_dir: &Path,
+    user_workdir: Option<&Path>,
+    session_id: &str,
+) -> (PathBuf, PathBuf) {
+    match user_workdir {
+        Some(dir) => (dir.to_path_buf(), dir.join(".murmur").join(session_id)),
+        None => {
+            let dir = state_dir.join("sessions").join(session_id);
+            (dir.clone(), dir)
+        }
+    }
+}

@@ -1,0 +1,445 @@
+//! The SQLite store: the only module that knows SQL. Sessions, their start
+//! requests and every state transition, in a WAL database with embedded migrations.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime};
+
+use roost_ctl::api::{RestartPolicy, Session, SessionState, StartRequest};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+
+/// A database problem; the message names what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sql(#[from] sqlx::Error),
+    #[error("database migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database holds an unreadable row: {0}")]
+    Corrupt(String),
+}
+
+/// Why a session ended in `stopped`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Operator,
+    Shutdown,
+}
+
+impl StopReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Operator => "operator",
+            Self::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// A new session row.
+pub struct NewSession<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub capsule: &'a str,
+    pub version: &'a str,
+    pub manifest: &'a str,
+    pub workdir: &'a str,
+    pub bookkeeping_dir: &'a str,
+    pub request: &'a StartRequest,
+}
+
+/// A session the daemon should bring back at start-up.
+pub struct Resumable {
+    pub id: String,
+    pub request: StartRequest,
+    pub restart_count: u32,
+}
+
+/// Handle on the database: one writer connection (SQLite serialises writes anyway,
+/// and a single writer avoids busy-wait sleeps) and a small pool of readers.
+#[derive(Clone)]
+pub struct Store {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
+     bookkeeping_dir, restart_policy, restart_count, created_at, started_at, ended_at, updated_at";
+
+pub fn now() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and applies migrations.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        sqlx::migrate!("../migrations").run(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(Self { writer, reader })
+    }
+
+    /// A store over an existing pool (tests with `#[sqlx::test]`).
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        Self {
+            writer: pool.clone(),
+            reader: pool,
+        }
+    }
+
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    pub async fn insert_session(&self, new: &NewSession<'_>) -> Result<(), StoreError> {
+        let at = now();
+        let request =
+            serde_json::to_string(new.request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO sessions (id, name, capsule, version, state, manifest, workdir, \
+             bookkeeping_dir, request_json, restart_policy, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(new.id)
+        .bind(new.name)
+        .bind(new.capsule)
+        .bind(new.version)
+        .bind(new.manifest)
+        .bind(new.workdir)
+        .bind(new.bookkeeping_dir)
+        .bind(request)
+        .bind(new.request.restart.as_str())
+        .bind(&at)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
+        insert_event(&mut tx, new.id, SessionState::Starting, None, &at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The guest is about to execute.
+    pub async fn mark_running(&self, id: &str) -> Result<(), StoreError> {
+        let at = now();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "UPDATE sessions SET state = 'running', started_at = ?, ended_at = NULL, \
+             stop_reason = NULL, updated_at = ? WHERE id = ?",
+        )
+        .bind(&at)
+        .bind(&at)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        insert_event(&mut tx, id, SessionState::Running, None, &at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Supervision is about to start the capsule again after `error`.
+    pub async fn mark_restarting(
+        &self,
+        id: &str,
+        restart_count: u32,
+        error: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let at = now();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "UPDATE sessions SET state = 'starting', restart_count = ?, error = ?, \
+             ended_at = NULL, stop_reason = NULL, updated_at = ? WHERE id = ?",
+        )
+        .bind(restart_count)
+        .bind(error)
+        .bind(&at)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        insert_event(&mut tx, id, SessionState::Starting, error, &at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The session ended (for now): completed, failed, stopped or interrupted.
+    pub async fn mark_ended(
+        &self,
+        id: &str,
+        state: SessionState,
+        error: Option<&str>,
+        stop_reason: Option<StopReason>,
+    ) -> Result<(), StoreError> {
+        let at = now();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "UPDATE sessions SET state = ?, error = ?, stop_reason = ?, ended_at = ?, \
+             updated_at = ? WHERE id = ?",
+        )
+        .bind(state.as_str())
+        .bind(error)
+        .bind(stop_reason.map(StopReason::as_str))
+        .bind(&at)
+        .bind(&at)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        insert_event(&mut tx, id, state, error, &at).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// At start-up: every session the database says was live is marked
+    /// `interrupted` (no ghosts). Returns how many were.
+    pub async fn interrupt_live(&self) -> Result<u64, StoreError> {
+        let at = now();
+        let reason = "roostd exited while the session was live";
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO session_events (session_id, state, detail, at) \
+             SELECT id, 'interrupted', ?, ? FROM sessions WHERE state IN ('starting', 'running')",
+        )
+        .bind(reason)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
+        let done = sqlx::query(
+            "UPDATE sessions SET state = 'interrupted', error = ?, ended_at = ?, updated_at = ? \
+             WHERE state IN ('starting', 'running')",
+        )
+        .bind(reason)
+        .bind(&at)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Sessions to bring back at start-up: `always` ones that were interrupted or
+    /// stopped by a shutdown, and `on-failure` ones that were interrupted.
+    pub async fn resumable(&self) -> Result<Vec<Resumable>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, request_json, restart_count FROM sessions \
+             WHERE (state = 'interrupted' AND restart_policy IN ('always', 'on-failure')) \
+                OR (state = 'stopped' AND stop_reason = 'shutdown' AND restart_policy = 'always') \
+             ORDER BY created_at",
+        )
+        .fetch_all(&self.writer)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                let json: String = row.try_get("request_json")?;
+                let request = serde_json::from_str(&json)
+                    .map_err(|e| StoreError::Corrupt(format!("request_json: {e}")))?;
+                Ok(Resumable {
+                    id: row.try_get("id")?,
+                    request,
+                    restart_count: row.try_get::<u32, _>("restart_count")?,
+                })
+            })
+            .collect()
+    }
+
+    /// By id, else by name (the live session with that name, else the newest one).
+    pub async fn get(&self, id_or_name: &str) -> Result<Option<Session>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1 OR name = ?1 \
+             ORDER BY (id = ?1) DESC, (state IN ('starting', 'running')) DESC, created_at DESC \
+             LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(id_or_name)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|r| session_from_row(&r)).transpose()
+    }
+
+    pub async fn list(&self, all: bool) -> Result<Vec<Session>, StoreError> {
+        let filter = if all {
+            ""
+        } else {
+            "WHERE state IN ('starting', 'running')"
+        };
+        let sql =
+            format!("SELECT {SESSION_COLUMNS} FROM sessions {filter} ORDER BY created_at, id");
+        let rows = sqlx::query(&sql).fetch_all(&self.reader).await?;
+        rows.iter().map(session_from_row).collect()
+    }
+
+    /// The session's state transitions, oldest first: (state, detail, at).
+    pub async fn events(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(String, Option<String>, String)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT state, detail, at FROM session_events WHERE session_id = ? ORDER BY seq",
+        )
+        .bind(id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("state")?, r.try_get("detail")?, r.try_get("at")?)))
+            .collect()
+    }
+}
+
+async fn insert_event(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    id: &str,
+    state: SessionState,
+    detail: Option<&str>,
+    at: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO session_events (session_id, state, detail, at) VALUES (?, ?, ?, ?)")
+        .bind(id)
+        .bind(state.as_str())
+        .bind(detail)
+        .bind(at)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Session, StoreError> {
+    let state: String = row.try_get("state")?;
+    let policy: String = row.try_get("restart_policy")?;
+    Ok(Session {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        capsule: row.try_get("capsule")?,
+        version: row.try_get("version")?,
+        state: SessionState::from_str(&state).map_err(StoreError::Corrupt)?,
+        error: row.try_get("error")?,
+        workdir: row.try_get("workdir")?,
+        bookkeeping_dir: row.try_get("bookkeeping_dir")?,
+        manifest: row.try_get("manifest")?,
+        restart_policy: RestartPolicy::from_str(&policy).map_err(StoreError::Corrupt)?,
+        restart_count: row.try_get::<u32, _>("restart_count")?,
+        created_at: row.try_get("created_at")?,
+        started_at: row.try_get("started_at")?,
+        ended_at: row.try_get("ended_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> StartRequest {
+        StartRequest {
+            path: "/caps/hello".into(),
+            restart: RestartPolicy::Always,
+            ..StartRequest::default()
+        }
+    }
+
+    async fn insert(store: &Store, id: &str, name: &str, request: &StartRequest) {
+        store
+            .insert_session(&NewSession {
+                id,
+                name,
+                capsule: "hello",
+                version: "0.1.0",
+                manifest: "/caps/hello/murmur.yaml",
+                workdir: "/w",
+                bookkeeping_dir: "/b",
+                request,
+            })
+            .await
+            .expect("insert");
+    }
+
+    #[sqlx::test(migrations = "../migrations")]
+    async fn transitions_are_recorded_in_order(pool: SqlitePool) {
+        let store = Store::from_pool(pool);
+        let req = request();
+        insert(&store, "ses_1", "hello", &req).await;
+        store.mark_running("ses_1").await.expect("running");
+        store
+            .mark_ended("ses_1", SessionState::Failed, Some("trap: boom"), None)
+            .await
+            .expect("ended");
+        let s = store.get("hello").await.expect("get").expect("exists");
+        assert_eq!(s.state, SessionState::Failed);
+        assert_eq!(s.error.as_deref(), Some("trap: boom"));
+        assert!(s.ended_at.is_some());
+        let states: Vec<String> = store
+            .events("ses_1")
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
+        assert_eq!(states, ["starting", "running", "failed"]);
+    }
+
+    #[sqlx::test(migrations = "../migrations")]
+    async fn startup_interrupts_live_sessions_and_finds_resumable(pool: SqlitePool) {
+        let store = Store::from_pool(pool);
+        let always = request();
+        let no = StartRequest {
+            restart: RestartPolicy::No,
+            ..request()
+        };
+        insert(&store, "ses_a", "a", &always).await;
+        store.mark_running("ses_a").await.expect("running");
+        insert(&store, "ses_b", "b", &no).await;
+        insert(&store, "ses_c", "c", &always).await;
+        store
+            .mark_ended(
+                "ses_c",
+                SessionState::Stopped,
+                None,
+                Some(StopReason::Operator),
+            )
+            .await
+            .expect("stop");
+        assert_eq!(store.interrupt_live().await.expect("interrupt"), 2);
+        let b = store.get("ses_b").await.expect("get").expect("exists");
+        assert_eq!(b.state, SessionState::Interrupted);
+        let resumable: Vec<String> = store
+            .resumable()
+            .await
+            .expect("resumable")
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(
+            resumable,
+            ["ses_a"],
+            "operator stops are final; policy no stays down"
+        );
+        assert_eq!(store.list(false).await.expect("list").len(), 0);
+        assert_eq!(store.list(true).await.expect("list").len(), 3);
+    }
+
+    #[sqlx::test(migrations = "../migrations")]
+    async fn name_lookup_prefers_the_live_session(pool: SqlitePool) {
+        let store = Store::from_pool(pool);
+        let req = request();
+        insert(&store, "ses_old", "hello", &req).await;
+        store
+            .mark_ended("ses_old", SessionState::Completed, None, None)
+            .await
+            .expect("end");
+        insert(&store, "ses_new", "hello", &req).await;
+        let s = store.get("hello").await.expect("get").expect("exists");
+        assert_eq!(s.id, "ses_new");
+        assert!(store.get("nobody").await.expect("get").is_none());
+    }
+}

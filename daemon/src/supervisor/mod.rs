@@ -1,0 +1,477 @@
+//! The supervisor: sole owner of the live-session table. Handlers send it
+//! [`Command`]s and get replies on oneshots; each session runs as its own task
+//! ([`session`]) and reports back when it has ended for good.
+
+mod backoff;
+mod session;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use roost_ctl::api::{Session, SessionState};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::config::DaemonConfig;
+use crate::metrics::Metrics;
+use crate::runtime::Runtime;
+use crate::staging::{StageError, Staged, session_dirs, stage};
+use crate::store::{NewSession, Store, StoreError};
+
+/// What the supervisor can refuse; the API maps these to statuses.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error(transparent)]
+    Stage(#[from] StageError),
+    #[error("no session has id or name '{0}'; `roostctl list --all` shows them")]
+    NotFound(String),
+    #[error("name '{0}' is already used by a live session; stop it or choose another --name")]
+    NameInUse(String),
+    #[error("roostd is shutting down and accepts no new sessions")]
+    ShuttingDown,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot create session directories: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the supervisor has stopped")]
+    Gone,
+}
+
+/// Everything sessions share: built once at start-up.
+pub struct Shared {
+    pub config: DaemonConfig,
+    pub store: Store,
+    pub runtime: Runtime,
+    pub metrics: Arc<Metrics>,
+    /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
+    pub a2a_base: String,
+    live_count: AtomicU64,
+}
+
+enum Command {
+    Launch {
+        staged: Box<Staged>,
+        resume: Option<Resume>,
+        reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    },
+    Stop {
+        id_or_name: String,
+        reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    },
+    Ended {
+        id: String,
+    },
+    Shutdown {
+        grace: Duration,
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// An existing row being brought back at start-up.
+struct Resume {
+    id: String,
+    name: String,
+    restart_count: u32,
+}
+
+struct Live {
+    name: String,
+    stop: CancellationToken,
+    by_shutdown: Arc<AtomicBool>,
+    waiting_stop: Vec<oneshot::Sender<Result<Session, SupervisorError>>>,
+}
+
+/// Cloneable handle used by the API and the daemon.
+#[derive(Clone)]
+pub struct Supervisor {
+    tx: mpsc::Sender<Command>,
+    ended: broadcast::Sender<String>,
+    shared: Arc<Shared>,
+}
+
+impl Supervisor {
+    /// Starts the owner task.
+    pub fn spawn(
+        config: DaemonConfig,
+        store: Store,
+        runtime: Runtime,
+        metrics: Arc<Metrics>,
+        a2a_base: String,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            config,
+            store,
+            runtime,
+            metrics,
+            a2a_base,
+            live_count: AtomicU64::new(0),
+        });
+        let (tx, rx) = mpsc::channel(1024);
+        let (ended, _) = broadcast::channel(1024);
+        let owner = Owner {
+            shared: Arc::clone(&shared),
+            tx: tx.clone(),
+            ended: ended.clone(),
+            live: HashMap::new(),
+            names: HashMap::new(),
+            shutting_down: false,
+        };
+        tokio::spawn(owner.run(rx));
+        Self { tx, ended, shared }
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub fn live_sessions(&self) -> u64 {
+        self.shared.live_count.load(Ordering::Relaxed)
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, SupervisorError>>) -> Command,
+    ) -> Result<T, SupervisorError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| SupervisorError::Gone)?;
+        rx.await.map_err(|_| SupervisorError::Gone)?
+    }
+
+    /// Stages (concurrently with other requests) and launches a new session.
+    pub async fn start(
+        &self,
+        request: roost_ctl::api::StartRequest,
+    ) -> Result<Session, SupervisorError> {
+        let staged = stage(&self.shared.runtime, &self.shared.config, request).await?;
+        self.ask(|reply| Command::Launch {
+            staged: Box::new(staged),
+            resume: None,
+            reply,
+        })
+        .await
+    }
+
+    /// Brings back the sessions the database says should come back after a restart.
+    pub async fn resume_all(&self) -> Result<usize, SupervisorError> {
+        let mut resumed = 0;
+        for item in self.shared.store.resumable().await? {
+            let name = match self.shared.store.get(&item.id).await? {
+                Some(session) => session.name,
+                None => continue,
+            };
+            match stage(&self.shared.runtime, &self.shared.config, item.request).await {
+                Ok(staged) => {
+                    let resume = Resume {
+                        id: item.id.clone(),
+                        name,
+                        restart_count: item.restart_count + 1,
+                    };
+                    let outcome = self
+                        .ask(|reply| Command::Launch {
+                            staged: Box::new(staged),
+                            resume: Some(resume),
+                            reply,
+                        })
+                        .await;
+                    match outcome {
+                        Ok(_) => resumed += 1,
+                        Err(error) => {
+                            tracing::warn!(session_id = %item.id, %error, "cannot resume session");
+                        }
+                    }
+                }
+                Err(error) => {
+                    let message = format!("cannot restart after roostd restart: {error}");
+                    tracing::warn!(session_id = %item.id, error = %message, "resume failed");
+                    self.shared
+                        .store
+                        .mark_ended(&item.id, SessionState::Failed, Some(&message), None)
+                        .await?;
+                }
+            }
+        }
+        Ok(resumed)
+    }
+
+    /// Stops a live session and returns its final record (an ended one is returned as is).
+    pub async fn stop(&self, id_or_name: &str) -> Result<Session, SupervisorError> {
+        let id_or_name = id_or_name.to_string();
+        self.ask(|reply| Command::Stop { id_or_name, reply }).await
+    }
+
+    /// The session's record once it has ended, or as it is after `timeout`.
+    pub async fn wait(
+        &self,
+        id_or_name: &str,
+        timeout: Duration,
+    ) -> Result<Session, SupervisorError> {
+        let mut ended = self.ended.subscribe();
+        let session = self.get(id_or_name).await?;
+        if session.state.is_ended() {
+            return Ok(session);
+        }
+        let id = session.id;
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match tokio::time::timeout_at(deadline, ended.recv()).await {
+                Ok(Ok(ended_id)) if ended_id != id => continue,
+                // Ours ended, or we lagged/closed: the database has the answer.
+                Ok(_) | Err(_) => {
+                    let session = self.get(&id).await?;
+                    if session.state.is_ended() || tokio::time::Instant::now() >= deadline {
+                        return Ok(session);
+                    }
+                }
+            }
+        }
+    }
+
+    pub async fn get(&self, id_or_name: &str) -> Result<Session, SupervisorError> {
+        self.shared
+            .store
+            .get(id_or_name)
+            .await?
+            .ok_or_else(|| SupervisorError::NotFound(id_or_name.to_string()))
+    }
+
+    /// Stops every session (recorded as stopped by shutdown) and waits up to `grace`.
+    pub async fn shutdown(&self, grace: Duration) {
+        let (reply, rx) = oneshot::channel();
+        if self
+            .tx
+            .send(Command::Shutdown { grace, reply })
+            .await
+            .is_ok()
+        {
+            let _ = rx.await;
+        }
+    }
+}
+
+struct Owner {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Command>,
+    ended: broadcast::Sender<String>,
+    live: HashMap<String, Live>,
+    names: HashMap<String, String>,
+    shutting_down: bool,
+}
+
+impl Owner {
+    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut shutdown_reply: Option<oneshot::Sender<()>> = None;
+        let mut grace_deadline: Option<tokio::time::Instant> = None;
+        loop {
+            let command = match grace_deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(command) => command,
+                    Err(_) => {
+                        tracing::warn!(remaining = self.live.len(), "shutdown grace period over");
+                        break;
+                    }
+                },
+                None => rx.recv().await,
+            };
+            let Some(command) = command else { break };
+            match command {
+                Command::Launch {
+                    staged,
+                    resume,
+                    reply,
+                } => {
+                    let result = self.launch(*staged, resume).await;
+                    let _ = reply.send(result);
+                }
+                Command::Stop { id_or_name, reply } => self.stop(&id_or_name, reply).await,
+                Command::Ended { id } => self.ended(&id).await,
+                Command::Shutdown { grace, reply } => {
+                    self.shutting_down = true;
+                    for live in self.live.values() {
+                        live.by_shutdown.store(true, Ordering::Relaxed);
+                        live.stop.cancel();
+                    }
+                    shutdown_reply = Some(reply);
+                    grace_deadline = Some(tokio::time::Instant::now() + grace);
+                }
+            }
+            if self.shutting_down && self.live.is_empty() {
+                break;
+            }
+        }
+        if let Some(reply) = shutdown_reply {
+            let _ = reply.send(());
+        }
+    }
+
+    async fn launch(
+        &mut self,
+        staged: Staged,
+        resume: Option<Resume>,
+    ) -> Result<Session, SupervisorError> {
+        if self.shutting_down {
+            return Err(SupervisorError::ShuttingDown);
+        }
+        let shared = Arc::clone(&self.shared);
+        let (id, name, restart_count) = match &resume {
+            Some(r) => (r.id.clone(), r.name.clone(), r.restart_count),
+            None => {
+                let id = format!("ses_{}", uuid::Uuid::now_v7().simple());
+                let name = self.pick_name(&staged, &id)?;
+                (id, name, 0)
+            }
+        };
+        if resume.is_some() && self.names.contains_key(&name) {
+            return Err(SupervisorError::NameInUse(name));
+        }
+        let (workdir, bookkeeping) = session_dirs(
+            &shared.config.state_dir,
+            staged.user_workdir.as_deref(),
+            &id,
+        );
+        std::fs::create_dir_all(&bookkeeping)?;
+        if resume.is_none() {
+            let manifest = staged.manifest.manifest_path.display().to_string();
+            let workdir_text = workdir.display().to_string();
+            let bookkeeping_text = bookkeeping.display().to_string();
+            shared
+                .store
+                .insert_session(&NewSession {
+                    id: &id,
+                    name: &name,
+                    capsule: &staged.manifest.name,
+                    version: &staged.manifest.version,
+                    manifest: &manifest,
+                    workdir: &workdir_text,
+                    bookkeeping_dir: &bookkeeping_text,
+                    request: &staged.request,
+                })
+                .await?;
+        } else {
+            shared
+                .store
+                .mark_restarting(&id, restart_count, Some("resumed after roostd restart"))
+                .await?;
+            shared.metrics.session_restarted();
+        }
+        let stop = CancellationToken::new();
+        let by_shutdown = Arc::new(AtomicBool::new(false));
+        self.names.insert(name.clone(), id.clone());
+        self.live.insert(
+            id.clone(),
+            Live {
+                name: name.clone(),
+                stop: stop.clone(),
+                by_shutdown: Arc::clone(&by_shutdown),
+                waiting_stop: Vec::new(),
+            },
+        );
+        shared
+            .live_count
+            .store(self.live.len() as u64, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "session",
+            session_id = %id,
+            capsule = %staged.manifest.name,
+            name = %name
+        );
+        let task = session::SessionTask {
+            shared: Arc::clone(&shared),
+            id: id.clone(),
+            name,
+            staged,
+            workdir,
+            bookkeeping,
+            stop,
+            by_shutdown,
+            restart_count,
+        };
+        let tx = self.tx.clone();
+        let ended_id = id.clone();
+        tokio::spawn(
+            async move {
+                task.run().await;
+                let _ = tx.send(Command::Ended { id: ended_id }).await;
+            }
+            .instrument(span),
+        );
+        shared
+            .store
+            .get(&id)
+            .await?
+            .ok_or(SupervisorError::NotFound(id))
+    }
+
+    /// The requested name, else the capsule name, else the capsule name with a
+    /// suffix from the session id when a live session already has it.
+    fn pick_name(&self, staged: &Staged, id: &str) -> Result<String, SupervisorError> {
+        if let Some(name) = &staged.request.name {
+            if self.names.contains_key(name) {
+                return Err(SupervisorError::NameInUse(name.clone()));
+            }
+            return Ok(name.clone());
+        }
+        let base = &staged.manifest.name;
+        if !self.names.contains_key(base) {
+            return Ok(base.clone());
+        }
+        let suffix = &id[id.len() - 8..];
+        let trimmed: String = base.chars().take(63 - 9).collect();
+        Ok(format!("{trimmed}-{suffix}"))
+    }
+
+    async fn stop(
+        &mut self,
+        id_or_name: &str,
+        reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    ) {
+        let id = if self.live.contains_key(id_or_name) {
+            Some(id_or_name.to_string())
+        } else {
+            self.names.get(id_or_name).cloned()
+        };
+        match id.and_then(|id| self.live.get_mut(&id)) {
+            Some(live) => {
+                live.stop.cancel();
+                live.waiting_stop.push(reply);
+            }
+            None => {
+                let result = match self.shared.store.get(id_or_name).await {
+                    Ok(Some(session)) => Ok(session),
+                    Ok(None) => Err(SupervisorError::NotFound(id_or_name.to_string())),
+                    Err(e) => Err(e.into()),
+                };
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    async fn ended(&mut self, id: &str) {
+        let Some(live) = self.live.remove(id) else {
+            return;
+        };
+        if self.names.get(&live.name).is_some_and(|owner| owner == id) {
+            self.names.remove(&live.name);
+        }
+        self.shared
+            .live_count
+            .store(self.live.len() as u64, Ordering::Relaxed);
+        let _ = self.ended.send(id.to_string());
+        if !live.waiting_stop.is_empty() {
+            let record = self.shared.store.get(id).await;
+            for waiter in live.waiting_stop {
+                let result = match &record {
+                    Ok(Some(session)) => Ok(session.clone()),
+                    Ok(None) => Err(SupervisorError::NotFound(id.to_string())),
+                    Err(e) => Err(SupervisorError::NotFound(format!("{id} ({e})"))),
+                };
+                let _ = waiter.send(result);
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! One session's task: runs the capsule, records each transition, and applies
+//! the restart policy with backoff until the session ends for good.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use roost_ctl::api::{RestartPolicy, SessionState};
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+use super::backoff::{Backoff, Next};
+use crate::logs::LogSink;
+use crate::metrics::Outcome;
+use crate::runtime::{GuestFailure, ScriptLaunch};
+use crate::staging::Staged;
+use crate::store::StopReason;
+
+pub(super) struct SessionTask {
+    pub(super) shared: Arc<Shared>,
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) staged: Staged,
+    pub(super) workdir: PathBuf,
+    pub(super) bookkeeping: PathBuf,
+    pub(super) stop: CancellationToken,
+    pub(super) by_shutdown: Arc<AtomicBool>,
+    pub(super) restart_count: u32,
+}
+
+/// How one run ended.
+enum RunEnd {
+    Completed,
+    Failed(String),
+    Stopped,
+}
+
+impl SessionTask {
+    pub(super) async fn run(mut self) {
+        let mut backoff = Backoff::new(self.shared.config.restart.clone());
+        let (state, error) = loop {
+            let started = Instant::now();
+            let end = self.run_once().await;
+            let (failed, error) = match &end {
+                RunEnd::Stopped => break (SessionState::Stopped, None),
+                RunEnd::Completed => (false, None),
+                RunEnd::Failed(error) => (true, Some(error.clone())),
+            };
+            let restart = match self.staged.request.restart {
+                RestartPolicy::No => false,
+                RestartPolicy::OnFailure => failed,
+                RestartPolicy::Always => true,
+            };
+            let final_state = if failed {
+                SessionState::Failed
+            } else {
+                SessionState::Completed
+            };
+            if !restart {
+                break (final_state, error);
+            }
+            let delay = match backoff.next(started.elapsed()) {
+                Next::RestartAfter(delay) => delay,
+                Next::GiveUp { restarts } => {
+                    let last = error.as_deref().unwrap_or("completed");
+                    let message = format!(
+                        "gave up after {restarts} consecutive restarts (restart.max_restarts); \
+                         last run: {last}"
+                    );
+                    break (SessionState::Failed, Some(message));
+                }
+            };
+            self.restart_count += 1;
+            tracing::info!(
+                restart_count = self.restart_count,
+                delay_ms = delay.as_millis() as u64,
+                error = error.as_deref().unwrap_or(""),
+                "restarting capsule"
+            );
+            if let Err(e) = self
+                .shared
+                .store
+                .mark_restarting(&self.id, self.restart_count, error.as_deref())
+                .await
+            {
+                tracing::error!(error = %e, "cannot record restart");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.stop.cancelled() => break (SessionState::Stopped, error),
+            }
+            self.shared.metrics.session_restarted();
+        };
+        self.finish(state, error.as_deref()).await;
+    }
+
+    async fn run_once(&self) -> RunEnd {
+        if self.stop.is_cancelled() {
+            return RunEnd::Stopped;
+        }
+        let log = match LogSink::open(
+            &self.bookkeeping.join("logs"),
+            self.shared.config.logs.max_bytes,
+        ) {
+            Ok(log) => log,
+            Err(e) => return RunEnd::Failed(format!("cannot open session log: {e}")),
+        };
+        if let Err(e) = std::fs::create_dir_all(&self.workdir) {
+            return RunEnd::Failed(format!(
+                "cannot create workdir {}: {e}",
+                self.workdir.display()
+            ));
+        }
+        if let Err(e) = self.shared.store.mark_running(&self.id).await {
+            return RunEnd::Failed(format!("cannot record running state: {e}"));
+        }
+        self.shared.metrics.session_started();
+        tracing::info!(sha256 = self.staged.prepared.sha256(), "running capsule");
+        let launch = ScriptLaunch {
+            session_id: self.id.clone(),
+            workdir: self.workdir.clone(),
+            env: self.guest_env(),
+            timeout: self.staged.timeout,
+            memory_bytes: self.staged.memory_bytes,
+            policy: Arc::clone(&self.staged.policy),
+            log,
+        };
+        let result = self
+            .shared
+            .runtime
+            .run_script(&self.staged.prepared, launch, self.stop.clone())
+            .await;
+        match result {
+            Ok(()) => RunEnd::Completed,
+            Err(GuestFailure::Stopped) => RunEnd::Stopped,
+            Err(failure) => {
+                tracing::info!(error = %failure, "capsule failed");
+                RunEnd::Failed(failure.to_string())
+            }
+        }
+    }
+
+    /// Allow-listed host variables first, then identity variables so a manifest
+    /// can never shadow them.
+    fn guest_env(&self) -> Vec<(String, String)> {
+        let manifest = &self.staged.manifest;
+        let mut env = self
+            .staged
+            .policy
+            .guest_env(|name| std::env::var(name).ok());
+        env.extend([
+            ("MURMUR_CAPSULE_NAME".to_string(), manifest.name.clone()),
+            (
+                "MURMUR_CAPSULE_VERSION".to_string(),
+                manifest.version.clone(),
+            ),
+            ("MURMUR_SESSION_ID".to_string(), self.id.clone()),
+            (
+                "MURMUR_CAPSULE_URL".to_string(),
+                format!("{}/a2a/{}", self.shared.a2a_base, self.name),
+            ),
+        ]);
+        env
+    }
+
+    async fn finish(&self, state: SessionState, error: Option<&str>) {
+        let stop_reason = (state == SessionState::Stopped).then(|| {
+            if self.by_shutdown.load(Ordering::Relaxed) {
+                StopReason::Shutdown
+            } else {
+                StopReason::Operator
+            }
+        });
+        let outcome = match state {
+            SessionState::Completed => Outcome::Completed,
+            SessionState::Stopped => Outcome::Stopped,
+            SessionState::Interrupted => Outcome::Interrupted,
+            _ => Outcome::Failed,
+        };
+        self.shared.metrics.outcome(outcome);
+        tracing::info!(state = %state, error = error.unwrap_or(""), "session ended");
+        if let Err(e) = self
+            .shared
+            .store
+            .mark_ended(&self.id, state, error, stop_reason)
+            .await
+        {
+            tracing::error!(error = %e, "cannot record session end");
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Test harness: builds the guest components once, writes capsule dirs, and runs a
+//! real roostd on a temp socket and state dir (killed in `Drop`).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use roost_ctl::api::{Session, StartRequest};
+use roost_ctl::{Client, ClientError};
+
+/// Root of the repository.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("daemon/ has a parent")
+        .to_path_buf()
+}
+
+/// The compiled guest `name` (built once per test process).
+pub fn guest(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let guests = repo().join("tests").join("guests");
+        let target = guests.join("target");
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(guests.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .status()
+            .expect("run cargo to build guests");
+        assert!(status.success(), "building guest components failed");
+        target.join("wasm32-wasip2").join("release")
+    });
+    let path = dir.join(format!("{name}.wasm"));
+    assert!(path.is_file(), "guest {} missing", path.display());
+    path
+}
+
+/// Writes a capsule dir for guest `guest` with extra manifest lines.
+pub fn capsule(root: &Path, name: &str, guest_name: &str, extra: &str) -> PathBuf {
+    let dir = root.join(format!("capsule-{name}-{}", unique()));
+    std::fs::create_dir_all(&dir).expect("capsule dir");
+    let manifest = format!(
+        "name: {name}\nversion: 0.1.0\ncomponent: {}\n{extra}",
+        guest(guest_name).display()
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).expect("write manifest");
+    dir
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+pub fn request(path: &Path) -> StartRequest {
+    StartRequest {
+        path: path.display().to_string(),
+        ..StartRequest::default()
+    }
+}
+
+/// A running roostd.
+pub struct Daemon {
+    child: Option<Child>,
+    pub root: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub client: Client,
+    config: PathBuf,
+    env: Vec<(String, String)>,
+    generation: u32,
+}
+
+pub const TEST_CONFIG: &str = "a2a_listen: 127.0.0.1:0\npool: {max_instances: 300, max_memory_mb: 256}\nshutdown_grace_secs: 5\n";
+
+impl Daemon {
+    pub async fn start() -> Self {
+        Self::start_with(TEST_CONFIG, &[]).await
+    }
+
+    pub async fn start_with(config: &str, env: &[(&str, &str)]) -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        let socket = root.path().join("run").join("roostd.sock");
+        let state_dir = root.path().join("state");
+        let config_path = root.path().join("roost.yaml");
+        std::fs::write(&config_path, config).expect("write config");
+        let mut daemon = Self {
+            child: None,
+            client: Client::new(&socket),
+            socket,
+            state_dir,
+            config: config_path,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            root,
+            generation: 0,
+        };
+        daemon.spawn().await;
+        daemon
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.root
+            .path()
+            .join(format!("roostd-{}.log", self.generation))
+    }
+
+    /// Starts the roostd process and waits until it answers.
+    pub async fn spawn(&mut self) {
+        self.generation += 1;
+        let log = std::fs::File::create(self.log_path()).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_roostd"));
+        command
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .arg("--socket")
+            .arg(&self.socket)
+            .env("RUST_LOG", "info,roostd=debug")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        self.child = Some(command.spawn().expect("spawn roostd"));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(health) = self.client.health().await {
+                assert_eq!(health.status, "ok");
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "roostd exited with {status} during start-up:\n{}",
+                    self.log()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "roostd did not come up:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[allow(dead_code)]
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    pub fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.log_path()) {
+            let _ = f.read_to_string(&mut text);
+        }
+        text
+    }
+
+    /// Sends a signal and waits for the process to exit.
+    pub fn signal_and_wait(&mut self, signal: i32, within: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill(2) with a pid we own.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("roostd did not exit within {within:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn kill9(&mut self) {
+        self.signal_and_wait(libc::SIGKILL, Duration::from_secs(10));
+    }
+
+    pub async fn start_capsule(&self, path: &Path) -> Session {
+        self.client
+            .start(&request(path))
+            .await
+            .unwrap_or_else(|e| panic!("start {}: {e}\n{}", path.display(), self.log()))
+    }
+
+    pub async fn run_to_end(&self, path: &Path) -> Session {
+        let session = self.start_capsule(path).await;
+        self.client.wait(&session.id).await.expect("wait")
+    }
+
+    /// Reads a metric's value from `/metrics`.
+    pub async fn metric(&self, line_prefix: &str) -> u64 {
+        let text = self.client.metrics().await.expect("metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(line_prefix).map(str::trim))
+            .unwrap_or_else(|| panic!("no metric {line_prefix} in\n{text}"))
+            .parse()
+            .expect("numeric metric")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The API error code of a failed call.
+pub fn code(err: &ClientError) -> &str {
+    err.api_code().unwrap_or("(not an API error)")
+}

@@ -1,0 +1,250 @@
+//! Session lifecycle through the control API and the CLI: list, status, stop,
+//! names, logs -f.
+
+use roost_ctl::api::{SessionState, StartRequest};
+use roost_ctl::cli::{Cli, Command, run};
+
+use crate::harness::{Daemon, capsule, code, request};
+
+fn cli(d: &Daemon, command: Command) -> Cli {
+    Cli {
+        socket: Some(d.socket.clone()),
+        command,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_interrupts_a_running_guest_and_is_final() {
+    let d = Daemon::start().await;
+    let cap = capsule(
+        d.root.path(),
+        "spin",
+        "spin",
+        "capabilities: {limits: {timeout_secs: 600}}\n",
+    );
+    let s = d.start_capsule(&cap).await;
+    // Wait until the guest is really executing.
+    loop {
+        let now = d.client.get(&s.id).await.expect("get");
+        if now.state == SessionState::Running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let listed = d.client.list(false).await.expect("list");
+    assert_eq!(listed.len(), 1);
+    let stopped = d.client.stop("spin").await.expect("stop by name");
+    assert_eq!(stopped.state, SessionState::Stopped);
+    assert_eq!(stopped.error, None);
+    assert!(d.client.list(false).await.expect("list").is_empty());
+    // Stopping again is harmless and reports the same final record.
+    let again = d.client.stop(&s.id).await.expect("stop again");
+    assert_eq!(again.state, SessionState::Stopped);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_default_to_the_capsule_and_stay_unique_among_live_sessions() {
+    let d = Daemon::start().await;
+    let cap = capsule(
+        d.root.path(),
+        "spin",
+        "spin",
+        "capabilities: {limits: {timeout_secs: 600}}\n",
+    );
+    let first = d.start_capsule(&cap).await;
+    let second = d.start_capsule(&cap).await;
+    assert_eq!(first.name, "spin");
+    assert!(
+        second.name.starts_with("spin-") && second.name.len() == 13,
+        "{}",
+        second.name
+    );
+    let named = d
+        .client
+        .start(&StartRequest {
+            name: Some("worker-1".into()),
+            ..request(&cap)
+        })
+        .await
+        .expect("named");
+    assert_eq!(named.name, "worker-1");
+    let err = d
+        .client
+        .start(&StartRequest {
+            name: Some("worker-1".into()),
+            ..request(&cap)
+        })
+        .await
+        .expect_err("duplicate live name");
+    assert_eq!(code(&err), "name_in_use");
+    let err = d
+        .client
+        .start(&StartRequest {
+            name: Some("Bad Name".into()),
+            ..request(&cap)
+        })
+        .await
+        .expect_err("invalid name");
+    assert_eq!(code(&err), "bad_request");
+    for s in [&first, &second, &named] {
+        d.client.stop(&s.id).await.expect("stop");
+    }
+    // Once stopped, the name is free again.
+    let reused = d
+        .client
+        .start(&StartRequest {
+            name: Some("worker-1".into()),
+            ..request(&cap)
+        })
+        .await
+        .expect("name free after stop");
+    d.client.stop(&reused.id).await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_start_wait_list_status_and_logs() {
+    let d = Daemon::start().await;
+    let cap = capsule(d.root.path(), "hello", "hello", "");
+    let mut out = Vec::new();
+    let code = run(
+        cli(
+            &d,
+            Command::Start {
+                path: cap.clone(),
+                name: None,
+                workdir: None,
+                restart: Default::default(),
+                wait: true,
+                json: true,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("start --wait");
+    assert_eq!(code, 0);
+    let session: serde_json::Value = serde_json::from_slice(&out).expect("json");
+    for key in [
+        "id",
+        "name",
+        "capsule",
+        "version",
+        "state",
+        "error",
+        "workdir",
+        "created_at",
+        "ended_at",
+    ] {
+        assert!(session.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(session["state"], "completed");
+    let id = session["id"].as_str().expect("id").to_string();
+
+    let mut out = Vec::new();
+    run(
+        cli(
+            &d,
+            Command::List {
+                all: true,
+                json: false,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("list");
+    let table = String::from_utf8(out).expect("utf8");
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains(&id) && table.contains("completed"),
+        "{table}"
+    );
+
+    let mut out = Vec::new();
+    run(
+        cli(
+            &d,
+            Command::Status {
+                id_or_name: "hello".into(),
+                json: false,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("status");
+    assert!(String::from_utf8(out).expect("utf8").contains("completed"));
+
+    let mut out = Vec::new();
+    run(
+        cli(
+            &d,
+            Command::Logs {
+                id_or_name: id.clone(),
+                follow: true,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("logs -f of an ended session returns");
+    assert!(
+        String::from_utf8(out)
+            .expect("utf8")
+            .contains("hello from hello")
+    );
+
+    // A failing session makes `start --wait` exit non-zero.
+    let panic = capsule(d.root.path(), "panic", "panic", "");
+    let mut out = Vec::new();
+    let code = run(
+        cli(
+            &d,
+            Command::Start {
+                path: panic,
+                name: None,
+                workdir: None,
+                restart: Default::default(),
+                wait: true,
+                json: false,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("start --wait");
+    assert_eq!(code, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_follow_streams_until_the_session_ends() {
+    let d = Daemon::start().await;
+    let cap = capsule(d.root.path(), "loud", "loud", "");
+    let s = d.start_capsule(&cap).await;
+    let mut received = Vec::new();
+    d.client
+        .logs(&s.id, true, |chunk| received.extend_from_slice(chunk))
+        .await
+        .expect("follow");
+    let end = d.client.get(&s.id).await.expect("get");
+    assert_eq!(
+        end.state,
+        SessionState::Completed,
+        "follow returned only after the end"
+    );
+    let text = String::from_utf8(received).expect("utf8");
+    assert!(
+        text.contains("line 20000 "),
+        "followed output reached the end"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roostctl_says_plainly_when_no_daemon_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = roost_ctl::Client::new(dir.path().join("nothing.sock"));
+    let err = client.list(false).await.expect_err("no daemon");
+    let text = err.to_string();
+    assert!(text.contains("no roostd is listening"), "{text}");
+    assert!(text.contains("start one with `roostd`"), "{text}");
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests: a real roostd on a temp socket and state dir, driven
+//! through the roostctl library, running guest components built from
+//! `tests/guests`.
+
+mod api_errors;
+mod capsules;
+mod concurrency;
+mod durability;
+mod harness;
+mod lifecycle;
+mod manifests;
+mod supervision;

@@ -1,0 +1,106 @@
+//! Malformed manifests and start requests: a clear error, and no row created.
+
+use roost_ctl::api::StartRequest;
+
+use crate::harness::{Daemon, code, guest, request};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_manifests_are_explained_and_create_nothing() {
+    let d = Daemon::start().await;
+    let wasm = guest("hello").display().to_string();
+    let cases: Vec<(String, &str)> = vec![
+        (
+            "name: hello\nversion: 0.1.0\ncomponent: [unclosed\n".into(),
+            "invalid",
+        ),
+        (
+            format!("name: hello\nversion: 0.1.0\ncomponent: {wasm}\nbogus: 1\n"),
+            "unknown field `bogus`",
+        ),
+        (
+            format!("name: Hello!\nversion: 0.1.0\ncomponent: {wasm}\n"),
+            "`name`",
+        ),
+        (
+            format!("name: hello\nversion: one\ncomponent: {wasm}\n"),
+            "`version`",
+        ),
+        (
+            "name: hello\nversion: 0.1.0\ncomponent: missing.wasm\n".into(),
+            "not a file",
+        ),
+        (
+            format!(
+                "name: hello\nversion: 0.1.0\ncomponent: {wasm}\ncapabilities: {{network: {{allow: [\"example.com\"]}}}}\n"
+            ),
+            "network.allow entry 'example.com'",
+        ),
+        (
+            format!(
+                "name: hello\nversion: 0.1.0\ncomponent: {wasm}\ncapabilities: {{limits: {{memory_mb: 100000}}}}\n"
+            ),
+            "pool.max_memory_mb",
+        ),
+        ("".into(), "invalid"),
+    ];
+    for (i, (yaml, needle)) in cases.iter().enumerate() {
+        let dir = d.root.path().join(format!("bad-{i}"));
+        std::fs::create_dir(&dir).expect("dir");
+        std::fs::write(dir.join("murmur.yaml"), yaml).expect("write");
+        let err = d.client.start(&request(&dir)).await.expect_err("refused");
+        let text = err.to_string();
+        assert!(
+            text.contains(needle),
+            "case {i}: expected '{needle}' in: {text}"
+        );
+        assert!(
+            matches!(code(&err), "invalid_manifest" | "limit_too_high"),
+            "case {i}: {text}"
+        );
+    }
+    // A component that is not WebAssembly.
+    let dir = d.root.path().join("not-wasm");
+    std::fs::create_dir(&dir).expect("dir");
+    std::fs::write(dir.join("junk.wasm"), b"definitely not wasm").expect("write");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        "name: junk\nversion: 0.1.0\ncomponent: junk.wasm\n",
+    )
+    .expect("write");
+    let err = d.client.start(&request(&dir)).await.expect_err("refused");
+    assert_eq!(code(&err), "invalid_component", "{err}");
+
+    let missing = d
+        .client
+        .start(&request(&d.root.path().join("nowhere")))
+        .await
+        .expect_err("missing capsule");
+    assert!(
+        missing
+            .to_string()
+            .contains("expected a directory containing murmur.yaml")
+    );
+    let relative = d
+        .client
+        .start(&StartRequest {
+            path: "relative/capsule".into(),
+            ..StartRequest::default()
+        })
+        .await
+        .expect_err("relative");
+    assert_eq!(code(&relative), "bad_request");
+    let no_workdir = d
+        .client
+        .start(&StartRequest {
+            workdir: Some(d.root.path().join("no-such-dir").display().to_string()),
+            ..request(&d.root.path().join("not-wasm"))
+        })
+        .await
+        .expect_err("workdir must exist");
+    assert_eq!(code(&no_workdir), "invalid_workdir");
+
+    assert!(
+        d.client.list(true).await.expect("list").is_empty(),
+        "no rows created"
+    );
+}
