@@ -33,3 +33,19 @@ CREATE TABLE session_events (
 );
 
 CREATE INDEX session_events_session ON session_events (session_id, seq);
+
+-- Transitions are recorded by the database itself, so each state change is a
+-- single statement (one round trip, atomic with its event row).
+CREATE TRIGGER sessions_event_insert AFTER INSERT ON sessions
+BEGIN
+    INSERT INTO session_events (session_id, state, detail, at)
+    VALUES (NEW.id, NEW.state, NEW.error, NEW.updated_at);
+END;
+
+CREATE TRIGGER sessions_event_update AFTER UPDATE OF state ON sessions
+BEGIN
+    INSERT INTO session_events (session_id, state, detail, at)
+    VALUES (NEW.id, NEW.state,
+            CASE WHEN NEW.state = 'running' THEN NULL ELSE NEW.error END,
+            NEW.updated_at);
+END;

@@ -33,22 +33,19 @@ struct SinkInner {
 }
 
 impl LogSink {
-    /// Opens (appending to) `<dir>/guest.log`; `max_bytes` bounds each file, so at
-    /// most twice that is kept on disk.
-    pub fn open(dir: &Path, max_bytes: u64) -> std::io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(GUEST_LOG);
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        let written = file.metadata()?.len();
-        Ok(Self {
+    /// A sink appending to `<dir>/guest.log`, created on the first write (a
+    /// silent guest costs no files); `max_bytes` bounds each file, so at most
+    /// twice that is kept on disk.
+    pub fn new(dir: &Path, max_bytes: u64) -> Self {
+        Self {
             inner: Arc::new(Mutex::new(SinkInner {
                 dir: dir.to_path_buf(),
-                file: Some(file),
-                written,
+                file: None,
+                written: 0,
                 max_bytes: max_bytes.max(1024),
                 stderr_tail: Vec::new(),
             })),
-        })
+        }
     }
 
     /// Appends guest output; failures to write are dropped (a full disk must not
@@ -63,6 +60,9 @@ impl LogSink {
             if len > STDERR_TAIL_BYTES {
                 inner.stderr_tail.drain(..len - STDERR_TAIL_BYTES);
             }
+        }
+        if inner.file.is_none() {
+            inner.open();
         }
         if inner.written + bytes.len() as u64 > inner.max_bytes && inner.written > 0 {
             inner.rotate();
@@ -95,6 +95,20 @@ impl LogSink {
 }
 
 impl SinkInner {
+    fn open(&mut self) {
+        if std::fs::create_dir_all(&self.dir).is_err() {
+            return;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(GUEST_LOG));
+        if let Ok(file) = file {
+            self.written = file.metadata().map(|m| m.len()).unwrap_or(0);
+            self.file = Some(file);
+        }
+    }
+
     fn rotate(&mut self) {
         self.file = None;
         let live = self.dir.join(GUEST_LOG);
@@ -139,7 +153,7 @@ mod tests {
     #[test]
     fn rotation_bounds_the_files() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let sink = LogSink::open(dir.path(), 1024).expect("open");
+        let sink = LogSink::new(dir.path(), 1024);
         for i in 0..1000 {
             sink.write(
                 Stream::Stdout,
@@ -161,7 +175,7 @@ mod tests {
     #[test]
     fn stderr_tail_keeps_the_panic_message() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let sink = LogSink::open(dir.path(), 1 << 20).expect("open");
+        let sink = LogSink::new(dir.path(), 1 << 20);
         sink.write(
             Stream::Stderr,
             b"noise\n\nthread '<unnamed>' panicked at src/lib.rs:5:5:\n",

@@ -105,127 +105,104 @@ impl Store {
         self.reader.close().await;
     }
 
-    pub async fn insert_session(&self, new: &NewSession<'_>) -> Result<(), StoreError> {
+    /// Inserts a new session in `starting` and returns its record.
+    pub async fn insert_session(&self, new: &NewSession<'_>) -> Result<Session, StoreError> {
         let at = now();
         let request =
             serde_json::to_string(new.request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut tx = self.writer.begin().await?;
-        sqlx::query(
+        let sql = format!(
             "INSERT INTO sessions (id, name, capsule, version, state, manifest, workdir, \
              bookkeeping_dir, request_json, restart_policy, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(new.id)
-        .bind(new.name)
-        .bind(new.capsule)
-        .bind(new.version)
-        .bind(new.manifest)
-        .bind(new.workdir)
-        .bind(new.bookkeeping_dir)
-        .bind(request)
-        .bind(new.request.restart.as_str())
-        .bind(&at)
-        .bind(&at)
-        .execute(&mut *tx)
-        .await?;
-        insert_event(&mut tx, new.id, SessionState::Starting, None, &at).await?;
-        tx.commit().await?;
-        Ok(())
+             VALUES (?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?) RETURNING {SESSION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(new.id)
+            .bind(new.name)
+            .bind(new.capsule)
+            .bind(new.version)
+            .bind(new.manifest)
+            .bind(new.workdir)
+            .bind(new.bookkeeping_dir)
+            .bind(request)
+            .bind(new.request.restart.as_str())
+            .bind(&at)
+            .bind(&at)
+            .fetch_one(&self.writer)
+            .await?;
+        session_from_row(&row)
     }
 
     /// The guest is about to execute.
     pub async fn mark_running(&self, id: &str) -> Result<(), StoreError> {
         let at = now();
-        let mut tx = self.writer.begin().await?;
         sqlx::query(
-            "UPDATE sessions SET state = 'running', started_at = ?, ended_at = NULL, \
-             stop_reason = NULL, updated_at = ? WHERE id = ?",
+            "UPDATE sessions SET state = 'running', started_at = ?1, ended_at = NULL, \
+             stop_reason = NULL, updated_at = ?1 WHERE id = ?2",
         )
         .bind(&at)
-        .bind(&at)
         .bind(id)
-        .execute(&mut *tx)
+        .execute(&self.writer)
         .await?;
-        insert_event(&mut tx, id, SessionState::Running, None, &at).await?;
-        tx.commit().await?;
         Ok(())
     }
 
-    /// Supervision is about to start the capsule again after `error`.
+    /// Supervision is about to start the capsule again after `error`; returns the record.
     pub async fn mark_restarting(
         &self,
         id: &str,
         restart_count: u32,
         error: Option<&str>,
-    ) -> Result<(), StoreError> {
-        let at = now();
-        let mut tx = self.writer.begin().await?;
-        sqlx::query(
+    ) -> Result<Session, StoreError> {
+        let sql = format!(
             "UPDATE sessions SET state = 'starting', restart_count = ?, error = ?, \
-             ended_at = NULL, stop_reason = NULL, updated_at = ? WHERE id = ?",
-        )
-        .bind(restart_count)
-        .bind(error)
-        .bind(&at)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        insert_event(&mut tx, id, SessionState::Starting, error, &at).await?;
-        tx.commit().await?;
-        Ok(())
+             ended_at = NULL, stop_reason = NULL, updated_at = ? WHERE id = ? \
+             RETURNING {SESSION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(restart_count)
+            .bind(error)
+            .bind(now())
+            .bind(id)
+            .fetch_one(&self.writer)
+            .await?;
+        session_from_row(&row)
     }
 
     /// The session ended (for now): completed, failed, stopped or interrupted.
+    /// Returns the final record.
     pub async fn mark_ended(
         &self,
         id: &str,
         state: SessionState,
         error: Option<&str>,
         stop_reason: Option<StopReason>,
-    ) -> Result<(), StoreError> {
-        let at = now();
-        let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "UPDATE sessions SET state = ?, error = ?, stop_reason = ?, ended_at = ?, \
-             updated_at = ? WHERE id = ?",
-        )
-        .bind(state.as_str())
-        .bind(error)
-        .bind(stop_reason.map(StopReason::as_str))
-        .bind(&at)
-        .bind(&at)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        insert_event(&mut tx, id, state, error, &at).await?;
-        tx.commit().await?;
-        Ok(())
+    ) -> Result<Session, StoreError> {
+        let sql = format!(
+            "UPDATE sessions SET state = ?1, error = ?2, stop_reason = ?3, ended_at = ?5, \
+             updated_at = ?5 WHERE id = ?4 RETURNING {SESSION_COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(state.as_str())
+            .bind(error)
+            .bind(stop_reason.map(StopReason::as_str))
+            .bind(id)
+            .bind(now())
+            .fetch_one(&self.writer)
+            .await?;
+        session_from_row(&row)
     }
 
     /// At start-up: every session the database says was live is marked
     /// `interrupted` (no ghosts). Returns how many were.
     pub async fn interrupt_live(&self) -> Result<u64, StoreError> {
-        let at = now();
-        let reason = "roostd exited while the session was live";
-        let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "INSERT INTO session_events (session_id, state, detail, at) \
-             SELECT id, 'interrupted', ?, ? FROM sessions WHERE state IN ('starting', 'running')",
-        )
-        .bind(reason)
-        .bind(&at)
-        .execute(&mut *tx)
-        .await?;
         let done = sqlx::query(
-            "UPDATE sessions SET state = 'interrupted', error = ?, ended_at = ?, updated_at = ? \
+            "UPDATE sessions SET state = 'interrupted', error = ?1, ended_at = ?2, updated_at = ?2 \
              WHERE state IN ('starting', 'running')",
         )
-        .bind(reason)
-        .bind(&at)
-        .bind(&at)
-        .execute(&mut *tx)
+        .bind("roostd exited while the session was live")
+        .bind(now())
+        .execute(&self.writer)
         .await?;
-        tx.commit().await?;
         Ok(done.rows_affected())
     }
 
@@ -295,23 +272,6 @@ impl Store {
             .map(|r| Ok((r.try_get("state")?, r.try_get("detail")?, r.try_get("at")?)))
             .collect()
     }
-}
-
-async fn insert_event(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    id: &str,
-    state: SessionState,
-    detail: Option<&str>,
-    at: &str,
-) -> Result<(), StoreError> {
-    sqlx::query("INSERT INTO session_events (session_id, state, detail, at) VALUES (?, ?, ?, ?)")
-        .bind(id)
-        .bind(state.as_str())
-        .bind(detail)
-        .bind(at)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
 }
 
 fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Session, StoreError> {

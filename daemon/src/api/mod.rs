@@ -99,3 +99,98 @@ async fn fallback(request: Request) -> ApiError {
         request.uri().path()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::config::DaemonConfig;
+    use crate::metrics::Metrics;
+    use crate::runtime::{Runtime, RuntimeConfig};
+    use crate::store::Store;
+
+    async fn test_app(pool: sqlx::SqlitePool, dir: &std::path::Path) -> Router {
+        let metrics = Arc::new(Metrics::default());
+        let runtime = Runtime::new(
+            &RuntimeConfig {
+                max_instances: 4,
+                max_memory_bytes: 16 << 20,
+                cache_dir: dir.join("cache"),
+            },
+            Arc::clone(&metrics),
+        )
+        .expect("runtime");
+        let config = DaemonConfig {
+            state_dir: dir.to_path_buf(),
+            ..DaemonConfig::default()
+        };
+        let supervisor = Supervisor::spawn(
+            config,
+            Store::from_pool(pool),
+            runtime,
+            metrics,
+            "http://127.0.0.1:7420".into(),
+        );
+        app(ApiState {
+            supervisor,
+            started: Instant::now(),
+            a2a_addr: "127.0.0.1:7420".into(),
+            shutdown: CancellationToken::new(),
+        })
+    }
+
+    async fn call(app: Router, request: Request<Body>) -> (StatusCode, serde_json::Value) {
+        let response = app.oneshot(request).await.expect("infallible");
+        let status = response.status();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, serde_json::from_slice(&bytes).expect("JSON body"))
+    }
+
+    #[sqlx::test(migrations = "../migrations")]
+    async fn health_list_and_errors_without_a_socket(pool: sqlx::SqlitePool) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let app = test_app(pool, dir.path()).await;
+        let get = |uri: &str| Request::get(uri).body(Body::empty()).expect("request");
+
+        let (status, health) = call(app.clone(), get("/v1/health")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(health["status"], "ok");
+        assert_eq!(health["live_sessions"], 0);
+
+        let (status, list) = call(app.clone(), get("/v1/sessions?all=true")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(list["sessions"], serde_json::json!([]));
+
+        let (status, err) = call(app.clone(), get("/v1/sessions/ses_missing")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(err["error"]["code"], "not_found");
+
+        let post = Request::post("/v1/sessions")
+            .body(Body::from(r#"{"path": "capsule"}"#))
+            .expect("request");
+        let (status, err) = call(app.clone(), post).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            err["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("must be an absolute path"),
+            "{err}"
+        );
+
+        let (status, err) = call(app, get("/nope")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(err["error"]["code"], "not_found");
+    }
+}

@@ -19,7 +19,7 @@ use crate::config::DaemonConfig;
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::staging::{StageError, Staged, session_dirs, stage};
-use crate::store::{NewSession, Store, StoreError};
+use crate::store::{Store, StoreError};
 
 /// What the supervisor can refuse; the API maps these to statuses.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +61,15 @@ enum Command {
         id_or_name: String,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
     },
+    /// Which live session (if any) an id or name refers to.
+    Resolve {
+        id_or_name: String,
+        reply: oneshot::Sender<Option<String>>,
+    },
     Ended {
         id: String,
+        /// The final record, when it could be written.
+        record: Option<Session>,
     },
     Shutdown {
         grace: Duration,
@@ -88,8 +95,15 @@ struct Live {
 #[derive(Clone)]
 pub struct Supervisor {
     tx: mpsc::Sender<Command>,
-    ended: broadcast::Sender<String>,
+    ended: broadcast::Sender<Ended>,
     shared: Arc<Shared>,
+}
+
+/// Broadcast when a session has ended for good.
+#[derive(Clone)]
+struct Ended {
+    id: String,
+    record: Option<Arc<Session>>,
 }
 
 impl Supervisor {
@@ -212,16 +226,29 @@ impl Supervisor {
         timeout: Duration,
     ) -> Result<Session, SupervisorError> {
         let mut ended = self.ended.subscribe();
-        let session = self.get(id_or_name).await?;
-        if session.state.is_ended() {
-            return Ok(session);
-        }
-        let id = session.id;
+        // Live sessions are known to the owner; only ended ones need the database.
+        let (reply, rx) = oneshot::channel();
+        let id_or_name_owned = id_or_name.to_string();
+        self.tx
+            .send(Command::Resolve {
+                id_or_name: id_or_name_owned,
+                reply,
+            })
+            .await
+            .map_err(|_| SupervisorError::Gone)?;
+        let id = match rx.await.map_err(|_| SupervisorError::Gone)? {
+            Some(id) => id,
+            None => return self.get(id_or_name).await,
+        };
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             match tokio::time::timeout_at(deadline, ended.recv()).await {
-                Ok(Ok(ended_id)) if ended_id != id => continue,
-                // Ours ended, or we lagged/closed: the database has the answer.
+                Ok(Ok(event)) if event.id != id => continue,
+                Ok(Ok(Ended {
+                    record: Some(record),
+                    ..
+                })) => return Ok(Session::clone(&record)),
+                // We lagged, or the record is missing: the database has the answer.
                 Ok(_) | Err(_) => {
                     let session = self.get(&id).await?;
                     if session.state.is_ended() || tokio::time::Instant::now() >= deadline {
@@ -257,7 +284,7 @@ impl Supervisor {
 struct Owner {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Command>,
-    ended: broadcast::Sender<String>,
+    ended: broadcast::Sender<Ended>,
     live: HashMap<String, Live>,
     names: HashMap<String, String>,
     shutting_down: bool,
@@ -284,12 +311,12 @@ impl Owner {
                     staged,
                     resume,
                     reply,
-                } => {
-                    let result = self.launch(*staged, resume).await;
-                    let _ = reply.send(result);
-                }
+                } => self.launch(*staged, resume, reply),
                 Command::Stop { id_or_name, reply } => self.stop(&id_or_name, reply).await,
-                Command::Ended { id } => self.ended(&id).await,
+                Command::Resolve { id_or_name, reply } => {
+                    let _ = reply.send(self.resolve(&id_or_name));
+                }
+                Command::Ended { id, record } => self.ended(&id, record),
                 Command::Shutdown { grace, reply } => {
                     self.shutting_down = true;
                     for live in self.live.values() {
@@ -309,56 +336,40 @@ impl Owner {
         }
     }
 
-    async fn launch(
+    /// Reserves the name and spawns the session task, which writes the row and
+    /// answers `reply` itself: the owner never waits on the database here.
+    fn launch(
         &mut self,
         staged: Staged,
         resume: Option<Resume>,
-    ) -> Result<Session, SupervisorError> {
+        reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    ) {
         if self.shutting_down {
-            return Err(SupervisorError::ShuttingDown);
+            let _ = reply.send(Err(SupervisorError::ShuttingDown));
+            return;
         }
-        let shared = Arc::clone(&self.shared);
         let (id, name, restart_count) = match &resume {
             Some(r) => (r.id.clone(), r.name.clone(), r.restart_count),
             None => {
                 let id = format!("ses_{}", uuid::Uuid::now_v7().simple());
-                let name = self.pick_name(&staged, &id)?;
-                (id, name, 0)
+                match self.pick_name(&staged, &id) {
+                    Ok(name) => (id, name, 0),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                }
             }
         };
-        if resume.is_some() && self.names.contains_key(&name) {
-            return Err(SupervisorError::NameInUse(name));
+        if self.names.contains_key(&name) {
+            let _ = reply.send(Err(SupervisorError::NameInUse(name)));
+            return;
         }
         let (workdir, bookkeeping) = session_dirs(
-            &shared.config.state_dir,
+            &self.shared.config.state_dir,
             staged.user_workdir.as_deref(),
             &id,
         );
-        std::fs::create_dir_all(&bookkeeping)?;
-        if resume.is_none() {
-            let manifest = staged.manifest.manifest_path.display().to_string();
-            let workdir_text = workdir.display().to_string();
-            let bookkeeping_text = bookkeeping.display().to_string();
-            shared
-                .store
-                .insert_session(&NewSession {
-                    id: &id,
-                    name: &name,
-                    capsule: &staged.manifest.name,
-                    version: &staged.manifest.version,
-                    manifest: &manifest,
-                    workdir: &workdir_text,
-                    bookkeeping_dir: &bookkeeping_text,
-                    request: &staged.request,
-                })
-                .await?;
-        } else {
-            shared
-                .store
-                .mark_restarting(&id, restart_count, Some("resumed after roostd restart"))
-                .await?;
-            shared.metrics.session_restarted();
-        }
         let stop = CancellationToken::new();
         let by_shutdown = Arc::new(AtomicBool::new(false));
         self.names.insert(name.clone(), id.clone());
@@ -371,7 +382,7 @@ impl Owner {
                 waiting_stop: Vec::new(),
             },
         );
-        shared
+        self.shared
             .live_count
             .store(self.live.len() as u64, Ordering::Relaxed);
         let span = tracing::info_span!(
@@ -381,7 +392,7 @@ impl Owner {
             name = %name
         );
         let task = session::SessionTask {
-            shared: Arc::clone(&shared),
+            shared: Arc::clone(&self.shared),
             id: id.clone(),
             name,
             staged,
@@ -392,19 +403,14 @@ impl Owner {
             restart_count,
         };
         let tx = self.tx.clone();
-        let ended_id = id.clone();
+        let resumed = resume.is_some();
         tokio::spawn(
             async move {
-                task.run().await;
-                let _ = tx.send(Command::Ended { id: ended_id }).await;
+                let record = task.run(resumed, reply).await;
+                let _ = tx.send(Command::Ended { id, record }).await;
             }
             .instrument(span),
         );
-        shared
-            .store
-            .get(&id)
-            .await?
-            .ok_or(SupervisorError::NotFound(id))
     }
 
     /// The requested name, else the capsule name, else the capsule name with a
@@ -425,17 +431,24 @@ impl Owner {
         Ok(format!("{trimmed}-{suffix}"))
     }
 
+    /// The id of the live session with this id or name.
+    fn resolve(&self, id_or_name: &str) -> Option<String> {
+        if self.live.contains_key(id_or_name) {
+            Some(id_or_name.to_string())
+        } else {
+            self.names.get(id_or_name).cloned()
+        }
+    }
+
     async fn stop(
         &mut self,
         id_or_name: &str,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
     ) {
-        let id = if self.live.contains_key(id_or_name) {
-            Some(id_or_name.to_string())
-        } else {
-            self.names.get(id_or_name).cloned()
-        };
-        match id.and_then(|id| self.live.get_mut(&id)) {
+        match self
+            .resolve(id_or_name)
+            .and_then(|id| self.live.get_mut(&id))
+        {
             Some(live) => {
                 live.stop.cancel();
                 live.waiting_stop.push(reply);
@@ -451,7 +464,7 @@ impl Owner {
         }
     }
 
-    async fn ended(&mut self, id: &str) {
+    fn ended(&mut self, id: &str, record: Option<Session>) {
         let Some(live) = self.live.remove(id) else {
             return;
         };
@@ -461,17 +474,16 @@ impl Owner {
         self.shared
             .live_count
             .store(self.live.len() as u64, Ordering::Relaxed);
-        let _ = self.ended.send(id.to_string());
-        if !live.waiting_stop.is_empty() {
-            let record = self.shared.store.get(id).await;
-            for waiter in live.waiting_stop {
-                let result = match &record {
-                    Ok(Some(session)) => Ok(session.clone()),
-                    Ok(None) => Err(SupervisorError::NotFound(id.to_string())),
-                    Err(e) => Err(SupervisorError::NotFound(format!("{id} ({e})"))),
-                };
-                let _ = waiter.send(result);
-            }
+        let record = record.map(Arc::new);
+        for waiter in live.waiting_stop {
+            let _ = waiter.send(match &record {
+                Some(session) => Ok(Session::clone(session)),
+                None => Err(SupervisorError::NotFound(id.to_string())),
+            });
         }
+        let _ = self.ended.send(Ended {
+            id: id.to_string(),
+            record,
+        });
     }
 }

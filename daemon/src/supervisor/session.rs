@@ -6,16 +6,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use roost_ctl::api::{RestartPolicy, SessionState};
+use roost_ctl::api::{RestartPolicy, Session, SessionState};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
 use super::backoff::{Backoff, Next};
+use super::{Shared, SupervisorError};
 use crate::logs::LogSink;
 use crate::metrics::Outcome;
 use crate::runtime::{GuestFailure, ScriptLaunch};
 use crate::staging::Staged;
-use crate::store::StopReason;
+use crate::store::{NewSession, StopReason};
 
 pub(super) struct SessionTask {
     pub(super) shared: Arc<Shared>,
@@ -37,7 +38,23 @@ enum RunEnd {
 }
 
 impl SessionTask {
-    pub(super) async fn run(mut self) {
+    /// Records the session (answering `reply` once the row exists), runs it until
+    /// it ends for good, and returns the final record.
+    pub(super) async fn run(
+        mut self,
+        resumed: bool,
+        reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    ) -> Option<Session> {
+        match self.register(resumed).await {
+            Ok(session) => {
+                let _ = reply.send(Ok(session));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot record session");
+                let _ = reply.send(Err(error));
+                return None;
+            }
+        }
         let mut backoff = Backoff::new(self.shared.config.restart.clone());
         let (state, error) = loop {
             let started = Instant::now();
@@ -92,26 +109,48 @@ impl SessionTask {
             }
             self.shared.metrics.session_restarted();
         };
-        self.finish(state, error.as_deref()).await;
+        self.finish(state, error.as_deref()).await
+    }
+
+    /// Creates the bookkeeping dir and writes the row (or, when resuming after a
+    /// daemon restart, records the restart on the existing row).
+    async fn register(&self, resumed: bool) -> Result<Session, SupervisorError> {
+        // The bookkeeping dir is the workdir, or inside it.
+        std::fs::create_dir_all(&self.bookkeeping)?;
+        let store = &self.shared.store;
+        if resumed {
+            self.shared.metrics.session_restarted();
+            return Ok(store
+                .mark_restarting(
+                    &self.id,
+                    self.restart_count,
+                    Some("resumed after roostd restart"),
+                )
+                .await?);
+        }
+        let manifest = &self.staged.manifest;
+        Ok(store
+            .insert_session(&NewSession {
+                id: &self.id,
+                name: &self.name,
+                capsule: &manifest.name,
+                version: &manifest.version,
+                manifest: &manifest.manifest_path.display().to_string(),
+                workdir: &self.workdir.display().to_string(),
+                bookkeeping_dir: &self.bookkeeping.display().to_string(),
+                request: &self.staged.request,
+            })
+            .await?)
     }
 
     async fn run_once(&self) -> RunEnd {
         if self.stop.is_cancelled() {
             return RunEnd::Stopped;
         }
-        let log = match LogSink::open(
+        let log = LogSink::new(
             &self.bookkeeping.join("logs"),
             self.shared.config.logs.max_bytes,
-        ) {
-            Ok(log) => log,
-            Err(e) => return RunEnd::Failed(format!("cannot open session log: {e}")),
-        };
-        if let Err(e) = std::fs::create_dir_all(&self.workdir) {
-            return RunEnd::Failed(format!(
-                "cannot create workdir {}: {e}",
-                self.workdir.display()
-            ));
-        }
+        );
         if let Err(e) = self.shared.store.mark_running(&self.id).await {
             return RunEnd::Failed(format!("cannot record running state: {e}"));
         }
@@ -164,7 +203,7 @@ impl SessionTask {
         env
     }
 
-    async fn finish(&self, state: SessionState, error: Option<&str>) {
+    async fn finish(&self, state: SessionState, error: Option<&str>) -> Option<Session> {
         let stop_reason = (state == SessionState::Stopped).then(|| {
             if self.by_shutdown.load(Ordering::Relaxed) {
                 StopReason::Shutdown
@@ -180,13 +219,17 @@ impl SessionTask {
         };
         self.shared.metrics.outcome(outcome);
         tracing::info!(state = %state, error = error.unwrap_or(""), "session ended");
-        if let Err(e) = self
+        match self
             .shared
             .store
             .mark_ended(&self.id, state, error, stop_reason)
             .await
         {
-            tracing::error!(error = %e, "cannot record session end");
+            Ok(session) => Some(session),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot record session end");
+                None
+            }
         }
     }
 }
