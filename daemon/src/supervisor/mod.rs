@@ -69,7 +69,7 @@ enum Command {
     Ended {
         id: String,
         /// The final record, when it could be written.
-        record: Option<Session>,
+        record: Option<Box<Session>>,
     },
     Shutdown {
         grace: Duration,
@@ -407,6 +407,7 @@ impl Owner {
         tokio::spawn(
             async move {
                 let record = task.run(resumed, reply).await;
+                let record = record.map(Box::new);
                 let _ = tx.send(Command::Ended { id, record }).await;
             }
             .instrument(span),
@@ -464,7 +465,7 @@ impl Owner {
         }
     }
 
-    fn ended(&mut self, id: &str, record: Option<Session>) {
+    fn ended(&mut self, id: &str, record: Option<Box<Session>>) {
         let Some(live) = self.live.remove(id) else {
             return;
         };
@@ -474,7 +475,7 @@ impl Owner {
         self.shared
             .live_count
             .store(self.live.len() as u64, Ordering::Relaxed);
-        let record = record.map(Arc::new);
+        let record = record.map(|r| Arc::new(*r));
         for waiter in live.waiting_stop {
             let _ = waiter.send(match &record {
                 Some(session) => Ok(Session::clone(session)),
