@@ -20,7 +20,9 @@ CREATE TABLE sessions (
     updated_at      TEXT NOT NULL
 );
 
-CREATE INDEX sessions_state ON sessions (state);
+-- Live sessions only: a partial index stays small and is not touched by the
+-- transitions of ended rows. Resume/list queries of history scan the table.
+CREATE INDEX sessions_live ON sessions (created_at) WHERE state IN ('starting', 'running');
 CREATE INDEX sessions_name ON sessions (name);
 
 -- Every state transition, in order, so history survives restarts and crashes.

@@ -1,6 +1,7 @@
 //! Typed async client of the roostd control API over its Unix socket.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -50,29 +51,54 @@ impl ClientError {
     }
 }
 
-/// A handle on one roostd control socket. Cheap to clone; each call opens its own connection.
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// Idle connections kept for reuse (HTTP/1.1 keep-alive over the socket).
+const MAX_IDLE: usize = 32;
+
+/// A handle on one roostd control socket. Cheap to clone; clones share a small
+/// pool of keep-alive connections.
 #[derive(Debug, Clone)]
 pub struct Client {
     socket: PathBuf,
+    idle: Arc<Mutex<Vec<Sender>>>,
+}
+
+/// A response whose connection goes back to the pool once the body is read.
+struct Response {
+    status: StatusCode,
+    body: Incoming,
+    sender: Sender,
 }
 
 impl Client {
     pub fn new(socket: impl Into<PathBuf>) -> Self {
         Self {
             socket: socket.into(),
+            idle: Arc::new(Mutex::new(Vec::new())),
         }
     }
 
-    pub fn socket(&self) -> &Path {
-        &self.socket
+    fn checkout(&self) -> Option<Sender> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(sender) = idle.pop() {
+            if !sender.is_closed() {
+                return Some(sender);
+            }
+        }
+        None
     }
 
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Vec<u8>>,
-    ) -> Result<hyper::Response<Incoming>, ClientError> {
+    fn checkin(&self, sender: Sender) {
+        if !sender.is_closed() {
+            let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+            if idle.len() < MAX_IDLE {
+                idle.push(sender);
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<Sender, ClientError> {
         let stream =
             UnixStream::connect(&self.socket)
                 .await
@@ -90,24 +116,67 @@ impl Client {
                         source,
                     },
                 })?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(async move {
-            // The connection ends when the response body is consumed or dropped.
+            // Ends when the daemon closes the connection or the sender is dropped.
             let _ = conn.await;
         });
-        let has_body = body.is_some();
-        let mut builder = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::HOST, "roostd");
-        if has_body {
-            builder = builder.header(header::CONTENT_TYPE, "application/json");
+        Ok(sender)
+    }
+
+    /// Reads the whole body and returns the connection to the pool.
+    async fn finish(&self, response: Response) -> Result<(StatusCode, Bytes), ClientError> {
+        let bytes = response.body.collect().await?.to_bytes();
+        self.checkin(response.sender);
+        Ok((response.status, bytes))
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Response, ClientError> {
+        let make = || {
+            let mut builder = Request::builder()
+                .method(method.clone())
+                .uri(path)
+                .header(header::HOST, "roostd");
+            if body.is_some() {
+                builder = builder.header(header::CONTENT_TYPE, "application/json");
+            }
+            builder
+                .body(Full::new(Bytes::from(body.clone().unwrap_or_default())))
+                .map_err(|e| ClientError::Decode(e.to_string()))
+        };
+        // A pooled connection may have been closed by the daemon meanwhile; the
+        // request then goes out on a fresh connection.
+        if let Some(mut sender) = self.checkout()
+            && sender.ready().await.is_ok()
+        {
+            match sender.send_request(make()?).await {
+                Ok(response) => return Ok(Self::wrap(response, sender)),
+                // Not sent: safe to send again, even a POST.
+                Err(e) if e.is_canceled() || e.is_closed() => {}
+                Err(e) => return Err(e.into()),
+            }
         }
-        let request = builder
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| ClientError::Decode(e.to_string()))?;
-        Ok(sender.send_request(request).await?)
+        let mut sender = self.connect().await?;
+        let response = sender.send_request(make()?).await?;
+        Ok(Self::wrap(response, sender))
+    }
+
+    fn wrap(response: hyper::Response<Incoming>, sender: Sender) -> Response {
+        let status = response.status();
+        Response {
+            status,
+            body: response.into_body(),
+            sender,
+        }
     }
 
     async fn call<T: DeserializeOwned>(
@@ -117,8 +186,7 @@ impl Client {
         body: Option<Vec<u8>>,
     ) -> Result<T, ClientError> {
         let response = self.send(method, path, body).await?;
-        let status = response.status();
-        let bytes = response.into_body().collect().await?.to_bytes();
+        let (status, bytes) = self.finish(response).await?;
         if !status.is_success() {
             return Err(api_error(status, &bytes));
         }
@@ -203,25 +271,26 @@ impl Client {
                 None,
             )
             .await?;
-        let status = response.status();
-        let mut body = response.into_body();
-        if !status.is_success() {
-            let bytes = body.collect().await?.to_bytes();
+        if !response.status.is_success() {
+            let (status, bytes) = self.finish(response).await?;
             return Err(api_error(status, &bytes));
         }
+        let Response {
+            mut body, sender, ..
+        } = response;
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame?.into_data() {
                 on_chunk(&data);
             }
         }
+        self.checkin(sender);
         Ok(())
     }
 
     /// `GET /metrics` as Prometheus text.
     pub async fn metrics(&self) -> Result<String, ClientError> {
         let response = self.send(Method::GET, "/metrics", None).await?;
-        let status = response.status();
-        let bytes = response.into_body().collect().await?.to_bytes();
+        let (status, bytes) = self.finish(response).await?;
         if !status.is_success() {
             return Err(api_error(status, &bytes));
         }
@@ -236,9 +305,7 @@ impl Client {
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, Bytes), ClientError> {
         let response = self.send(method, path, body).await?;
-        let status = response.status();
-        let bytes = response.into_body().collect().await?.to_bytes();
-        Ok((status, bytes))
+        self.finish(response).await
     }
 }
 

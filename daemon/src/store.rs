@@ -61,6 +61,8 @@ pub struct Resumable {
 pub struct Store {
     writer: SqlitePool,
     reader: SqlitePool,
+    /// Checkpoints, on a connection of their own so they never queue writes.
+    maint: SqlitePool,
 }
 
 const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
@@ -80,29 +82,51 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        // Checkpoints run in the background (see `checkpoint`), not inside
+        // whichever commit happens to cross the threshold.
         let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
+            .await?;
+        sqlx::migrate!("../migrations").run(&writer).await?;
+        let maint = SqlitePoolOptions::new()
             .max_connections(1)
             .connect_with(options.clone())
             .await?;
-        sqlx::migrate!("../migrations").run(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options.read_only(true))
             .await?;
-        Ok(Self { writer, reader })
+        Ok(Self {
+            writer,
+            reader,
+            maint,
+        })
     }
 
     /// A store over an existing pool (tests with `#[sqlx::test]`).
     pub fn from_pool(pool: SqlitePool) -> Self {
         Self {
             writer: pool.clone(),
+            maint: pool.clone(),
             reader: pool,
         }
     }
 
+    /// Copies the WAL back into the database without blocking writers
+    /// (PASSIVE); the daemon calls it periodically and at shutdown.
+    pub async fn checkpoint(&self) -> Result<(), StoreError> {
+        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .execute(&self.maint)
+            .await?;
+        Ok(())
+    }
+
     pub async fn close(&self) {
+        let _ = self.checkpoint().await;
         self.writer.close().await;
         self.reader.close().await;
+        self.maint.close().await;
     }
 
     /// Inserts a new session in `starting` and returns its record.

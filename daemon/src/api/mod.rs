@@ -67,10 +67,16 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
         peer_pid = peer.and_then(|p| p.pid),
         status = tracing::field::Empty,
     );
+    let mutating = request.method() != axum::http::Method::GET;
     async move {
         let response = next.run(request).await;
         tracing::Span::current().record("status", response.status().as_u16());
-        tracing::debug!("served");
+        // Changes are worth a line each (with the peer's uid/pid); reads are not.
+        if mutating {
+            tracing::info!("served");
+        } else {
+            tracing::debug!("served");
+        }
         response
     }
     .instrument(span)
