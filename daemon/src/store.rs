@@ -129,15 +129,18 @@ impl Store {
         self.maint.close().await;
     }
 
-    /// Inserts a new session in `starting` and returns its record.
+    /// Inserts a new session and returns its record. Staging is complete before
+    /// a row exists, so a fresh session is recorded directly as `running`;
+    /// `starting` is the state of a session waiting to be started again.
     pub async fn insert_session(&self, new: &NewSession<'_>) -> Result<Session, StoreError> {
         let at = now();
         let request =
             serde_json::to_string(new.request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let sql = format!(
             "INSERT INTO sessions (id, name, capsule, version, state, manifest, workdir, \
-             bookkeeping_dir, request_json, restart_policy, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, 'starting', ?, ?, ?, ?, ?, ?, ?) RETURNING {SESSION_COLUMNS}"
+             bookkeeping_dir, request_json, restart_policy, created_at, started_at, updated_at) \
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10) \
+             RETURNING {SESSION_COLUMNS}"
         );
         let row = sqlx::query(&sql)
             .bind(new.id)
@@ -149,7 +152,6 @@ impl Store {
             .bind(new.bookkeeping_dir)
             .bind(request)
             .bind(new.request.restart.as_str())
-            .bind(&at)
             .bind(&at)
             .fetch_one(&self.writer)
             .await?;
@@ -353,6 +355,10 @@ mod tests {
         let store = Store::from_pool(pool);
         let req = request();
         insert(&store, "ses_1", "hello", &req).await;
+        store
+            .mark_restarting("ses_1", 1, Some("trap: first"))
+            .await
+            .expect("restarting");
         store.mark_running("ses_1").await.expect("running");
         store
             .mark_ended("ses_1", SessionState::Failed, Some("trap: boom"), None)
@@ -369,7 +375,7 @@ mod tests {
             .into_iter()
             .map(|e| e.0)
             .collect();
-        assert_eq!(states, ["starting", "running", "failed"]);
+        assert_eq!(states, ["running", "starting", "running", "failed"]);
     }
 
     #[sqlx::test(migrations = "../migrations")]

@@ -45,8 +45,8 @@ async fn on_failure_restarts_with_backoff_then_gives_up_with_a_reason() {
     assert_eq!(
         states,
         [
-            "starting", "running", "starting", "running", "starting", "running", "starting",
-            "running", "failed"
+            "running", "starting", "running", "starting", "running", "starting", "running",
+            "failed"
         ]
     );
 }

@@ -56,9 +56,13 @@ impl SessionTask {
             }
         }
         let mut backoff = Backoff::new(self.shared.config.restart.clone());
+        // A fresh row is written as `running`; restarts and resumes are not.
+        let mut recorded_running = !resumed;
         let (state, error) = loop {
             let started = Instant::now();
-            let end = self.run_once().await;
+            let end = self
+                .run_once(std::mem::replace(&mut recorded_running, false))
+                .await;
             let (failed, error) = match &end {
                 RunEnd::Stopped => break (SessionState::Stopped, None),
                 RunEnd::Completed => (false, None),
@@ -115,8 +119,21 @@ impl SessionTask {
     /// Creates the bookkeeping dir and writes the row (or, when resuming after a
     /// daemon restart, records the restart on the existing row).
     async fn register(&self, resumed: bool) -> Result<Session, SupervisorError> {
-        // The bookkeeping dir is the workdir, or inside it.
-        std::fs::create_dir_all(&self.bookkeeping)?;
+        // The bookkeeping dir is the workdir, or inside it. It is made while the
+        // row is written (a directory costs as much as a commit here); should it
+        // fail, the run fails with the reason and the row says so.
+        let dir = self.bookkeeping.clone();
+        let mkdir = tokio::task::spawn_blocking(move || std::fs::create_dir_all(&dir));
+        let (made, recorded) = tokio::join!(mkdir, self.record(resumed));
+        match made {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "cannot create session directory"),
+            Err(error) => tracing::warn!(%error, "session directory task failed"),
+        }
+        recorded
+    }
+
+    async fn record(&self, resumed: bool) -> Result<Session, SupervisorError> {
         let store = &self.shared.store;
         if resumed {
             self.shared.metrics.session_restarted();
@@ -143,7 +160,7 @@ impl SessionTask {
             .await?)
     }
 
-    async fn run_once(&self) -> RunEnd {
+    async fn run_once(&self, recorded_running: bool) -> RunEnd {
         if self.stop.is_cancelled() {
             return RunEnd::Stopped;
         }
@@ -151,7 +168,7 @@ impl SessionTask {
             &self.bookkeeping.join("logs"),
             self.shared.config.logs.max_bytes,
         );
-        if let Err(e) = self.shared.store.mark_running(&self.id).await {
+        if !recorded_running && let Err(e) = self.shared.store.mark_running(&self.id).await {
             return RunEnd::Failed(format!("cannot record running state: {e}"));
         }
         self.shared.metrics.session_started();
