@@ -1,5 +1,6 @@
 //! roostd binary: flags and environment, logging, signals; everything else is in the library.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -38,6 +39,8 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // journald and log files get plain text; colours only on a terminal.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let config = DaemonConfig::load(Overrides {
         config: args.config,
