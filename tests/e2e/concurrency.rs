@@ -3,18 +3,13 @@
 
 use roost_ctl::api::SessionState;
 
-use crate::harness::{Daemon, capsule, request};
+use crate::harness::{Daemon, capsule, request, spinner};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_concurrent_sessions_share_one_compiled_component() {
     let d = Daemon::start().await;
     let cap = capsule(d.root.path(), "hello", "hello", "");
-    let spin = capsule(
-        d.root.path(),
-        "spin",
-        "spin",
-        "capabilities: {limits: {timeout_secs: 600}}\n",
-    );
+    let spin = spinner(d.root.path());
     // A guest spinning for the whole test must not delay anyone.
     let spinner = d.start_capsule(&spin).await;
     let mut handles = Vec::new();

@@ -6,17 +6,7 @@ use std::time::Duration;
 
 use roost_ctl::api::{RestartPolicy, SessionState, StartRequest};
 
-use crate::harness::{Daemon, TEST_CONFIG, capsule, request};
-
-async fn wait_running(d: &Daemon, id: &str) {
-    for _ in 0..2000 {
-        if d.client.get(id).await.expect("get").state == SessionState::Running {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("session {id} never ran");
-}
+use crate::harness::{Daemon, TEST_CONFIG, capsule, request, spinner};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_guests_records_them_and_speaks_sd_notify() {
@@ -42,14 +32,9 @@ async fn sigterm_stops_guests_records_them_and_speaks_sd_notify() {
     let n = notify.recv(&mut buf).expect("watchdog ping");
     assert_eq!(&buf[..n], b"WATCHDOG=1");
 
-    let cap = capsule(
-        d.root.path(),
-        "spin",
-        "spin",
-        "capabilities: {limits: {timeout_secs: 600}}\n",
-    );
+    let cap = spinner(d.root.path());
     let s = d.start_capsule(&cap).await;
-    wait_running(&d, &s.id).await;
+    d.wait_running(&s.id).await;
     let status = d.signal_and_wait(libc::SIGTERM, Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "clean exit:\n{}", d.log());
     let mut saw_stopping = false;
@@ -75,12 +60,7 @@ async fn sigterm_stops_guests_records_them_and_speaks_sd_notify() {
 async fn kill_nine_leaves_no_ghosts_and_keeps_history() {
     let mut d = Daemon::start().await;
     let hello = capsule(d.root.path(), "hello", "hello", "");
-    let spin = capsule(
-        d.root.path(),
-        "spin",
-        "spin",
-        "capabilities: {limits: {timeout_secs: 600}}\n",
-    );
+    let spin = spinner(d.root.path());
     let done = d.run_to_end(&hello).await;
     let running = d.start_capsule(&spin).await;
     let supervised = d
@@ -92,8 +72,8 @@ async fn kill_nine_leaves_no_ghosts_and_keeps_history() {
         })
         .await
         .expect("start");
-    wait_running(&d, &running.id).await;
-    wait_running(&d, &supervised.id).await;
+    d.wait_running(&running.id).await;
+    d.wait_running(&supervised.id).await;
     assert_eq!(d.metric("roost_components_compiled_total").await, 2);
 
     d.kill9();

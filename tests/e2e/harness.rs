@@ -58,6 +58,16 @@ pub fn capsule(root: &Path, name: &str, guest_name: &str, extra: &str) -> PathBu
     dir
 }
 
+/// A capsule that spins until stopped (its deadline is 10 minutes away).
+pub fn spinner(root: &Path) -> PathBuf {
+    capsule(
+        root,
+        "spin",
+        "spin",
+        "capabilities: {limits: {timeout_secs: 600}}\n",
+    )
+}
+
 fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -207,6 +217,34 @@ impl Daemon {
             .start(&request(path))
             .await
             .unwrap_or_else(|e| panic!("start {}: {e}\n{}", path.display(), self.log()))
+    }
+
+    /// Starts a capsule under a restart policy.
+    pub async fn start_supervised(
+        &self,
+        path: &Path,
+        restart: roost_ctl::api::RestartPolicy,
+    ) -> Session {
+        let request = StartRequest {
+            restart,
+            ..request(path)
+        };
+        self.client
+            .start(&request)
+            .await
+            .unwrap_or_else(|e| panic!("start {}: {e}\n{}", path.display(), self.log()))
+    }
+
+    /// Waits until the session's guest is executing.
+    pub async fn wait_running(&self, id: &str) {
+        for _ in 0..2000 {
+            let session = self.client.get(id).await.expect("get");
+            if session.state == roost_ctl::api::SessionState::Running {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("session {id} never ran:\n{}", self.log());
     }
 
     pub async fn run_to_end(&self, path: &Path) -> Session {

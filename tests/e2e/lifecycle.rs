@@ -4,7 +4,14 @@
 use roost_ctl::api::{SessionState, StartRequest};
 use roost_ctl::cli::{Cli, Command, run};
 
-use crate::harness::{Daemon, capsule, code, request};
+use crate::harness::{Daemon, capsule, code, request, spinner};
+
+fn with_name(cap: &std::path::Path, name: &str) -> StartRequest {
+    StartRequest {
+        name: Some(name.into()),
+        ..request(cap)
+    }
+}
 
 fn cli(d: &Daemon, command: Command) -> Cli {
     Cli {
@@ -16,21 +23,9 @@ fn cli(d: &Daemon, command: Command) -> Cli {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_interrupts_a_running_guest_and_is_final() {
     let d = Daemon::start().await;
-    let cap = capsule(
-        d.root.path(),
-        "spin",
-        "spin",
-        "capabilities: {limits: {timeout_secs: 600}}\n",
-    );
+    let cap = spinner(d.root.path());
     let s = d.start_capsule(&cap).await;
-    // Wait until the guest is really executing.
-    loop {
-        let now = d.client.get(&s.id).await.expect("get");
-        if now.state == SessionState::Running {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    d.wait_running(&s.id).await;
     let listed = d.client.list(false).await.expect("list");
     assert_eq!(listed.len(), 1);
     let stopped = d.client.stop("spin").await.expect("stop by name");
@@ -45,12 +40,7 @@ async fn stop_interrupts_a_running_guest_and_is_final() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn names_default_to_the_capsule_and_stay_unique_among_live_sessions() {
     let d = Daemon::start().await;
-    let cap = capsule(
-        d.root.path(),
-        "spin",
-        "spin",
-        "capabilities: {limits: {timeout_secs: 600}}\n",
-    );
+    let cap = spinner(d.root.path());
     let first = d.start_capsule(&cap).await;
     let second = d.start_capsule(&cap).await;
     assert_eq!(first.name, "spin");
@@ -61,28 +51,19 @@ async fn names_default_to_the_capsule_and_stay_unique_among_live_sessions() {
     );
     let named = d
         .client
-        .start(&StartRequest {
-            name: Some("worker-1".into()),
-            ..request(&cap)
-        })
+        .start(&with_name(&cap, "worker-1"))
         .await
         .expect("named");
     assert_eq!(named.name, "worker-1");
     let err = d
         .client
-        .start(&StartRequest {
-            name: Some("worker-1".into()),
-            ..request(&cap)
-        })
+        .start(&with_name(&cap, "worker-1"))
         .await
         .expect_err("duplicate live name");
     assert_eq!(code(&err), "name_in_use");
     let err = d
         .client
-        .start(&StartRequest {
-            name: Some("Bad Name".into()),
-            ..request(&cap)
-        })
+        .start(&with_name(&cap, "Bad Name"))
         .await
         .expect_err("invalid name");
     assert_eq!(code(&err), "bad_request");
@@ -92,10 +73,7 @@ async fn names_default_to_the_capsule_and_stay_unique_among_live_sessions() {
     // Once stopped, the name is free again.
     let reused = d
         .client
-        .start(&StartRequest {
-            name: Some("worker-1".into()),
-            ..request(&cap)
-        })
+        .start(&with_name(&cap, "worker-1"))
         .await
         .expect("name free after stop");
     d.client.stop(&reused.id).await.expect("stop");

@@ -1,8 +1,8 @@
 //! Restart policies: on-failure with backoff and a give-up limit, always, and no.
 
-use roost_ctl::api::{RestartPolicy, SessionState, StartRequest};
+use roost_ctl::api::{RestartPolicy, SessionState};
 
-use crate::harness::{Daemon, TEST_CONFIG, capsule, request};
+use crate::harness::{Daemon, TEST_CONFIG, capsule};
 
 const FAST_RESTARTS: &str = "restart: {initial_backoff_ms: 10, multiplier: 1.5, max_backoff_secs: 1, reset_after_secs: 30, max_restarts: 3}\n";
 
@@ -10,14 +10,7 @@ const FAST_RESTARTS: &str = "restart: {initial_backoff_ms: 10, multiplier: 1.5, 
 async fn on_failure_restarts_with_backoff_then_gives_up_with_a_reason() {
     let d = Daemon::start_with(&format!("{TEST_CONFIG}{FAST_RESTARTS}"), &[]).await;
     let cap = capsule(d.root.path(), "panic", "panic", "");
-    let s = d
-        .client
-        .start(&StartRequest {
-            restart: RestartPolicy::OnFailure,
-            ..request(&cap)
-        })
-        .await
-        .expect("start");
+    let s = d.start_supervised(&cap, RestartPolicy::OnFailure).await;
     let end = d.client.wait(&s.id).await.expect("wait");
     assert_eq!(end.state, SessionState::Failed);
     assert_eq!(end.restart_count, 3);
@@ -55,14 +48,7 @@ async fn on_failure_restarts_with_backoff_then_gives_up_with_a_reason() {
 async fn on_failure_does_not_restart_a_completed_capsule() {
     let d = Daemon::start_with(&format!("{TEST_CONFIG}{FAST_RESTARTS}"), &[]).await;
     let cap = capsule(d.root.path(), "hello", "hello", "");
-    let s = d
-        .client
-        .start(&StartRequest {
-            restart: RestartPolicy::OnFailure,
-            ..request(&cap)
-        })
-        .await
-        .expect("start");
+    let s = d.start_supervised(&cap, RestartPolicy::OnFailure).await;
     let end = d.client.wait(&s.id).await.expect("wait");
     assert_eq!(end.state, SessionState::Completed);
     assert_eq!(end.restart_count, 0);
@@ -72,14 +58,7 @@ async fn on_failure_does_not_restart_a_completed_capsule() {
 async fn always_restarts_completed_capsules_until_stopped() {
     let d = Daemon::start_with(&format!("{TEST_CONFIG}{FAST_RESTARTS}"), &[]).await;
     let cap = capsule(d.root.path(), "hello", "hello", "");
-    let s = d
-        .client
-        .start(&StartRequest {
-            restart: RestartPolicy::Always,
-            ..request(&cap)
-        })
-        .await
-        .expect("start");
+    let s = d.start_supervised(&cap, RestartPolicy::Always).await;
     let end = d.client.wait(&s.id).await.expect("wait");
     // Three restarts, then the give-up limit ends it.
     assert_eq!(end.restart_count, 3);
