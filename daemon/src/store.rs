@@ -51,6 +51,7 @@ pub struct NewSession<'a> {
 /// A session the daemon should bring back at start-up.
 pub struct Resumable {
     pub id: String,
+    pub name: String,
     pub request: StartRequest,
     pub restart_count: u32,
 }
@@ -236,7 +237,7 @@ impl Store {
     /// stopped by a shutdown, and `on-failure` ones that were interrupted.
     pub async fn resumable(&self) -> Result<Vec<Resumable>, StoreError> {
         let rows = sqlx::query(
-            "SELECT id, request_json, restart_count FROM sessions \
+            "SELECT id, name, request_json, restart_count FROM sessions \
              WHERE (state = 'interrupted' AND restart_policy IN ('always', 'on-failure')) \
                 OR (state = 'stopped' AND stop_reason = 'shutdown' AND restart_policy = 'always') \
              ORDER BY created_at",
@@ -250,6 +251,7 @@ impl Store {
                     .map_err(|e| StoreError::Corrupt(format!("request_json: {e}")))?;
                 Ok(Resumable {
                     id: row.try_get("id")?,
+                    name: row.try_get("name")?,
                     request,
                     restart_count: row.try_get::<u32, _>("restart_count")?,
                 })

@@ -175,15 +175,11 @@ impl Supervisor {
     pub async fn resume_all(&self) -> Result<usize, SupervisorError> {
         let mut resumed = 0;
         for item in self.shared.store.resumable().await? {
-            let name = match self.shared.store.get(&item.id).await? {
-                Some(session) => session.name,
-                None => continue,
-            };
             match stage(&self.shared.runtime, &self.shared.config, item.request).await {
                 Ok(staged) => {
                     let resume = Resume {
                         id: item.id.clone(),
-                        name,
+                        name: item.name.clone(),
                         restart_count: item.restart_count + 1,
                     };
                     let outcome = self
