@@ -111,14 +111,8 @@ impl SinkInner {
 
     fn rotate(&mut self) {
         self.file = None;
-        let live = self.dir.join(GUEST_LOG);
-        let _ = std::fs::rename(&live, rotated_path(&self.dir));
-        self.file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&live)
-            .ok();
-        self.written = 0;
+        let _ = std::fs::rename(self.dir.join(GUEST_LOG), rotated_path(&self.dir));
+        self.open();
     }
 }
 
