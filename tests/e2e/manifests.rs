@@ -70,6 +70,24 @@ async fn malformed_manifests_are_explained_and_create_nothing() {
     let err = d.client.start(&request(&dir)).await.expect_err("refused");
     assert_eq!(code(&err), "invalid_component", "{err}");
 
+    // A component too large to read is refused before it is read (sparse file).
+    let dir = d.root.path().join("huge");
+    std::fs::create_dir(&dir).expect("dir");
+    std::fs::File::create(dir.join("huge.wasm"))
+        .and_then(|f| f.set_len(300 << 20))
+        .expect("sparse file");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        "name: huge\nversion: 0.1.0\ncomponent: huge.wasm\n",
+    )
+    .expect("write");
+    let err = d.client.start(&request(&dir)).await.expect_err("refused");
+    assert_eq!(code(&err), "invalid_component", "{err}");
+    assert!(
+        err.to_string().contains("components may be at most"),
+        "{err}"
+    );
+
     let missing = d
         .client
         .start(&request(&d.root.path().join("nowhere")))

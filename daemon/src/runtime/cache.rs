@@ -15,6 +15,9 @@ use wasmtime::component::Component;
 use super::{PreparedCapsule, RuntimeError};
 use crate::metrics::Metrics;
 
+/// Components larger than this are refused before they are read.
+const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
 /// A path's identity as far as "did the bytes change" goes.
 #[derive(Clone, PartialEq, Eq)]
 struct FileStamp {
@@ -47,6 +50,13 @@ impl ComponentCache {
             source,
         };
         let meta = std::fs::metadata(path).map_err(read_err)?;
+        if meta.len() > MAX_COMPONENT_BYTES {
+            return Err(RuntimeError::TooLarge {
+                path: path.to_path_buf(),
+                size: meta.len(),
+                max: MAX_COMPONENT_BYTES,
+            });
+        }
         let stamp = FileStamp {
             len: meta.len(),
             modified: meta.modified().ok(),

@@ -40,6 +40,8 @@ pub enum RuntimeError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{} is {size} bytes; components may be at most {max} bytes", path.display())]
+    TooLarge { path: PathBuf, size: u64, max: u64 },
     #[error("{} is not a valid WebAssembly component: {message}", path.display())]
     Compile { path: PathBuf, message: String },
     #[error(
