@@ -59,28 +59,16 @@ async fn malformed_manifests_are_explained_and_create_nothing() {
         );
     }
     // A component that is not WebAssembly.
-    let dir = d.root.path().join("not-wasm");
-    std::fs::create_dir(&dir).expect("dir");
-    std::fs::write(dir.join("junk.wasm"), b"definitely not wasm").expect("write");
-    std::fs::write(
-        dir.join("murmur.yaml"),
-        "name: junk\nversion: 0.1.0\ncomponent: junk.wasm\n",
-    )
-    .expect("write");
+    let dir = capsule_with(d.root.path(), "junk", |path| {
+        std::fs::write(path, b"definitely not wasm")
+    });
     let err = d.client.start(&request(&dir)).await.expect_err("refused");
     assert_eq!(code(&err), "invalid_component", "{err}");
 
     // A component too large to read is refused before it is read (sparse file).
-    let dir = d.root.path().join("huge");
-    std::fs::create_dir(&dir).expect("dir");
-    std::fs::File::create(dir.join("huge.wasm"))
-        .and_then(|f| f.set_len(300 << 20))
-        .expect("sparse file");
-    std::fs::write(
-        dir.join("murmur.yaml"),
-        "name: huge\nversion: 0.1.0\ncomponent: huge.wasm\n",
-    )
-    .expect("write");
+    let dir = capsule_with(d.root.path(), "huge", |path| {
+        std::fs::File::create(path).and_then(|f| f.set_len(300 << 20))
+    });
     let err = d.client.start(&request(&dir)).await.expect_err("refused");
     assert_eq!(code(&err), "invalid_component", "{err}");
     assert!(
@@ -111,7 +99,7 @@ async fn malformed_manifests_are_explained_and_create_nothing() {
         .client
         .start(&StartRequest {
             workdir: Some(d.root.path().join("no-such-dir").display().to_string()),
-            ..request(&d.root.path().join("not-wasm"))
+            ..request(&d.root.path().join("junk"))
         })
         .await
         .expect_err("workdir must exist");
@@ -121,4 +109,21 @@ async fn malformed_manifests_are_explained_and_create_nothing() {
         d.client.list(true).await.expect("list").is_empty(),
         "no rows created"
     );
+}
+
+/// A capsule dir `<root>/<name>` whose component `<name>.wasm` is made by `write`.
+fn capsule_with(
+    root: &std::path::Path,
+    name: &str,
+    write: impl FnOnce(&std::path::Path) -> std::io::Result<()>,
+) -> std::path::PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir(&dir).expect("dir");
+    write(&dir.join(format!("{name}.wasm"))).expect("component file");
+    std::fs::write(
+        dir.join("murmur.yaml"),
+        format!("name: {name}\nversion: 0.1.0\ncomponent: {name}.wasm\n"),
+    )
+    .expect("write manifest");
+    dir
 }
