@@ -66,6 +66,7 @@ async fn floor(iterations: usize) -> (Duration, Duration) {
             memory_bytes: 128 << 20,
             policy: Arc::clone(&policy),
             log: log.clone(),
+            tools: None,
         };
         let t = Instant::now();
         runtime

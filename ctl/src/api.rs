@@ -139,6 +139,27 @@ pub struct Session {
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
     pub updated_at: String,
+    /// The artifacts installed for the session (declared, local and pulled).
+    #[serde(default)]
+    pub artifacts: Vec<ArtifactRecord>,
+}
+
+/// One installed artifact of a session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactRecord {
+    pub name: String,
+    pub version: String,
+    /// `tool`, `driver`, `hook` or `skill`.
+    pub runtime: String,
+    /// `wasm` or `native`, for tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<String>,
+    /// sha256 of the bundle (absent for local skills).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// `registry` (declared in murmur.yaml), `local` (a skill's `source:`) or
+    /// `pulled` (through the artifact manager at run time).
+    pub origin: String,
 }
 
 /// `GET /v1/sessions`.

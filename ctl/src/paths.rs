@@ -31,6 +31,14 @@ pub fn default_state_dir() -> PathBuf {
         .join("roost")
 }
 
+/// Environment variable naming the registry (a directory, or an `http://` URL for roostd).
+pub const REGISTRY_ENV: &str = "ROOST_REGISTRY";
+
+/// The default artifact registry: `registry/` in the default state dir.
+pub fn default_registry() -> PathBuf {
+    default_state_dir().join("registry")
+}
+
 /// `/run/roost/roostd.sock` as root, else `$XDG_RUNTIME_DIR/roost/roostd.sock`
 /// (falling back to the state dir when there is no runtime dir).
 pub fn default_socket() -> PathBuf {

@@ -38,6 +38,24 @@ pub struct DaemonConfig {
     pub limits: DefaultLimits,
     pub logs: LogConfig,
     pub restart: RestartConfig,
+    /// Where artifacts come from: a directory or an `http://` URL (default:
+    /// `<state_dir>/registry`, where `roostctl publish` writes by default).
+    pub registry: Option<String>,
+    pub artifacts: ArtifactsConfig,
+}
+
+/// Limits on artifact bundles.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ArtifactsConfig {
+    /// Largest bundle (zip) accepted; its unpacked content may be 4x this.
+    pub max_bundle_mb: u64,
+}
+
+impl Default for ArtifactsConfig {
+    fn default() -> Self {
+        Self { max_bundle_mb: 64 }
+    }
 }
 
 /// Sizing of wasmtime's pooling allocator (slots are reserved up front).
@@ -89,6 +107,8 @@ impl Default for DaemonConfig {
             limits: DefaultLimits::default(),
             logs: LogConfig::default(),
             restart: RestartConfig::default(),
+            registry: None,
+            artifacts: ArtifactsConfig::default(),
         }
     }
 }
@@ -138,9 +158,17 @@ pub struct Overrides {
     pub state_dir: Option<PathBuf>,
     pub socket: Option<PathBuf>,
     pub a2a_listen: Option<SocketAddr>,
+    pub registry: Option<String>,
 }
 
 impl DaemonConfig {
+    /// The registry to stage artifacts from.
+    pub fn registry_location(&self) -> String {
+        self.registry
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("registry").display().to_string())
+    }
+
     /// Loads the config file (the explicit one must exist; the default one may
     /// be absent) and applies overrides on top.
     pub fn load(overrides: Overrides) -> Result<Self, ConfigError> {
@@ -163,6 +191,9 @@ impl DaemonConfig {
         }
         if let Some(addr) = overrides.a2a_listen {
             config.a2a_listen = addr;
+        }
+        if let Some(registry) = overrides.registry {
+            config.registry = Some(registry);
         }
         config.validate()?;
         Ok(config)
@@ -212,6 +243,15 @@ impl DaemonConfig {
         if self.limits.timeout_secs == 0 {
             return Err(ConfigError::Invalid(
                 "limits.timeout_secs must be at least 1".into(),
+            ));
+        }
+        if let Some(location) = &self.registry {
+            crate::registry::open(location)
+                .map_err(|e| ConfigError::Invalid(format!("registry: {e}")))?;
+        }
+        if self.artifacts.max_bundle_mb == 0 || self.artifacts.max_bundle_mb > 1024 {
+            return Err(ConfigError::Invalid(
+                "artifacts.max_bundle_mb must be between 1 and 1024".into(),
             ));
         }
         if self.restart.multiplier < 1.0 {

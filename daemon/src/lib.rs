@@ -5,14 +5,19 @@
 //! - [`config`]: the daemon's YAML config and its defaults.
 //! - [`manifest`], [`policy`]: `murmur.yaml` and the capability policy.
 //! - [`staging`]: what is checked before a session exists.
+//! - [`artifacts`], [`registry`]: a capsule's artifacts, verified and installed;
+//!   where they come from.
+//! - [`tools`]: native and shell tool processes.
 //! - [`supervisor`]: owner of the live-session table, session tasks, restarts.
 //! - [`runtime`]: the only module that touches wasmtime.
 //! - [`store`]: the only module that knows SQL.
-//! - [`api`], [`a2a`]: the only modules that know HTTP.
+//! - [`api`], [`a2a`]: the only modules that serve HTTP; [`registry`] is the
+//!   only HTTP client (besides guests' wasi-http in [`runtime`]).
 //! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
 
 pub mod a2a;
 pub mod api;
+pub mod artifacts;
 pub mod config;
 pub mod daemon;
 pub mod logs;
@@ -20,7 +25,9 @@ pub mod manifest;
 pub mod metrics;
 pub mod notify;
 pub mod policy;
+pub mod registry;
 pub mod runtime;
 pub mod staging;
 pub mod store;
 pub mod supervisor;
+pub mod tools;

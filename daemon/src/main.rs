@@ -29,6 +29,9 @@ struct Args {
     /// A2A gateway address, e.g. 127.0.0.1:7420 (port 0 picks a free port).
     #[arg(long)]
     a2a_listen: Option<SocketAddr>,
+    /// Artifact registry: a directory or an http:// URL (default: <state-dir>/registry).
+    #[arg(long, env = "ROOST_REGISTRY")]
+    registry: Option<String>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -47,6 +50,7 @@ fn main() -> anyhow::Result<()> {
         state_dir: args.state_dir,
         socket: args.socket,
         a2a_listen: args.a2a_listen,
+        registry: args.registry,
     })
     .context("roostd cannot start")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -3,6 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use std::collections::HashSet;
+
+use roost_ctl::artifact::ArtifactRuntime;
+pub use roost_ctl::artifact::names::validate_name;
+use roost_ctl::artifact::names::validate_semver;
 use serde::Deserialize;
 
 use crate::policy::{Capabilities, CapabilityPolicy, PolicyError};
@@ -55,9 +60,9 @@ struct RawManifest {
     #[serde(default)]
     capabilities: Capabilities,
     #[serde(default)]
-    artifacts: Option<serde_yaml::Value>,
+    artifacts: Vec<ArtifactRef>,
     #[serde(default)]
-    tools: Option<serde_yaml::Value>,
+    tools: Vec<String>,
     #[serde(default)]
     inference: Option<serde_yaml::Value>,
     #[serde(default)]
@@ -66,6 +71,19 @@ struct RawManifest {
     lifecycle: Option<serde_yaml::Value>,
     #[serde(default)]
     trace: Option<serde_yaml::Value>,
+}
+
+/// One entry of `artifacts:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactRef {
+    pub name: String,
+    pub version: String,
+    pub runtime: ArtifactRuntime,
+    /// Skills only: a `skill.md` file or a directory holding one, relative to
+    /// the manifest (no registry, no lock entry).
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 /// A validated script-capsule manifest with absolute paths.
@@ -81,6 +99,10 @@ pub struct CapsuleManifest {
     /// Absolute path of the capsule's component.
     pub component: PathBuf,
     pub policy: CapabilityPolicy,
+    /// `artifacts:` in order.
+    pub artifacts: Vec<ArtifactRef>,
+    /// `tools:`, the names `invoke` accepts.
+    pub tools: Vec<String>,
 }
 
 impl CapsuleManifest {
@@ -129,8 +151,6 @@ impl CapsuleManifest {
             message,
         };
         for (field, present) in [
-            ("artifacts", raw.artifacts.is_some()),
-            ("tools", raw.tools.is_some()),
             ("inference", raw.inference.is_some()),
             ("context", raw.context.is_some()),
             ("lifecycle", raw.lifecycle.is_some()),
@@ -176,6 +196,17 @@ impl CapsuleManifest {
                 source,
             }
         })?;
+        validate_artifacts(&raw.artifacts).map_err(|m| invalid("artifacts", m))?;
+        for tool in &raw.tools {
+            if tool.is_empty() || tool.contains('/') || tool.chars().any(char::is_whitespace) {
+                return Err(invalid(
+                    "tools",
+                    format!(
+                        "entry '{tool}' must be an artifact or binary name (no '/', no spaces)"
+                    ),
+                ));
+            }
+        }
         Ok(Self {
             name: raw.name,
             version: raw.version,
@@ -184,57 +215,38 @@ impl CapsuleManifest {
             manifest_dir,
             component: component_path,
             policy,
+            artifacts: raw.artifacts,
+            tools: raw.tools,
         })
     }
 }
 
-/// Capsule and session names: lowercase letters, digits and '-', starting with a
-/// letter or digit, at most 63 characters (they appear in URLs and file names).
-pub fn validate_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 63 {
-        return Err(format!(
-            "must be 1 to 63 characters, got {} ('{name}')",
-            name.len()
-        ));
-    }
-    let ok_chars = name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    let ok_start = name
-        .bytes()
-        .next()
-        .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if !ok_chars || !ok_start {
-        return Err(format!(
-            "'{name}' may contain only lowercase letters, digits and '-', and must start with a letter or digit"
-        ));
-    }
-    Ok(())
-}
-
-/// `MAJOR.MINOR.PATCH` with optional `-pre` and `+build`, numbers without leading zeros.
-fn validate_semver(version: &str) -> Result<(), String> {
-    let bad = || format!("'{version}' is not a semantic version such as 1.2.3");
-    let core = version.split(['-', '+']).next().unwrap_or_default();
-    let parts: Vec<&str> = core.split('.').collect();
-    if parts.len() != 3 {
-        return Err(bad());
-    }
-    for part in parts {
-        if part.is_empty()
-            || !part.bytes().all(|b| b.is_ascii_digit())
-            || (part.len() > 1 && part.starts_with('0'))
-        {
-            return Err(bad());
+fn validate_artifacts(artifacts: &[ArtifactRef]) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    for a in artifacts {
+        validate_name(&a.name).map_err(|m| format!("name {m}"))?;
+        if !seen.insert(a.name.as_str()) {
+            return Err(format!("'{}' is listed twice", a.name));
         }
-    }
-    let rest = &version[core.len()..];
-    if rest == "-" || rest == "+" || rest.ends_with('.') {
-        return Err(bad());
-    }
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'+');
-    if !rest.bytes().all(allowed) {
-        return Err(bad());
+        match (&a.source, a.runtime) {
+            (Some(source), ArtifactRuntime::Skill) => {
+                if source.trim().is_empty() {
+                    return Err(format!("'{}': `source` must not be empty", a.name));
+                }
+                if a.version.trim().is_empty() {
+                    return Err(format!("'{}': `version` must not be empty", a.name));
+                }
+            }
+            (Some(_), runtime) => {
+                return Err(format!(
+                    "'{}': `source` is for skills only; a {runtime} comes from the registry",
+                    a.name
+                ));
+            }
+            (None, _) => {
+                validate_semver(&a.version).map_err(|m| format!("'{}': version {m}", a.name))?
+            }
+        }
     }
     Ok(())
 }
@@ -300,8 +312,24 @@ mod tests {
             ),
             ("name: hello\nversion: 0.1.0\n", "`component` is required"),
             (
-                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ntools: [git]\n",
-                "`tools` is not supported",
+                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ninference: {}\n",
+                "`inference` is not supported",
+            ),
+            (
+                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ntools: [a/b]\n",
+                "`tools` entry 'a/b'",
+            ),
+            (
+                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\nartifacts: [{name: e, version: 1.0, runtime: tool}]\n",
+                "'e': version",
+            ),
+            (
+                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\nartifacts: [{name: e, version: 1.0.0, runtime: tool, source: x}]\n",
+                "`source` is for skills only",
+            ),
+            (
+                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\nartifacts: [{name: e, version: 1.0.0, runtime: tool}, {name: e, version: 1.0.0, runtime: skill}]\n",
+                "listed twice",
             ),
             ("name: [oops\n", "invalid"),
         ] {
@@ -310,16 +338,6 @@ mod tests {
                 .expect_err("must be refused")
                 .to_string();
             assert!(err.contains(needle), "{yaml:?}: {err}");
-        }
-    }
-
-    #[test]
-    fn semver_accepts_prerelease_and_build() {
-        for ok in ["0.1.0", "1.2.3-alpha.1", "1.2.3+build.5", "10.20.30-rc.1+x"] {
-            assert!(validate_semver(ok).is_ok(), "{ok}");
-        }
-        for bad in ["1", "1.2", "1.2.3-", "a.b.c", "1.2.3.4", "1.2.3-é"] {
-            assert!(validate_semver(bad).is_err(), "{bad}");
         }
     }
 

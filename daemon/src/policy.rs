@@ -295,6 +295,26 @@ impl NetworkRule {
     }
 }
 
+impl std::fmt::Display for NetworkRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.scheme {
+            Pattern::Any => f.write_str("*")?,
+            Pattern::Exact(s) => f.write_str(s)?,
+        }
+        f.write_str("://")?;
+        match &self.host {
+            HostPattern::Any => f.write_str("*")?,
+            HostPattern::Exact(h) => f.write_str(h)?,
+            HostPattern::Suffix(s) => write!(f, "*{s}")?,
+        }
+        match self.port {
+            PortPattern::Any => f.write_str(":*"),
+            PortPattern::Exact(p) => write!(f, ":{p}"),
+            PortPattern::SchemeDefault => Ok(()),
+        }
+    }
+}
+
 /// The port a URL of `scheme` uses when it names none.
 pub fn default_port(scheme: &str) -> Option<u16> {
     match scheme {

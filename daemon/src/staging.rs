@@ -1,16 +1,18 @@
 //! Staging: everything that can be checked before a session exists (manifest,
 //! name, workdir, limits, compiled component). A staging error creates no row.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use roost_ctl::api::StartRequest;
 
-use crate::config::DaemonConfig;
+use crate::artifacts::{ArtifactError, StagedArtifacts};
 use crate::manifest::{CapsuleManifest, ManifestError, validate_name};
 use crate::policy::CapabilityPolicy;
-use crate::runtime::{PreparedCapsule, Runtime, RuntimeError};
+use crate::runtime::{PreparedCapsule, RuntimeError};
+use crate::supervisor::Shared;
 
 /// Why a start request was refused; each says what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +32,8 @@ pub enum StageError {
     MemoryLimit { requested: u64, max: u64 },
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
 }
 
 /// A capsule ready to launch.
@@ -42,14 +46,16 @@ pub struct Staged {
     pub policy: Arc<CapabilityPolicy>,
     pub timeout: Duration,
     pub memory_bytes: u64,
+    /// Verified, compiled artifacts, installed when the session dir exists.
+    pub artifacts: StagedArtifacts,
+    /// `tools:`, the names `invoke` accepts.
+    pub allowlist: HashSet<String>,
 }
 
-/// Validates a start request and prepares its component (cached per content hash).
-pub async fn stage(
-    runtime: &Runtime,
-    config: &DaemonConfig,
-    request: StartRequest,
-) -> Result<Staged, StageError> {
+/// Validates a start request, prepares its component and resolves, verifies and
+/// compiles its artifacts (each cached per content hash). Writes nothing.
+pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, StageError> {
+    let config = &shared.config;
     let path = absolute("path", &request.path)?;
     let user_workdir = request
         .workdir
@@ -81,8 +87,17 @@ pub async fn stage(
         .limits
         .timeout_secs
         .unwrap_or(config.limits.timeout_secs);
-    let prepared = runtime.prepare(&manifest.component).await?;
+    let prepared = shared.runtime.prepare(&manifest.component).await?;
+    let artifacts = crate::artifacts::stage(
+        &shared.runtime,
+        &*shared.registry,
+        &manifest,
+        config.artifacts.max_bundle_mb << 20,
+    )
+    .await?;
     Ok(Staged {
+        allowlist: manifest.tools.iter().cloned().collect(),
+        artifacts,
         request,
         policy: Arc::new(manifest.policy.clone()),
         manifest,

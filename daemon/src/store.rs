@@ -5,7 +5,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use roost_ctl::api::{RestartPolicy, Session, SessionState, StartRequest};
+use roost_ctl::api::{ArtifactRecord, RestartPolicy, Session, SessionState, StartRequest};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
@@ -46,6 +46,7 @@ pub struct NewSession<'a> {
     pub workdir: &'a str,
     pub bookkeeping_dir: &'a str,
     pub request: &'a StartRequest,
+    pub artifacts: &'a [ArtifactRecord],
 }
 
 /// A session the daemon should bring back at start-up.
@@ -67,7 +68,8 @@ pub struct Store {
 }
 
 const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
-     bookkeeping_dir, restart_policy, restart_count, created_at, started_at, ended_at, updated_at";
+     bookkeeping_dir, restart_policy, restart_count, created_at, started_at, ended_at, updated_at, \
+     artifacts_json";
 
 pub fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
@@ -139,8 +141,9 @@ impl Store {
             serde_json::to_string(new.request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let sql = format!(
             "INSERT INTO sessions (id, name, capsule, version, state, manifest, workdir, \
-             bookkeeping_dir, request_json, restart_policy, created_at, started_at, updated_at) \
-             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10) \
+             bookkeeping_dir, request_json, restart_policy, created_at, started_at, updated_at, \
+             artifacts_json) \
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?11) \
              RETURNING {SESSION_COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -154,9 +157,24 @@ impl Store {
             .bind(request)
             .bind(new.request.restart.as_str())
             .bind(&at)
+            .bind(artifacts_json(new.artifacts)?)
             .fetch_one(&self.writer)
             .await?;
         session_from_row(&row)
+    }
+
+    /// Records the artifacts a session has now (after staging, a pull or a remove).
+    pub async fn set_artifacts(
+        &self,
+        id: &str,
+        artifacts: &[ArtifactRecord],
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE sessions SET artifacts_json = ?1 WHERE id = ?2")
+            .bind(artifacts_json(artifacts)?)
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
     }
 
     /// The guest is about to execute.
@@ -321,7 +339,13 @@ fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Session, StoreError
         started_at: row.try_get("started_at")?,
         ended_at: row.try_get("ended_at")?,
         updated_at: row.try_get("updated_at")?,
+        artifacts: serde_json::from_str(&row.try_get::<String, _>("artifacts_json")?)
+            .map_err(|e| StoreError::Corrupt(format!("artifacts_json: {e}")))?,
     })
+}
+
+fn artifacts_json(artifacts: &[ArtifactRecord]) -> Result<String, StoreError> {
+    serde_json::to_string(artifacts).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 #[cfg(test)]
@@ -347,6 +371,7 @@ mod tests {
                 workdir: "/w",
                 bookkeeping_dir: "/b",
                 request,
+                artifacts: &[],
             })
             .await
             .expect("insert");

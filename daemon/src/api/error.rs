@@ -79,6 +79,23 @@ impl From<SupervisorError> for ApiError {
                     "invalid_component",
                     message,
                 ),
+                StageError::Artifact(artifact) => {
+                    use crate::artifacts::ArtifactError as A;
+                    let code = match artifact {
+                        A::LockMissingEntry { .. } => "lock_missing_entry",
+                        A::LockVersionMismatch { .. } => "lock_version_mismatch",
+                        A::LockHashMismatch { .. } => "lock_hash_mismatch",
+                        A::Integrity { .. } => "integrity_failed",
+                        A::Lock(_) => "invalid_lock",
+                        A::Registry { .. } => "registry_error",
+                        A::Bundle(_) | A::RuntimeMismatch { .. } => "invalid_bundle",
+                        A::Compile(_) => "invalid_component",
+                        A::SkillSourceMissing { .. }
+                        | A::SkillNoSkillMd { .. }
+                        | A::SkillRead { .. } => "invalid_skill_source",
+                    };
+                    Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+                }
             },
             SupervisorError::NotFound(_) => Self::not_found(message),
             SupervisorError::NameInUse(_) => {

@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::{PreparedCapsule, RuntimeError};
+use super::{PreparedComponent, RuntimeError};
 use crate::metrics::Metrics;
 
 /// Components larger than this are refused before they are read.
@@ -27,7 +27,7 @@ struct FileStamp {
 
 pub(crate) struct ComponentCache {
     dir: PathBuf,
-    by_hash: Mutex<HashMap<String, Arc<OnceCell<Arc<PreparedCapsule>>>>>,
+    by_hash: Mutex<HashMap<String, Arc<OnceCell<Arc<PreparedComponent>>>>>,
     /// Skips re-hashing a file whose size and mtime did not change.
     by_path: Mutex<HashMap<PathBuf, (FileStamp, String)>>,
     metrics: Arc<Metrics>,
@@ -74,13 +74,39 @@ impl ComponentCache {
 
     /// The prepared component for the file at `path`, compiling (and running
     /// `prepare`) at most once per content hash.
-    pub(crate) async fn get(
+    pub(crate) async fn get_file(
         &self,
         engine: &Engine,
         path: &Path,
-        prepare: impl FnOnce(String, Component) -> Result<PreparedCapsule, RuntimeError>,
-    ) -> Result<Arc<PreparedCapsule>, RuntimeError> {
+        prepare: impl FnOnce(String, Component) -> Result<PreparedComponent, RuntimeError>,
+    ) -> Result<Arc<PreparedComponent>, RuntimeError> {
         let (sha, bytes) = self.hash_file(path)?;
+        let what = path.display().to_string();
+        let source = Source::File(path.to_path_buf(), bytes);
+        self.get(engine, sha, what, source, prepare).await
+    }
+
+    /// The prepared component for bytes taken from a verified bundle.
+    pub(crate) async fn get_bytes(
+        &self,
+        engine: &Engine,
+        what: &str,
+        bytes: Vec<u8>,
+        prepare: impl FnOnce(String, Component) -> Result<PreparedComponent, RuntimeError>,
+    ) -> Result<Arc<PreparedComponent>, RuntimeError> {
+        let sha = hex::encode(Sha256::digest(&bytes));
+        self.get(engine, sha, what.to_string(), Source::Bytes(bytes), prepare)
+            .await
+    }
+
+    async fn get(
+        &self,
+        engine: &Engine,
+        sha: String,
+        what: String,
+        source: Source,
+        prepare: impl FnOnce(String, Component) -> Result<PreparedComponent, RuntimeError>,
+    ) -> Result<Arc<PreparedComponent>, RuntimeError> {
         let cell = Arc::clone(lock(&self.by_hash).entry(sha.clone()).or_default());
         if let Some(prepared) = cell.get() {
             self.metrics.cache_hit_memory();
@@ -92,11 +118,10 @@ impl ComponentCache {
                 initialised_here = true;
                 let engine = engine.clone();
                 let cached = self.dir.join(format!("{sha}.cwasm"));
-                let path = path.to_path_buf();
                 let metrics = Arc::clone(&self.metrics);
                 let sha_for_task = sha.clone();
                 let component = tokio::task::spawn_blocking(move || {
-                    load_or_compile(&engine, &cached, &path, &sha_for_task, bytes, &metrics)
+                    load_or_compile(&engine, &cached, &what, &sha_for_task, source, &metrics)
                 })
                 .await
                 .map_err(|e| RuntimeError::Engine(format!("compile task failed: {e}")))??;
@@ -111,12 +136,19 @@ impl ComponentCache {
     }
 }
 
+/// Where the bytes of a component come from when it must be compiled.
+enum Source {
+    /// A file, with its bytes when they were already read for hashing.
+    File(PathBuf, Option<Vec<u8>>),
+    Bytes(Vec<u8>),
+}
+
 fn load_or_compile(
     engine: &Engine,
     cached: &Path,
-    source: &Path,
+    what: &str,
     sha: &str,
-    bytes: Option<Vec<u8>>,
+    source: Source,
     metrics: &Metrics,
 ) -> Result<Component, RuntimeError> {
     if cached.is_file() {
@@ -136,26 +168,26 @@ fn load_or_compile(
             ),
         }
     }
-    let bytes = match bytes {
-        Some(bytes) => bytes,
-        None => std::fs::read(source).map_err(|e| RuntimeError::Read {
-            path: source.to_path_buf(),
+    let bytes = match source {
+        Source::Bytes(bytes) | Source::File(_, Some(bytes)) => bytes,
+        Source::File(path, None) => std::fs::read(&path).map_err(|e| RuntimeError::Read {
+            path: path.clone(),
             source: e,
         })?,
     };
     let actual = hex::encode(Sha256::digest(&bytes));
     if actual != sha {
         return Err(RuntimeError::Compile {
-            path: source.to_path_buf(),
+            what: what.to_string(),
             message: "the file changed while it was being read; start again".into(),
         });
     }
     let component = Component::new(engine, &bytes).map_err(|e| RuntimeError::Compile {
-        path: source.to_path_buf(),
+        what: what.to_string(),
         message: format!("{e:#}"),
     })?;
     metrics.compiled();
-    tracing::info!(sha256 = sha, path = %source.display(), "compiled component");
+    tracing::info!(sha256 = sha, component = what, "compiled component");
     if let Err(error) = persist(&component, cached) {
         tracing::warn!(path = %cached.display(), error = %error, "cannot persist compiled component");
     }

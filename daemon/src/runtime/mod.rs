@@ -1,8 +1,11 @@
 //! The only module that touches wasmtime: the process-wide Engine, Linker and epoch
-//! ticker (once per process), prepared components (once per content hash), and
-//! one `Store<SessionState>` per guest run (once per session attempt).
+//! ticker (once per process), prepared components (once per content hash), one
+//! `Store<SessionState>` per guest run, and the murmur host interfaces
+//! (`invoke`, `manage`, `chunks`, `task`) guests import.
 
+mod bindings;
 mod cache;
+mod host;
 mod http;
 mod limits;
 mod output;
@@ -19,6 +22,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
+pub use host::{SessionTools, ToolSpec};
 pub use limits::GuestFailure;
 pub use state::SessionState;
 
@@ -28,6 +32,10 @@ use crate::policy::CapabilityPolicy;
 
 /// Interface instance a script capsule must export; the only name resolved.
 pub const CAPSULE_RUN_EXPORT: &str = "murmur:capsule/run@0.1.0";
+/// Interface instance a tool or driver must export.
+pub const TOOL_RUN_EXPORT: &str = "murmur:tool/run@0.1.0";
+/// Interface instance a hook must export.
+pub const HOOK_EXPORT: &str = "murmur:hook/handler@0.1.0";
 
 /// Failures to set up the Engine or prepare a component (before any guest runs).
 #[derive(Debug, thiserror::Error)]
@@ -42,16 +50,19 @@ pub enum RuntimeError {
     },
     #[error("{} is {size} bytes; components may be at most {max} bytes", path.display())]
     TooLarge { path: PathBuf, size: u64, max: u64 },
-    #[error("{} is not a valid WebAssembly component: {message}", path.display())]
-    Compile { path: PathBuf, message: String },
+    #[error("{what} is not a valid WebAssembly component: {message}")]
+    Compile { what: String, message: String },
     #[error(
-        "{} does not export `{CAPSULE_RUN_EXPORT}` (only the versioned name is accepted; \
-         rebuild the capsule against wit/ murmur:capsule@0.1.0)",
-        path.display()
+        "{what} does not export `{export}` (only the versioned name is accepted; \
+         rebuild it against wit/ {package})"
     )]
-    ExportMissing { path: PathBuf },
-    #[error("{} cannot be linked: {message}", path.display())]
-    Link { path: PathBuf, message: String },
+    ExportMissing {
+        what: String,
+        export: &'static str,
+        package: &'static str,
+    },
+    #[error("{what} cannot be linked: {message}")]
+    Link { what: String, message: String },
 }
 
 /// Process-wide sizing of the Engine.
@@ -63,17 +74,42 @@ pub struct RuntimeConfig {
     pub cache_dir: PathBuf,
 }
 
-/// A component compiled and pre-linked once, shared by every session that runs it.
-pub struct PreparedCapsule {
+/// A component compiled and pre-linked once per content hash, shared by every
+/// session (and every role: capsule, tool, driver, hook) that runs those bytes.
+pub(crate) struct PreparedComponent {
     sha256: String,
+    component: Component,
     pre: InstancePre<SessionState>,
+}
+
+/// A script capsule ready to instantiate.
+pub struct PreparedCapsule {
+    inner: Arc<PreparedComponent>,
     run: ComponentExportIndex,
 }
 
 impl PreparedCapsule {
     pub fn sha256(&self) -> &str {
-        &self.sha256
+        &self.inner.sha256
     }
+}
+
+/// A WASM tool or driver (`murmur:tool/run@0.1.0`) ready to instantiate per call.
+pub struct PreparedTool {
+    inner: Arc<PreparedComponent>,
+    run: ComponentExportIndex,
+}
+
+impl PreparedTool {
+    pub fn sha256(&self) -> &str {
+        &self.inner.sha256
+    }
+}
+
+/// A hook (`murmur:hook/handler@0.1.0`) ready to instantiate per event.
+pub struct PreparedHook {
+    inner: Arc<PreparedComponent>,
+    handle: ComponentExportIndex,
 }
 
 /// What one run of a script capsule gets.
@@ -87,13 +123,20 @@ pub struct ScriptLaunch {
     pub memory_bytes: u64,
     pub policy: Arc<CapabilityPolicy>,
     pub log: LogSink,
+    /// The session's tools and artifact manager (`invoke`, `manage`).
+    pub tools: Option<Arc<SessionTools>>,
+}
+
+/// The shareable part of the runtime: what a host call needs to run a tool.
+pub(crate) struct Core {
+    engine: Engine,
+    linker: Linker<SessionState>,
+    cache: cache::ComponentCache,
 }
 
 /// The one Engine of the process, with its Linker, ticker and component cache.
 pub struct Runtime {
-    engine: Engine,
-    linker: Linker<SessionState>,
-    cache: cache::ComponentCache,
+    core: Arc<Core>,
     _ticker: ticker::EpochTicker,
 }
 
@@ -116,37 +159,69 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_err)?;
+        bindings::add_to_linker(&mut linker).map_err(engine_err)?;
         let ticker = ticker::EpochTicker::spawn(engine.weak())
             .map_err(|e| RuntimeError::Engine(format!("cannot start epoch ticker: {e}")))?;
         Ok(Self {
-            cache: cache::ComponentCache::new(config.cache_dir.clone(), metrics),
-            engine,
-            linker,
+            core: Arc::new(Core {
+                cache: cache::ComponentCache::new(config.cache_dir.clone(), metrics),
+                engine,
+                linker,
+            }),
             _ticker: ticker,
         })
     }
 
     /// Compiles (or finds in the cache) and pre-links the script capsule at `path`.
     pub async fn prepare(&self, path: &Path) -> Result<Arc<PreparedCapsule>, RuntimeError> {
-        self.cache
-            .get(&self.engine, path, |sha256, component: Component| {
-                let link_err = |e: wasmtime::Error| RuntimeError::Link {
-                    path: path.to_path_buf(),
-                    message: format!("{e:#}"),
-                };
-                let missing = || RuntimeError::ExportMissing {
-                    path: path.to_path_buf(),
-                };
-                let iface = component
-                    .get_export_index(None, CAPSULE_RUN_EXPORT)
-                    .ok_or_else(missing)?;
-                let run = component
-                    .get_export_index(Some(&iface), "run")
-                    .ok_or_else(missing)?;
-                let pre = self.linker.instantiate_pre(&component).map_err(link_err)?;
-                Ok(PreparedCapsule { sha256, pre, run })
-            })
-            .await
+        let what = path.display().to_string();
+        let inner = self.core.prepare_file(path).await?;
+        let run = export_func(&inner.component, CAPSULE_RUN_EXPORT, "run").ok_or(
+            RuntimeError::ExportMissing {
+                what,
+                export: CAPSULE_RUN_EXPORT,
+                package: "murmur:capsule@0.1.0",
+            },
+        )?;
+        Ok(Arc::new(PreparedCapsule { inner, run }))
+    }
+
+    /// Compiles (or finds in the cache) a tool or driver component from a bundle.
+    pub async fn prepare_tool(
+        &self,
+        what: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<PreparedTool>, RuntimeError> {
+        self.core.prepare_tool(what, bytes).await
+    }
+
+    /// Compiles (or finds in the cache) a hook component from a bundle.
+    pub async fn prepare_hook(
+        &self,
+        what: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<PreparedHook>, RuntimeError> {
+        let inner = self.core.prepare_bytes(what, bytes).await?;
+        let handle = export_func(&inner.component, HOOK_EXPORT, "handle").ok_or_else(|| {
+            RuntimeError::ExportMissing {
+                what: what.to_string(),
+                export: HOOK_EXPORT,
+                package: "murmur:hook@0.1.0",
+            }
+        })?;
+        Ok(Arc::new(PreparedHook { inner, handle }))
+    }
+
+    /// Runs a hook on one event with the session's limits: `Ok(Some(json))` when it
+    /// answers, `Err` with a classified reason when it fails or runs out of time.
+    pub async fn call_hook(
+        &self,
+        hook: &PreparedHook,
+        kind: &str,
+        payload: &str,
+        spec: &ToolSpec,
+    ) -> Result<Option<String>, String> {
+        host::call_hook(&self.core, hook, kind, payload, spec).await
     }
 
     /// Instantiates and runs a script capsule to completion, a stop request, or a failure.
@@ -158,7 +233,17 @@ impl Runtime {
     ) -> Result<(), GuestFailure> {
         let timeout_secs = launch.timeout.as_secs();
         let log = launch.log.clone();
-        let mut store = self.new_store(launch, stop.clone())?;
+        let mut store = self.core.new_store(StoreSpec {
+            session_id: &launch.session_id,
+            workdir: &launch.workdir,
+            env: &launch.env,
+            timeout: launch.timeout,
+            memory_bytes: launch.memory_bytes,
+            policy: launch.policy,
+            log: launch.log,
+            stop: stop.clone(),
+            tools: launch.tools,
+        })?;
         // Host-side waits (e.g. an HTTP response) do not tick the epoch, so the
         // wall clock also bounds both phases together.
         let backstop = launch_backstop(store.data().guard_budget());
@@ -187,44 +272,119 @@ impl Runtime {
             }
         }
     }
+}
 
-    fn new_store(
+/// Everything a new store is built from.
+pub(crate) struct StoreSpec<'a> {
+    session_id: &'a str,
+    workdir: &'a Path,
+    env: &'a [(String, String)],
+    timeout: Duration,
+    memory_bytes: u64,
+    policy: Arc<CapabilityPolicy>,
+    log: LogSink,
+    stop: CancellationToken,
+    tools: Option<Arc<SessionTools>>,
+}
+
+impl Core {
+    async fn prepare_file(&self, path: &Path) -> Result<Arc<PreparedComponent>, RuntimeError> {
+        self.cache
+            .get_file(&self.engine, path, |sha256, component| {
+                self.pre_link(path.display().to_string(), sha256, component)
+            })
+            .await
+    }
+
+    async fn prepare_bytes(
         &self,
-        launch: ScriptLaunch,
-        stop: CancellationToken,
-    ) -> Result<Store<SessionState>, GuestFailure> {
+        what: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<PreparedComponent>, RuntimeError> {
+        self.cache
+            .get_bytes(&self.engine, what, bytes, |sha256, component| {
+                self.pre_link(what.to_string(), sha256, component)
+            })
+            .await
+    }
+
+    async fn prepare_tool(
+        &self,
+        what: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<PreparedTool>, RuntimeError> {
+        let inner = self.prepare_bytes(what, bytes).await?;
+        let run = export_func(&inner.component, TOOL_RUN_EXPORT, "run").ok_or_else(|| {
+            RuntimeError::ExportMissing {
+                what: what.to_string(),
+                export: TOOL_RUN_EXPORT,
+                package: "murmur:tool@0.1.0",
+            }
+        })?;
+        Ok(Arc::new(PreparedTool { inner, run }))
+    }
+
+    fn pre_link(
+        &self,
+        what: String,
+        sha256: String,
+        component: Component,
+    ) -> Result<PreparedComponent, RuntimeError> {
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| RuntimeError::Link {
+                what,
+                message: format!("{e:#}"),
+            })?;
+        Ok(PreparedComponent {
+            sha256,
+            component,
+            pre,
+        })
+    }
+
+    fn new_store(&self, spec: StoreSpec<'_>) -> Result<Store<SessionState>, GuestFailure> {
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(output::GuestOutput::new(launch.log.clone(), Stream::Stdout))
-            .stderr(output::GuestOutput::new(launch.log.clone(), Stream::Stderr))
+        wasi.stdout(output::GuestOutput::new(spec.log.clone(), Stream::Stdout))
+            .stderr(output::GuestOutput::new(spec.log.clone(), Stream::Stderr))
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false);
-        for (key, value) in &launch.env {
+        for (key, value) in spec.env {
             wasi.env(key, value);
         }
-        wasi.preopened_dir(&launch.workdir, ".", FsPerms::ReadWrite)
+        wasi.preopened_dir(spec.workdir, ".", FsPerms::ReadWrite)
             .map_err(|e| GuestFailure::Setup {
-                message: format!("cannot preopen workdir {}: {e:#}", launch.workdir.display()),
+                message: format!("cannot preopen workdir {}: {e:#}", spec.workdir.display()),
             })?;
-        let memory_limit = usize::try_from(launch.memory_bytes).unwrap_or(usize::MAX);
-        let mut guard = limits::EpochGuard::new(stop);
-        guard.set_budget(launch.timeout);
+        let memory_limit = usize::try_from(spec.memory_bytes).unwrap_or(usize::MAX);
+        let mut guard = limits::EpochGuard::new(spec.stop);
+        guard.set_budget(spec.timeout);
         let state = SessionState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             hooks: http::NetworkPolicyHooks {
-                policy: launch.policy,
-                session_id: launch.session_id.into(),
+                policy: spec.policy,
+                session_id: spec.session_id.into(),
             },
             table: ResourceTable::new(),
             limiter: limits::StoreLimiter::new(memory_limit),
             guard,
+            log: spec.log,
+            tools: spec.tools,
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
         store.epoch_deadline_callback(|mut ctx| ctx.data_mut().guard.on_tick());
         Ok(store)
     }
+}
+
+/// The index of `func` inside the exported interface instance `iface`.
+fn export_func(component: &Component, iface: &str, func: &str) -> Option<ComponentExportIndex> {
+    let instance = component.get_export_index(None, iface)?;
+    component.get_export_index(Some(&instance), func)
 }
 
 /// Instantiation and `run`, each with a fresh budget.
@@ -234,7 +394,7 @@ async fn call_run(
 ) -> wasmtime::Result<()> {
     store.data_mut().guard.arm();
     store.set_epoch_deadline(1);
-    let instance = prepared.pre.instantiate_async(&mut *store).await?;
+    let instance = prepared.inner.pre.instantiate_async(&mut *store).await?;
     let func = instance
         .get_func(&mut *store, prepared.run)
         .ok_or_else(|| {

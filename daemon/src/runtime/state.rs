@@ -5,6 +5,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use std::sync::Arc;
+
+use super::host::SessionTools;
 use super::http::NetworkPolicyHooks;
 use super::limits::{EpochGuard, StoreLimiter};
 
@@ -16,6 +19,11 @@ pub struct SessionState {
     pub(crate) table: ResourceTable,
     pub(crate) limiter: StoreLimiter,
     pub(crate) guard: EpochGuard,
+    /// Where guest output and text chunks go.
+    pub(crate) log: crate::logs::LogSink,
+    /// The session's tools and artifacts; `None` inside a tool or hook, which
+    /// cannot invoke tools themselves.
+    pub(crate) tools: Option<Arc<SessionTools>>,
 }
 
 impl WasiView for SessionState {

@@ -46,6 +46,8 @@ pub struct Shared {
     pub store: Store,
     pub runtime: Runtime,
     pub metrics: Arc<Metrics>,
+    /// Where artifacts are staged from.
+    pub registry: Arc<dyn crate::registry::Registry>,
     /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
     pub a2a_base: String,
     live_count: AtomicU64,
@@ -115,7 +117,16 @@ impl Supervisor {
         metrics: Arc<Metrics>,
         a2a_base: String,
     ) -> Self {
+        let location = config.registry_location();
+        let registry = crate::registry::open(&location).unwrap_or_else(|error| {
+            // The config was validated, so this is unreachable in practice.
+            tracing::error!(%error, "cannot open the registry; artifacts will not resolve");
+            Arc::new(crate::registry::DirRegistry(
+                roost_ctl::artifact::LocalRegistry::new(&location),
+            ))
+        });
         let shared = Arc::new(Shared {
+            registry,
             config,
             store,
             runtime,
@@ -162,7 +173,7 @@ impl Supervisor {
         &self,
         request: roost_ctl::api::StartRequest,
     ) -> Result<Session, SupervisorError> {
-        let staged = stage(&self.shared.runtime, &self.shared.config, request).await?;
+        let staged = stage(&self.shared, request).await?;
         self.ask(|reply| Command::Launch {
             staged: Box::new(staged),
             resume: None,
@@ -175,7 +186,7 @@ impl Supervisor {
     pub async fn resume_all(&self) -> Result<usize, SupervisorError> {
         let mut resumed = 0;
         for item in self.shared.store.resumable().await? {
-            match stage(&self.shared.runtime, &self.shared.config, item.request).await {
+            match stage(&self.shared, item.request).await {
                 Ok(staged) => {
                     let resume = Resume {
                         id: item.id.clone(),
@@ -397,6 +408,7 @@ impl Owner {
             stop,
             by_shutdown,
             restart_count,
+            artifacts: None,
         };
         let tx = self.tx.clone();
         let resumed = resume.is_some();

@@ -12,9 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, Next};
 use super::{Shared, SupervisorError};
+use crate::artifacts::SessionArtifacts;
 use crate::logs::LogSink;
 use crate::metrics::Outcome;
-use crate::runtime::{GuestFailure, ScriptLaunch};
+use crate::runtime::{GuestFailure, ScriptLaunch, ToolSpec};
 use crate::staging::Staged;
 use crate::store::{NewSession, StopReason};
 
@@ -28,7 +29,17 @@ pub(super) struct SessionTask {
     pub(super) stop: CancellationToken,
     pub(super) by_shutdown: Arc<AtomicBool>,
     pub(super) restart_count: u32,
+    /// The session's artifact table, once staged files are installed.
+    pub(super) artifacts: Option<Arc<SessionArtifacts>>,
 }
+
+/// Name of the staging log in a session's `logs/` dir.
+const BOOTSTRAP_LOG: &str = "bootstrap.log";
+
+/// W-SEC-003: `bash` can open connections the network allow-list does not see.
+const BASH_NETWORK_WARNING: &str = "warning[W-SEC-003]: capabilities.shell.allow includes \
+\"bash\" and capabilities.network.allow is non-empty, but network.allow does not constrain \
+bash's own outbound connections; treat the capsule as having the network access bash has";
 
 /// How one run ended.
 enum RunEnd {
@@ -45,15 +56,25 @@ impl SessionTask {
         resumed: bool,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
     ) -> Option<Session> {
-        match self.register(resumed).await {
-            Ok(session) => {
+        let installed = match self.register(resumed).await {
+            Ok((session, installed)) => {
                 let _ = reply.send(Ok(session));
+                installed
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot record session");
                 let _ = reply.send(Err(error));
                 return None;
             }
+        };
+        if let Err(error) = self.prepare(installed).await {
+            tracing::warn!(%error, "staging failed");
+            return self
+                .finish(
+                    SessionState::Failed,
+                    Some(&format!("staging failed: {error}")),
+                )
+                .await;
         }
         let mut backoff = Backoff::new(self.shared.config.restart.clone());
         // A fresh row is written as `running`; restarts and resumes are not.
@@ -116,21 +137,175 @@ impl SessionTask {
         self.finish(state, error.as_deref()).await
     }
 
-    /// Creates the bookkeeping dir and writes the row (or, when resuming after a
-    /// daemon restart, records the restart on the existing row).
-    async fn register(&self, resumed: bool) -> Result<Session, SupervisorError> {
+    /// Creates the bookkeeping dir (installing the staged artifacts into it)
+    /// while the row is written, or, when resuming after a daemon restart,
+    /// records the restart on the existing row. Returns the record and the
+    /// outcome of the installation.
+    async fn register(
+        &self,
+        resumed: bool,
+    ) -> Result<(Session, Result<(), String>), SupervisorError> {
         // The bookkeeping dir is the workdir, or inside it. It is made while the
         // row is written (a directory costs as much as a commit here); should it
         // fail, the run fails with the reason and the row says so.
         let dir = self.bookkeeping.clone();
-        let mkdir = tokio::task::spawn_blocking(move || std::fs::create_dir_all(&dir));
-        let (made, recorded) = tokio::join!(mkdir, self.record(resumed));
-        match made {
-            Ok(Ok(())) => {}
-            Ok(Err(error)) => tracing::warn!(%error, "cannot create session directory"),
-            Err(error) => tracing::warn!(%error, "session directory task failed"),
+        let items = self.staged.artifacts.items.clone();
+        let shell = self.staged.policy.shell_allow.clone();
+        let copy_manifest = self.staged.user_workdir.as_ref().map(|w| {
+            (
+                self.staged.manifest.manifest_path.clone(),
+                w.join(crate::manifest::MANIFEST_FILENAME),
+            )
+        });
+        let install = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            if !items.is_empty() || !shell.is_empty() {
+                crate::artifacts::install(&dir, &items, &shell)
+                    .map_err(|e| format!("cannot install artifacts into {}: {e}", dir.display()))?;
+            }
+            // The capsule can read its own manifest by relative path.
+            if let Some((from, to)) = copy_manifest
+                && !to.exists()
+                && let Err(e) = std::fs::copy(&from, &to)
+            {
+                tracing::warn!(error = %e, "cannot copy murmur.yaml into the workdir");
+            }
+            Ok(())
+        });
+        let (made, recorded) = tokio::join!(install, self.record(resumed));
+        let installed = match made {
+            Ok(result) => result,
+            Err(error) => Err(format!("session directory task failed: {error}")),
+        };
+        Ok((recorded?, installed))
+    }
+
+    /// Everything between installation and the first run: the shell/network
+    /// warning, `on-stage` hooks (which can fail staging), and the lock.
+    async fn prepare(&mut self, installed: Result<(), String>) -> Result<(), String> {
+        installed?;
+        let staged = &self.staged;
+        let policy = &staged.policy;
+        if policy.shell_allow.iter().any(|b| b == "bash") && !policy.network_allow.is_empty() {
+            tracing::warn!(code = "W-SEC-003", "{BASH_NETWORK_WARNING}");
+            self.bootstrap_log(BASH_NETWORK_WARNING).await;
         }
-        recorded
+        if !staged.artifacts.items.is_empty() {
+            self.run_stage_hooks().await?;
+        }
+        let shared = Arc::clone(&self.shared);
+        let id = self.id.clone();
+        let artifacts = Arc::new(SessionArtifacts::new(
+            self.staged.artifacts.items.clone(),
+            Arc::clone(&self.shared.registry),
+            self.bookkeeping.clone(),
+            self.staged.artifacts.lock_path.clone(),
+            self.shared.config.artifacts.max_bundle_mb << 20,
+            Box::new(move |records| {
+                let shared = Arc::clone(&shared);
+                let id = id.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = shared.store.set_artifacts(&id, &records).await {
+                        tracing::warn!(%error, "cannot record artifacts");
+                    }
+                });
+            }),
+        ));
+        self.artifacts = Some(artifacts);
+        Ok(())
+    }
+
+    /// `on-stage` hooks, then the lock when the capsule had none.
+    async fn run_stage_hooks(&self) -> Result<(), String> {
+        let staged = &self.staged;
+        let log = LogSink::new(
+            &self.bookkeeping.join("logs"),
+            self.shared.config.logs.max_bytes,
+        );
+        let spec = self.tool_spec(log);
+        let payload = serde_json::json!({
+            "session_id": self.id,
+            "capsule": staged.manifest.name,
+            "version": staged.manifest.version,
+            "workdir": self.workdir,
+            "artifacts": staged.artifacts.items.iter().map(|i| i.record()).collect::<Vec<_>>(),
+        })
+        .to_string();
+        for item in &staged.artifacts.items {
+            let Some((hook, manifest)) = item.hook() else {
+                continue;
+            };
+            if !manifest.hook.as_ref().is_some_and(|h| h.handles("stage")) {
+                continue;
+            }
+            let answer = self
+                .shared
+                .runtime
+                .call_hook(&hook, "stage", &payload, &spec)
+                .await;
+            match answer {
+                Ok(_) => tracing::info!(hook = %item.name, "on-stage hook passed"),
+                Err(error) => {
+                    let message = format!("on-stage hook '{}' failed: {error}", item.name);
+                    self.bootstrap_log(&message).await;
+                    return Err(message);
+                }
+            }
+        }
+        if let Some(lock) = &staged.artifacts.new_lock {
+            let path = staged.artifacts.lock_path.clone();
+            let lock = lock.clone();
+            let written = tokio::task::spawn_blocking(move || lock.write_atomic(&path)).await;
+            match written {
+                Ok(Ok(())) => tracing::info!(
+                    path = %staged.artifacts.lock_path.display(),
+                    "wrote murmur.lock pinning every artifact"
+                ),
+                Ok(Err(error)) => {
+                    let message = format!(
+                        "{error}; the capsule runs, but its artifacts are not pinned (make the \
+                         capsule dir writable by roostd, or commit a murmur.lock)"
+                    );
+                    tracing::warn!(%message, "murmur.lock not written");
+                    self.bootstrap_log(&message).await;
+                }
+                Err(error) => tracing::warn!(%error, "lock task failed"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a line to `logs/bootstrap.log` (staging notes for the operator).
+    async fn bootstrap_log(&self, line: &str) {
+        use tokio::io::AsyncWriteExt;
+        let dir = self.bookkeeping.join("logs");
+        let _ = tokio::fs::create_dir_all(&dir).await;
+        let file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(BOOTSTRAP_LOG))
+            .await;
+        if let Ok(mut file) = file {
+            let _ = file
+                .write_all(format!("[{}] {line}\n", crate::store::now()).as_bytes())
+                .await;
+        }
+    }
+
+    /// Limits and surroundings of this session's tool and hook calls.
+    fn tool_spec(&self, log: LogSink) -> ToolSpec {
+        ToolSpec {
+            session_id: self.id.clone(),
+            workdir: self.workdir.clone(),
+            bookkeeping: self.bookkeeping.clone(),
+            env: self.guest_env(),
+            timeout: self.staged.timeout,
+            memory_bytes: self.staged.memory_bytes,
+            policy: Arc::clone(&self.staged.policy),
+            log,
+            stop: self.stop.clone(),
+        }
     }
 
     async fn record(&self, resumed: bool) -> Result<Session, SupervisorError> {
@@ -156,6 +331,13 @@ impl SessionTask {
                 workdir: &self.workdir.display().to_string(),
                 bookkeeping_dir: &self.bookkeeping.display().to_string(),
                 request: &self.staged.request,
+                artifacts: &self
+                    .staged
+                    .artifacts
+                    .items
+                    .iter()
+                    .map(|i| i.record())
+                    .collect::<Vec<_>>(),
             })
             .await?)
     }
@@ -173,7 +355,15 @@ impl SessionTask {
         }
         self.shared.metrics.session_started();
         tracing::info!(sha256 = self.staged.prepared.sha256(), "running capsule");
+        let tools = self.artifacts.as_ref().map(|artifacts| {
+            self.shared.runtime.session_tools(
+                self.tool_spec(log.clone()),
+                self.staged.allowlist.clone(),
+                Arc::clone(artifacts),
+            )
+        });
         let launch = ScriptLaunch {
+            tools,
             session_id: self.id.clone(),
             workdir: self.workdir.clone(),
             env: self.guest_env(),

@@ -1,0 +1,199 @@
+//! `murmur.lock`: pins each registry artifact of a capsule to one version and the
+//! sha256 of its bundle. Read before staging; written only atomically.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// File name of the lock, next to the capsule's `murmur.yaml`.
+pub const LOCK_FILENAME: &str = "murmur.lock";
+/// The lock format this build reads and writes.
+pub const LOCK_VERSION: u32 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid {}: {message}; fix it or delete it to re-pin", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One pinned artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockEntry {
+    pub name: String,
+    pub version: String,
+    /// Hex sha256 of the bundle bytes.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MurmurLock {
+    pub lock_version: u32,
+    #[serde(default)]
+    pub artifacts: Vec<LockEntry>,
+}
+
+impl Default for MurmurLock {
+    fn default() -> Self {
+        Self {
+            lock_version: LOCK_VERSION,
+            artifacts: Vec::new(),
+        }
+    }
+}
+
+impl MurmurLock {
+    /// The lock at `path`, or `None` when there is none.
+    pub fn read(path: &Path) -> Result<Option<Self>, LockError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(LockError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        let parse = |message: String| LockError::Parse {
+            path: path.to_path_buf(),
+            message,
+        };
+        let lock: Self = serde_yaml::from_str(&text).map_err(|e| parse(e.to_string()))?;
+        if lock.lock_version != LOCK_VERSION {
+            return Err(parse(format!(
+                "lock_version {} is not supported (this roost reads {LOCK_VERSION})",
+                lock.lock_version
+            )));
+        }
+        let mut names = std::collections::HashSet::new();
+        for entry in &lock.artifacts {
+            if !names.insert(entry.name.as_str()) {
+                return Err(parse(format!("`{}` is pinned twice", entry.name)));
+            }
+            if entry.sha256.len() != 64 || !entry.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(parse(format!(
+                    "`{}` has sha256 '{}', not 64 hex digits",
+                    entry.name, entry.sha256
+                )));
+            }
+        }
+        Ok(Some(lock))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&LockEntry> {
+        self.artifacts.iter().find(|e| e.name == name)
+    }
+
+    /// Adds or replaces the pin for `entry.name`, keeping entries sorted by name.
+    pub fn pin(&mut self, entry: LockEntry) {
+        self.artifacts.retain(|e| e.name != entry.name);
+        self.artifacts.push(entry);
+        self.artifacts.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+
+    /// Drops the pin for `name`; true if there was one.
+    pub fn unpin(&mut self, name: &str) -> bool {
+        let before = self.artifacts.len();
+        self.artifacts.retain(|e| e.name != name);
+        before != self.artifacts.len()
+    }
+
+    /// Writes the lock via a temporary file, fsync and rename: readers see the
+    /// old lock or the new one, never a torn file.
+    pub fn write_atomic(&self, path: &Path) -> Result<(), LockError> {
+        let write_err = |source| LockError::Write {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut text = String::from(
+            "# murmur.lock: the exact artifact versions and bundle sha256 this capsule runs.\n\
+             # Written by roost; commit it. Delete an entry (or the file) to re-pin.\n",
+        );
+        text.push_str(
+            &serde_yaml::to_string(self).map_err(|e| write_err(std::io::Error::other(e)))?,
+        );
+        let tmp = path.with_file_name(format!(
+            ".{LOCK_FILENAME}.tmp{}-{}",
+            std::process::id(),
+            next_suffix()
+        ));
+        let result = (|| {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&tmp)?;
+            file.write_all(text.as_bytes())?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(write_err)
+    }
+}
+
+/// A per-call suffix so concurrent writers never share a temp file.
+fn next_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_then_read_round_trips() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(LOCK_FILENAME);
+        assert_eq!(MurmurLock::read(&path).expect("read"), None);
+        let mut lock = MurmurLock::default();
+        lock.pin(LockEntry {
+            name: "b".into(),
+            version: "1.0.0".into(),
+            sha256: "a".repeat(64),
+        });
+        lock.pin(LockEntry {
+            name: "a".into(),
+            version: "2.0.0".into(),
+            sha256: "b".repeat(64),
+        });
+        lock.write_atomic(&path).expect("write");
+        let back = MurmurLock::read(&path).expect("read").expect("some");
+        assert_eq!(back, lock);
+        assert_eq!(back.artifacts[0].name, "a");
+        assert!(back.clone().unpin("a"));
+    }
+
+    #[test]
+    fn bad_locks_say_what_is_wrong() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(LOCK_FILENAME);
+        for (text, needle) in [
+            ("lock_version: 9\n", "lock_version 9"),
+            (
+                "lock_version: 1\nartifacts: [{name: a, version: 1.0.0, sha256: xyz}]\n",
+                "not 64 hex",
+            ),
+            ("lock_version: 1\nbogus: 1\n", "unknown field"),
+        ] {
+            std::fs::write(&path, text).expect("write");
+            let err = MurmurLock::read(&path).expect_err(text).to_string();
+            assert!(err.contains(needle) && err.contains("murmur.lock"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Where artifacts come from: the [`Registry`] trait and its two implementations
+//! over the same layout (`roost_ctl::artifact::registry`), a local directory and
+//! a read-only `http://` base URL. The HTTP client here is the only outgoing HTTP
+//! roostd itself makes.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::rt::TokioIo;
+use roost_ctl::artifact::registry::RegistryError as LayoutError;
+use roost_ctl::artifact::{BundleRef, INDEX_FILENAME, IndexEntry, LocalRegistry, RegistryIndex};
+
+/// Index documents larger than this are refused.
+const MAX_INDEX_BYTES: u64 = 16 << 20;
+/// One HTTP exchange may take at most this long.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("registry {url}: {message}")]
+    Http { url: String, message: String },
+    #[error("registry '{0}' is neither an existing directory nor an http:// URL")]
+    Location(String),
+}
+
+/// A source of published artifacts.
+#[async_trait::async_trait]
+pub trait Registry: Send + Sync {
+    /// Where it is, for messages.
+    fn location(&self) -> String;
+    /// Every published version.
+    async fn index(&self) -> Result<RegistryIndex, RegistryError>;
+    /// The bytes of one bundle the index names.
+    async fn bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, RegistryError>;
+}
+
+/// One artifact version resolved for this platform, with the hash the registry reports.
+pub struct Resolved {
+    pub entry: IndexEntry,
+    pub bundle: BundleRef,
+    pub bytes: Vec<u8>,
+}
+
+/// Resolves `name@version` for this platform (else the generic bundle) and fetches it.
+pub async fn resolve(
+    registry: &dyn Registry,
+    index: &RegistryIndex,
+    name: &str,
+    version: &str,
+    max_bytes: u64,
+) -> Result<Resolved, RegistryError> {
+    let platform = roost_ctl::artifact::current_platform();
+    let (entry, bundle) = index.resolve(name, version, &platform, &registry.location())?;
+    let bytes = registry.bundle(bundle, max_bytes).await?;
+    Ok(Resolved {
+        entry: entry.clone(),
+        bundle: bundle.clone(),
+        bytes,
+    })
+}
+
+/// Opens `--registry DIR|URL` (or `registry:`): an `http://` URL or a directory.
+pub fn open(location: &str) -> Result<Arc<dyn Registry>, RegistryError> {
+    if location.starts_with("http://") {
+        return Ok(Arc::new(HttpRegistry::new(location)?));
+    }
+    if location.contains("://") {
+        return Err(RegistryError::Http {
+            url: location.to_string(),
+            message: "only http:// registries are supported (put TLS in front with a local \
+                      proxy, or mirror the registry to a directory)"
+                .into(),
+        });
+    }
+    Ok(Arc::new(DirRegistry(LocalRegistry::new(PathBuf::from(
+        location,
+    )))))
+}
+
+/// A registry directory (missing means empty, so a fresh daemon has one).
+pub struct DirRegistry(pub LocalRegistry);
+
+#[async_trait::async_trait]
+impl Registry for DirRegistry {
+    fn location(&self) -> String {
+        self.0.root().display().to_string()
+    }
+
+    async fn index(&self) -> Result<RegistryIndex, RegistryError> {
+        let local = self.0.clone();
+        blocking(move || local.index().map_err(Into::into)).await
+    }
+
+    async fn bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, RegistryError> {
+        let local = self.0.clone();
+        let bundle = bundle.clone();
+        blocking(move || local.read_bundle(&bundle, max_bytes).map_err(Into::into)).await
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, RegistryError> + Send + 'static,
+) -> Result<T, RegistryError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RegistryError::Location(format!("registry task failed: {e}")))?
+}
+
+/// A read-only registry served over plain HTTP (`<base>/index.json`, `<base>/<path>`).
+pub struct HttpRegistry {
+    base: String,
+    authority: String,
+    host: String,
+    port: u16,
+}
+
+impl HttpRegistry {
+    pub fn new(base: &str) -> Result<Self, RegistryError> {
+        let bad = |message: &str| RegistryError::Http {
+            url: base.to_string(),
+            message: message.to_string(),
+        };
+        let uri: http::Uri = base.parse().map_err(|_| bad("not a valid URL"))?;
+        let authority = uri
+            .authority()
+            .ok_or_else(|| bad("the URL has no host"))?
+            .clone();
+        let path = uri.path().trim_end_matches('/');
+        Ok(Self {
+            base: format!("http://{authority}{path}"),
+            host: authority.host().trim_matches(['[', ']']).to_string(),
+            port: authority.port_u16().unwrap_or(80),
+            authority: authority.to_string(),
+        })
+    }
+
+    async fn get(&self, path: &str, max_bytes: u64) -> Result<Vec<u8>, RegistryError> {
+        let url = format!("{}/{path}", self.base);
+        let fail = |message: String| RegistryError::Http {
+            url: url.clone(),
+            message,
+        };
+        let exchange = async {
+            let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+                .await
+                .map_err(|e| fail(format!("cannot connect: {e}")))?;
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| fail(e.to_string()))?;
+            tokio::spawn(connection);
+            let request = http::Request::get(&url)
+                .header(http::header::HOST, &self.authority)
+                .header(http::header::USER_AGENT, "roostd")
+                .body(Empty::<bytes::Bytes>::new())
+                .map_err(|e| fail(e.to_string()))?;
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            if !response.status().is_success() {
+                return Err(fail(format!("answered {}", response.status())));
+            }
+            let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
+            let body = Limited::new(response.into_body(), limit)
+                .collect()
+                .await
+                .map_err(|e| fail(format!("body over {max_bytes} bytes or unreadable: {e}")))?;
+            Ok(body.to_bytes().to_vec())
+        };
+        tokio::time::timeout(HTTP_TIMEOUT, exchange)
+            .await
+            .map_err(|_| fail(format!("no answer within {}s", HTTP_TIMEOUT.as_secs())))?
+    }
+}
+
+#[async_trait::async_trait]
+impl Registry for HttpRegistry {
+    fn location(&self) -> String {
+        self.base.clone()
+    }
+
+    async fn index(&self) -> Result<RegistryIndex, RegistryError> {
+        let bytes = self.get(INDEX_FILENAME, MAX_INDEX_BYTES).await?;
+        let location = format!("{}/{INDEX_FILENAME}", self.base);
+        Ok(RegistryIndex::parse(&bytes, &location)?)
+    }
+
+    async fn bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, RegistryError> {
+        self.get(&bundle.path, max_bytes).await
+    }
+}

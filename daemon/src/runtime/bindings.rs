@@ -1,0 +1,40 @@
+//! Host-side bindings of the murmur interfaces roostd provides to guests,
+//! generated from `wit/` (versioned names only), and their registration on the
+//! one Linker.
+
+use wasmtime::component::{HasSelf, Linker};
+
+use super::SessionState;
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    inline: "
+        package roost:host@0.1.0;
+
+        /// Everything roostd provides beyond WASI: capsules import invoke and
+        /// manage, tools import chunks and task.
+        world host {
+            import murmur:tool-registry/invoke@0.1.0;
+            import murmur:artifact-manager/manage@0.1.0;
+            import murmur:text/chunks@0.1.0;
+            import murmur:task/task@0.1.0;
+        }
+    ",
+    world: "roost:host/host@0.1.0",
+    imports: {
+        "murmur:task/task.request-input": async | trappable,
+        default: async,
+    },
+});
+
+pub(crate) use murmur::artifact_manager::manage;
+pub(crate) use murmur::tool::run::{Status, ToolInput, ToolResult};
+
+/// Adds the murmur host interfaces to `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<SessionState>) -> wasmtime::Result<()> {
+    murmur::tool_registry::invoke::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
+    manage::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
+    murmur::text::chunks::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
+    murmur::task::task::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! Native and shell tools: the processes a capsule's `invoke` may start, with a
+//! cleared environment, a synthetic `HOME`, their own process group, a deadline,
+//! and bounded output. (The Landlock/seccomp jail is a separate layer.)
+
+pub mod native;
+pub mod shell;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+use crate::policy::{CapabilityPolicy, is_credential_name};
+
+/// Host variables a tool keeps (when set and not credential-shaped).
+const BASELINE_ENV: [&str; 6] = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"];
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Directory under the workdir that tools get as `HOME`.
+pub const CAPSULE_HOME: &str = ".capsule-home";
+
+/// What a tool is asked (`murmur:tool/run` `tool-input`).
+#[derive(Debug, Clone, Default)]
+pub struct ToolRequest {
+    pub data: Option<String>,
+    pub log_path: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolStatus {
+    Passed,
+    Failed,
+    Error,
+}
+
+/// What a tool answered (`murmur:tool/run` `tool-result`).
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    pub status: ToolStatus,
+    pub summary: Option<String>,
+    pub data: Option<String>,
+    pub data_path: Option<String>,
+    pub truncated: bool,
+    pub metadata: Vec<(String, String)>,
+}
+
+/// Where and under which limits a tool process runs.
+#[derive(Clone)]
+pub struct ProcessContext {
+    pub name: String,
+    /// The capsule's accessible workdir: the process's cwd.
+    pub workdir: PathBuf,
+    /// Bookkeeping dir (full shell output goes under it).
+    pub bookkeeping: PathBuf,
+    /// The capsule's guest environment (allow-listed + identity variables).
+    pub env: Vec<(String, String)>,
+    pub policy: Arc<CapabilityPolicy>,
+    pub timeout: Duration,
+    pub stop: CancellationToken,
+}
+
+/// The environment of a tool process: a safe baseline from the daemon's own,
+/// the capsule's guest environment, a synthetic `HOME`; then every
+/// credential-shaped name and every `shell.strip_env` pattern removed.
+pub fn tool_env(
+    ctx: &ProcessContext,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = BASELINE_ENV
+        .iter()
+        .filter_map(|name| lookup(name).map(|v| (name.to_string(), v)))
+        .collect();
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".into(), DEFAULT_PATH.into()));
+    }
+    for (key, value) in &ctx.env {
+        env.retain(|(k, _)| k != key);
+        env.push((key.clone(), value.clone()));
+    }
+    let home = ctx.workdir.join(CAPSULE_HOME);
+    env.retain(|(k, _)| k != "HOME");
+    env.push(("HOME".into(), home.display().to_string()));
+    env.retain(|(name, _)| {
+        !is_credential_name(name)
+            && !ctx
+                .policy
+                .shell_strip_env
+                .iter()
+                .any(|pattern| glob_match(pattern, name))
+    });
+    env
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for part in &parts[1..parts.len() - 1] {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Output of one finished (or killed) process.
+pub struct Finished {
+    pub code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stdout_truncated: bool,
+    pub stderr: Vec<u8>,
+    pub stderr_truncated: bool,
+    pub duration: Duration,
+    /// Why it was killed, if it was.
+    pub killed: Option<&'static str>,
+}
+
+/// Runs `program args…` in its own process group with `env` only, feeding
+/// `stdin`, keeping at most `max_output` bytes of each stream, and killing the
+/// whole group on the deadline or a stop request.
+pub async fn run_process(
+    program: &Path,
+    args: &[String],
+    stdin: Option<Vec<u8>>,
+    ctx: &ProcessContext,
+    max_output: usize,
+) -> Result<Finished, String> {
+    let env = tool_env(ctx, |name| std::env::var(name).ok());
+    let home = ctx.workdir.join(CAPSULE_HOME);
+    if let Err(e) = tokio::fs::create_dir_all(&home).await {
+        return Err(format!("cannot create {}: {e}", home.display()));
+    }
+    let started = Instant::now();
+    let mut command = tokio::process::Command::new(program);
+    command
+        .args(args)
+        .current_dir(&ctx.workdir)
+        .env_clear()
+        .envs(env)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let pgid = child.id().map(|id| id as i32);
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        tokio::spawn(async move {
+            // A tool that does not read its input is not an error.
+            let _ = pipe.write_all(&bytes).await;
+        });
+    }
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(capture(s, max_output)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(capture(s, max_output)));
+    let killed = tokio::select! {
+        status = child.wait() => {
+            status.map_err(|e| format!("cannot wait for {}: {e}", program.display()))?;
+            None
+        }
+        () = tokio::time::sleep(ctx.timeout) => Some("deadline exceeded"),
+        () = ctx.stop.cancelled() => Some("stopped"),
+    };
+    if killed.is_some() {
+        if let Some(pgid) = pgid {
+            // SAFETY: kill(2) on the process group we created; no memory involved.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+        let _ = child.wait().await;
+    }
+    let code = child.try_wait().ok().flatten().and_then(|s| s.code());
+    let join = |h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
+        match h {
+            Some(h) => h.await.unwrap_or_default(),
+            None => (Vec::new(), false),
+        }
+    };
+    // Grandchildren may hold the pipes open; do not wait for them forever.
+    let grace = Duration::from_millis(500);
+    let (stdout, stdout_truncated) = tokio::time::timeout(grace, join(stdout))
+        .await
+        .unwrap_or_default();
+    let (stderr, stderr_truncated) = tokio::time::timeout(grace, join(stderr))
+        .await
+        .unwrap_or_default();
+    Ok(Finished {
+        code,
+        stdout,
+        stdout_truncated,
+        stderr,
+        stderr_truncated,
+        duration: started.elapsed(),
+        killed,
+    })
+}
+
+/// Reads a stream to its end, keeping the first `max` bytes.
+async fn capture(mut stream: impl AsyncRead + Unpin, max: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = max.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                truncated |= n > room;
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(strip: &[&str], env: &[(&str, &str)]) -> ProcessContext {
+        let policy = CapabilityPolicy {
+            shell_strip_env: strip.iter().map(|s| s.to_string()).collect(),
+            ..CapabilityPolicy::default()
+        };
+        ProcessContext {
+            name: "t".into(),
+            workdir: PathBuf::from("/w"),
+            bookkeeping: PathBuf::from("/w"),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            policy: Arc::new(policy),
+            timeout: Duration::from_secs(1),
+            stop: CancellationToken::new(),
+        }
+    }
+
+    #[test]
+    fn credentials_and_strip_patterns_are_removed_baseline_kept() {
+        let ctx = ctx(
+            &["MYCO_*"],
+            &[
+                ("MURMUR_SESSION_ID", "ses_1"),
+                ("OPENAI_API_KEY", "sk-secret"),
+                ("GITHUB_TOKEN", "ghp"),
+                ("MYCO_REGION", "eu"),
+                ("RUST_LOG", "info"),
+            ],
+        );
+        let env = tool_env(&ctx, |name| match name {
+            "PATH" => Some("/bin".into()),
+            "LANG" => Some("C.UTF-8".into()),
+            _ => None,
+        });
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("PATH"), Some("/bin"));
+        assert_eq!(get("LANG"), Some("C.UTF-8"));
+        assert_eq!(get("HOME"), Some("/w/.capsule-home"));
+        assert_eq!(get("MURMUR_SESSION_ID"), Some("ses_1"));
+        assert_eq!(get("RUST_LOG"), Some("info"));
+        for gone in ["OPENAI_API_KEY", "GITHUB_TOKEN", "MYCO_REGION"] {
+            assert_eq!(get(gone), None, "{gone} must be stripped");
+        }
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("MYCO_*", "MYCO_X"));
+        assert!(glob_match("*_SECRET_*", "A_SECRET_B"));
+        assert!(glob_match("EXACT", "EXACT"));
+        assert!(!glob_match("MYCO_*", "XMYCO_X"));
+        assert!(!glob_match("A*B", "AB_"));
+    }
+}
