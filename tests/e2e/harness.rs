@@ -276,3 +276,36 @@ impl Drop for Daemon {
 pub fn code(err: &ClientError) -> &str {
     err.api_code().unwrap_or("(not an API error)")
 }
+
+/// Writes an artifact dir (`murmur.yaml` + payload) for `roostctl publish`.
+pub fn artifact_dir(root: &Path, manifest: &str, payload: &str, bytes: &[u8]) -> PathBuf {
+    let dir = root.join(format!("artifact-{}", unique()));
+    std::fs::create_dir_all(&dir).expect("artifact dir");
+    std::fs::write(dir.join("murmur.yaml"), manifest).expect("write manifest");
+    let path = dir.join(payload);
+    std::fs::write(&path, bytes).expect("write payload");
+    if manifest.contains("implementation: native") {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    dir
+}
+
+/// Runs `roostctl publish <dir> --registry <registry>` through the CLI code.
+pub async fn publish(registry: &Path, dir: &Path) -> String {
+    use clap::Parser;
+    let cli = roost_ctl::cli::Cli::try_parse_from([
+        "roostctl".as_ref(),
+        "publish".as_ref(),
+        dir.as_os_str(),
+        "--registry".as_ref(),
+        registry.as_os_str(),
+    ])
+    .expect("parse");
+    let mut out = Vec::new();
+    let code = roost_ctl::cli::run(cli, &mut out)
+        .await
+        .unwrap_or_else(|e| panic!("publish {}: {e}", dir.display()));
+    assert_eq!(code, 0);
+    String::from_utf8(out).expect("utf-8")
+}

@@ -3,6 +3,7 @@
 //! `tests/guests`.
 
 mod api_errors;
+mod artifacts;
 mod capsules;
 mod concurrency;
 mod durability;
