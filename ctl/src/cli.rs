@@ -286,6 +286,23 @@ fn print_session(out: &mut impl Write, session: &Session, json: bool) -> Result<
     for (key, value) in rows {
         writeln!(out, "{key:<12} {value}")?;
     }
+    if session.artifacts.is_empty() {
+        writeln!(out, "{:<12} -", "artifacts")?;
+        return Ok(());
+    }
+    writeln!(out, "artifacts")?;
+    for a in &session.artifacts {
+        let kind = match &a.implementation {
+            Some(i) => format!("{} {}", a.runtime, i),
+            None => a.runtime.clone(),
+        };
+        let sha = a.sha256.as_deref().unwrap_or("-");
+        writeln!(
+            out,
+            "  {:<20} {:<10} {:<12} {:<9} {sha}",
+            a.name, a.version, kind, a.origin
+        )?;
+    }
     Ok(())
 }
 

@@ -310,6 +310,30 @@ async fn a_capsule_invokes_every_kind_and_manages_artifacts_at_run_time() {
             .is_some_and(|s| s.len() == 64)
     );
     assert_eq!(status.artifacts[4].origin, "local");
+    let text = cli_output(&daemon, &["status", &session.id]).await;
+    let echo_row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("echo-tool"))
+        .unwrap_or_else(|| panic!("no echo-tool row in\n{text}"));
+    assert!(
+        echo_row.contains("1.0.0")
+            && echo_row.contains("tool wasm")
+            && echo_row.contains(status.artifacts[0].sha256.as_deref().unwrap_or("?")),
+        "{echo_row}"
+    );
+}
+
+/// Runs a roostctl command against `daemon` through the CLI code.
+async fn cli_output(daemon: &Daemon, args: &[&str]) -> String {
+    use clap::Parser;
+    let socket = daemon.socket.display().to_string();
+    let mut argv = vec!["roostctl", "--socket", socket.as_str()];
+    argv.extend_from_slice(args);
+    let cli = roost_ctl::cli::Cli::try_parse_from(argv).expect("parse");
+    let mut out = Vec::new();
+    let code = roost_ctl::cli::run(cli, &mut out).await.expect("run");
+    assert_eq!(code, 0);
+    String::from_utf8(out).expect("utf-8")
 }
 
 fn invoker_capsule(root: &Path, name: &str) -> PathBuf {

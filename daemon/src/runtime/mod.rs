@@ -212,6 +212,24 @@ impl Runtime {
         Ok(Arc::new(PreparedHook { inner, handle }))
     }
 
+    /// Runs a WASM tool once with `data` as its input, as `invoke` would but
+    /// without a capsule: the agent loop's driver calls and the benchmark floor.
+    pub async fn call_tool_data(
+        &self,
+        tool: &PreparedTool,
+        name: &str,
+        data: Option<String>,
+        spec: &ToolSpec,
+    ) -> Result<Option<String>, String> {
+        let input = bindings::ToolInput {
+            data,
+            log_path: None,
+        };
+        host::call_tool(&self.core, tool, name, input, spec)
+            .await
+            .map(|r| r.data)
+    }
+
     /// Runs a hook on one event with the session's limits: `Ok(Some(json))` when it
     /// answers, `Err` with a classified reason when it fails or runs out of time.
     pub async fn call_hook(
