@@ -199,17 +199,13 @@ pub async fn stage(
                 source: std::io::Error::other(e),
             })??
     };
-    let mut index = None;
-    let mut new_lock = MurmurLock::default();
+    // Lock expectations first, in manifest order: no I/O, so these errors
+    // come before any registry traffic.
+    let mut pins = Vec::with_capacity(manifest.artifacts.len());
     for artifact in &manifest.artifacts {
-        if let Some(source) = &artifact.source {
-            staged
-                .items
-                .push(local_skill(artifact, &manifest.manifest_dir, source).await?);
-            continue;
-        }
-        let pinned = match &lock {
-            Some(lock) => {
+        let pinned = match (&lock, &artifact.source) {
+            (_, Some(_)) | (None, None) => None,
+            (Some(lock), None) => {
                 let entry =
                     lock.get(&artifact.name)
                         .ok_or_else(|| ArtifactError::LockMissingEntry {
@@ -225,68 +221,128 @@ pub async fn stage(
                 }
                 Some(entry.sha256.clone())
             }
-            None => None,
         };
-        let registry_err = |source| ArtifactError::Registry {
-            name: artifact.name.clone(),
-            version: artifact.version.clone(),
-            source: Box::new(source),
-        };
-        if index.is_none() {
-            index = Some(registry.index().await.map_err(registry_err)?);
-        }
-        let Some(index) = index.as_ref() else {
-            unreachable!("index was just loaded")
-        };
-        let resolved = registry::resolve(
-            registry,
-            index,
-            &artifact.name,
-            &artifact.version,
-            max_bundle_bytes,
+        pins.push(pinned);
+    }
+    let index = if manifest.artifacts.iter().any(|a| a.source.is_none()) {
+        let first = &manifest.artifacts[0];
+        Some(
+            registry
+                .index()
+                .await
+                .map_err(|source| ArtifactError::Registry {
+                    name: first.name.clone(),
+                    version: first.version.clone(),
+                    source: Box::new(source),
+                })?,
         )
-        .await
-        .map_err(registry_err)?;
-        let sha256 = verify(
-            &artifact.name,
-            &artifact.version,
-            &resolved.bytes,
-            &resolved.bundle.sha256,
-        )?;
-        if let Some(pinned) = pinned
-            && pinned != sha256
-        {
-            return Err(ArtifactError::LockHashMismatch {
-                name: artifact.name.clone(),
-                version: artifact.version.clone(),
+    } else {
+        None
+    };
+    // Fetch, verify, read and compile all artifacts concurrently; report the
+    // first failure in manifest order.
+    let results = futures::future::join_all(manifest.artifacts.iter().zip(pins).map(
+        |(artifact, pinned)| {
+            stage_one(
+                runtime,
+                registry,
+                index.as_ref(),
+                manifest,
+                artifact,
                 pinned,
-                actual: sha256,
+                max_bundle_bytes,
+            )
+        },
+    ))
+    .await;
+    let mut new_lock = MurmurLock::default();
+    for result in results {
+        let item = result?;
+        if let Some(sha256) = &item.sha256 {
+            new_lock.pin(LockEntry {
+                name: item.name.clone(),
+                version: item.version.clone(),
+                sha256: sha256.clone(),
             });
         }
-        let label = format!("artifact `{}@{}`", artifact.name, artifact.version);
-        let bundle = Bundle::read(&resolved.bytes, &label, max_bundle_bytes)?;
-        bundle.expect(&label, &artifact.name, &artifact.version)?;
-        if bundle.manifest.runtime != artifact.runtime {
-            return Err(ArtifactError::RuntimeMismatch {
-                name: artifact.name.clone(),
-                version: artifact.version.clone(),
-                declared: artifact.runtime,
-                actual: bundle.manifest.runtime,
-            });
-        }
-        new_lock.pin(LockEntry {
-            name: artifact.name.clone(),
-            version: artifact.version.clone(),
-            sha256: sha256.clone(),
-        });
-        staged
-            .items
-            .push(from_bundle(runtime, bundle, &label, Some(sha256), Origin::Declared).await?);
+        staged.items.push(item);
     }
     if lock.is_none() && !new_lock.artifacts.is_empty() {
         staged.new_lock = Some(new_lock);
     }
     Ok(staged)
+}
+
+/// One artifact: a local skill, or fetched, verified against the registry's
+/// hash and the pin, read as a bundle and compiled.
+async fn stage_one(
+    runtime: &Runtime,
+    registry: &dyn Registry,
+    index: Option<&roost_ctl::artifact::RegistryIndex>,
+    manifest: &CapsuleManifest,
+    artifact: &ArtifactRef,
+    pinned: Option<String>,
+    max_bundle_bytes: u64,
+) -> Result<Installed, ArtifactError> {
+    if let Some(source) = &artifact.source {
+        return local_skill(artifact, &manifest.manifest_dir, source).await;
+    }
+    let registry_err = |source| ArtifactError::Registry {
+        name: artifact.name.clone(),
+        version: artifact.version.clone(),
+        source: Box::new(source),
+    };
+    let index = index
+        .ok_or_else(|| registry_err(RegistryError::Location("registry index not loaded".into())))?;
+    let resolved = registry::resolve(
+        registry,
+        index,
+        &artifact.name,
+        &artifact.version,
+        max_bundle_bytes,
+    )
+    .await
+    .map_err(registry_err)?;
+    let (name, version, declared) = (
+        artifact.name.clone(),
+        artifact.version.clone(),
+        artifact.runtime,
+    );
+    let reported = resolved.bundle.sha256;
+    let bytes = resolved.bytes;
+    // Hashing and unzipping are CPU work: off the async threads.
+    let (sha256, bundle, label) = tokio::task::spawn_blocking(move || {
+        let sha256 = verify(&name, &version, &bytes, &reported)?;
+        if let Some(pinned) = pinned
+            && pinned != sha256
+        {
+            return Err(ArtifactError::LockHashMismatch {
+                name,
+                version,
+                pinned,
+                actual: sha256,
+            });
+        }
+        let label = format!("artifact `{name}@{version}`");
+        let bundle = Bundle::read(&bytes, &label, max_bundle_bytes)?;
+        bundle.expect(&label, &name, &version)?;
+        if bundle.manifest.runtime != declared {
+            return Err(ArtifactError::RuntimeMismatch {
+                name,
+                version,
+                declared,
+                actual: bundle.manifest.runtime,
+            });
+        }
+        Ok((sha256, bundle, label))
+    })
+    .await
+    .map_err(|e| {
+        registry_err(RegistryError::Location(format!(
+            "verification task failed: {e}"
+        )))
+    })??;
+    Ok(from_bundle(runtime, bundle, &label, Some(sha256), Origin::Declared).await?)
 }
 
 /// The registry-reported hash checked against the bytes; returns the hash.

@@ -479,7 +479,78 @@ async fn escaping_and_symlink_bundles_are_refused() {
         "{err}"
     );
     assert!(!daemon.root.path().join("escaped.txt").exists());
+
+    // A payload that is a symlink (to a host file) is refused the same way.
+    let manifest_text = "name: linked\nversion: 1.0.0\nruntime: skill\n";
+    let manifest = ArtifactManifest::parse(manifest_text).expect("manifest");
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default();
+    zip.start_file("murmur.yaml", options).expect("start");
+    std::io::Write::write_all(&mut zip, manifest_text.as_bytes()).expect("write");
+    zip.add_symlink("skill.md", "/etc/passwd", options)
+        .expect("symlink");
+    let linked = zip.finish().expect("finish").into_inner();
+    registry
+        .publish(&manifest, &linked, GENERIC_PLATFORM)
+        .expect("publish raw");
+    let dir = capsule(
+        daemon.root.path(),
+        "linked",
+        "invoker",
+        "artifacts: [{name: linked, version: 1.0.0, runtime: skill}]\n",
+    );
+    let err = daemon
+        .client
+        .start(&request(&dir))
+        .await
+        .expect_err("symlink");
+    assert_eq!(code(&err), "invalid_bundle", "{err}");
+    assert!(err.to_string().contains("`skill.md` is a symlink"), "{err}");
     assert!(daemon.client.list(true).await.expect("list").is_empty());
+}
+
+/// Processes whose command line is exactly `words`.
+fn processes(words: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter(|c| String::from_utf8_lossy(c).replace('\0', " ").trim() == words)
+        .count()
+}
+
+#[tokio::test]
+async fn a_native_tool_past_its_deadline_is_killed_with_its_children() {
+    let daemon = Daemon::start().await;
+    let registry = daemon.state_dir.join("registry");
+    // Named echo-tool so the invoker capsule calls it; it never answers.
+    let tool = artifact_dir(
+        daemon.root.path(),
+        "name: echo-tool\nversion: 1.0.0\nruntime: tool\nimplementation: native\n",
+        "echo-tool",
+        b"#!/bin/sh\nsleep 313 &\nsleep 317\n",
+    );
+    publish(&registry, &tool).await;
+    let dir = capsule(
+        daemon.root.path(),
+        "hung",
+        "invoker",
+        "artifacts: [{name: echo-tool, version: 1.0.0, runtime: tool}]\ntools: [echo-tool]\n\
+         capabilities: {limits: {timeout_secs: 2}}\n",
+    );
+    let session = daemon.run_to_end(&dir).await;
+    assert_eq!(session.state, SessionState::Failed, "{session:?}");
+    let error = session.error.expect("reason");
+    assert!(error.contains("deadline exceeded"), "{error}");
+    let mut left = usize::MAX;
+    for _ in 0..100 {
+        left = processes("sleep 313") + processes("sleep 317");
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(left, 0, "the tool's process group must be killed");
 }
 
 #[tokio::test]
