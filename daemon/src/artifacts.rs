@@ -177,6 +177,7 @@ pub struct StagedArtifacts {
 /// is written; any error leaves the capsule and the session dirs untouched.
 pub async fn stage(
     runtime: &Runtime,
+    memo: &Arc<BundleMemo>,
     registry: &dyn Registry,
     manifest: &CapsuleManifest,
     max_bundle_bytes: u64,
@@ -241,19 +242,21 @@ pub async fn stage(
     };
     // Fetch, verify, read and compile all artifacts concurrently; report the
     // first failure in manifest order.
-    let results = futures::future::join_all(manifest.artifacts.iter().zip(pins).map(
-        |(artifact, pinned)| {
-            stage_one(
-                runtime,
-                registry,
-                index.as_ref(),
-                manifest,
-                artifact,
-                pinned,
-                max_bundle_bytes,
-            )
-        },
-    ))
+    let ctx = StageCtx {
+        runtime,
+        memo,
+        registry,
+        index: index.as_ref(),
+        manifest,
+        max_bundle_bytes,
+    };
+    let results = futures::future::join_all(
+        manifest
+            .artifacts
+            .iter()
+            .zip(pins)
+            .map(|(artifact, pinned)| stage_one(&ctx, artifact, pinned)),
+    )
     .await;
     let mut new_lock = MurmurLock::default();
     for result in results {
@@ -275,27 +278,35 @@ pub async fn stage(
 
 /// One artifact: a local skill, or fetched, verified against the registry's
 /// hash and the pin, read as a bundle and compiled.
+/// What every artifact of one stage shares.
+struct StageCtx<'a> {
+    runtime: &'a Runtime,
+    memo: &'a Arc<BundleMemo>,
+    registry: &'a dyn Registry,
+    index: Option<&'a roost_ctl::artifact::RegistryIndex>,
+    manifest: &'a CapsuleManifest,
+    max_bundle_bytes: u64,
+}
+
 async fn stage_one(
-    runtime: &Runtime,
-    registry: &dyn Registry,
-    index: Option<&roost_ctl::artifact::RegistryIndex>,
-    manifest: &CapsuleManifest,
+    ctx: &StageCtx<'_>,
     artifact: &ArtifactRef,
     pinned: Option<String>,
-    max_bundle_bytes: u64,
 ) -> Result<Installed, ArtifactError> {
     if let Some(source) = &artifact.source {
-        return local_skill(artifact, &manifest.manifest_dir, source).await;
+        return local_skill(artifact, &ctx.manifest.manifest_dir, source).await;
     }
     let registry_err = |source| ArtifactError::Registry {
         name: artifact.name.clone(),
         version: artifact.version.clone(),
         source: Box::new(source),
     };
-    let index = index
+    let index = ctx
+        .index
         .ok_or_else(|| registry_err(RegistryError::Location("registry index not loaded".into())))?;
+    let max_bundle_bytes = ctx.max_bundle_bytes;
     let resolved = registry::resolve(
-        registry,
+        ctx.registry,
         index,
         &artifact.name,
         &artifact.version,
@@ -310,8 +321,9 @@ async fn stage_one(
     );
     let reported = resolved.bundle.sha256;
     let bytes = resolved.bytes;
+    let for_task = Arc::clone(ctx.memo);
     // Hashing and unzipping are CPU work: off the async threads.
-    let (sha256, bundle, label) = tokio::task::spawn_blocking(move || {
+    let (sha256, known, bundle, label) = tokio::task::spawn_blocking(move || {
         let sha256 = verify(&name, &version, &bytes, &reported)?;
         if let Some(pinned) = pinned
             && pinned != sha256
@@ -324,6 +336,14 @@ async fn stage_one(
             });
         }
         let label = format!("artifact `{name}@{version}`");
+        // Bytes with this hash were read, checked and compiled before.
+        if let Some(known) = for_task.get(&sha256)
+            && known.name == name
+            && known.version == version
+            && known.runtime == declared
+        {
+            return Ok((sha256, Some(known), None, label));
+        }
         let bundle = Bundle::read(&bytes, &label, max_bundle_bytes)?;
         bundle.expect(&label, &name, &version)?;
         if bundle.manifest.runtime != declared {
@@ -334,7 +354,7 @@ async fn stage_one(
                 actual: bundle.manifest.runtime,
             });
         }
-        Ok((sha256, bundle, label))
+        Ok((sha256, None, Some(bundle), label))
     })
     .await
     .map_err(|e| {
@@ -342,7 +362,52 @@ async fn stage_one(
             "verification task failed: {e}"
         )))
     })??;
-    Ok(from_bundle(runtime, bundle, &label, Some(sha256), Origin::Declared).await?)
+    if let Some(known) = known {
+        return Ok(known);
+    }
+    let Some(bundle) = bundle else {
+        unreachable!("a bundle is read whenever the memo misses")
+    };
+    let item = from_bundle(
+        ctx.runtime,
+        bundle,
+        &label,
+        Some(sha256.clone()),
+        Origin::Declared,
+    )
+    .await?;
+    ctx.memo.put(sha256, &item);
+    Ok(item)
+}
+
+/// Verified, compiled artifacts by bundle sha256, for one Runtime: a later
+/// stage of the same bytes (same hash, checked every time) skips unzipping and
+/// compiling.
+#[derive(Default)]
+pub struct BundleMemo(Mutex<std::collections::HashMap<String, Installed>>);
+
+/// Bound on remembered bundles; the memo starts over when it is full.
+const MEMO_CAPACITY: usize = 1024;
+
+impl BundleMemo {
+    fn get(&self, sha256: &str) -> Option<Installed> {
+        let map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(sha256).cloned()
+    }
+
+    fn put(&self, sha256: String, item: &Installed) {
+        let mut map = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if map.len() >= MEMO_CAPACITY {
+            map.clear();
+        }
+        map.insert(sha256, item.clone());
+    }
 }
 
 /// The registry-reported hash checked against the bytes; returns the hash.
@@ -498,32 +563,59 @@ fn shell_manifest(binary: &str) -> ArtifactManifest {
 }
 
 /// Writes `tools/<name>/murmur.yaml`, the native binary (0755) or `skill.md`.
+/// Into a fresh tool dir files are written directly; an existing one (a resume,
+/// a pull over an older version) has its files replaced by rename, so a reader
+/// or a still-running binary never sees a half-written file.
 pub fn install_one(dir: &Path, item: &Installed) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
     let tool_dir = dir.join("tools").join(&item.name);
-    std::fs::create_dir_all(&tool_dir)?;
-    write_file(
+    let fresh = match std::fs::create_dir(&tool_dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(&tool_dir)?;
+            true
+        }
+        Err(e) => return Err(e),
+    };
+    let write = |path: &Path, bytes: &[u8], mode: u32| {
+        if fresh {
+            write_new(path, bytes, mode)
+        } else {
+            replace_file(path, bytes, mode)
+        }
+    };
+    write(
         &tool_dir.join(ARTIFACT_MANIFEST),
         item.manifest_yaml.as_bytes(),
+        0o644,
     )?;
     match &item.payload {
-        Payload::Native(bytes) => {
-            let path = tool_dir.join(&item.name);
-            write_file(&path, bytes)?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
-        }
-        Payload::Skill(text) => write_file(&tool_dir.join("skill.md"), text.as_bytes())?,
+        Payload::Native(bytes) => write(&tool_dir.join(&item.name), bytes, 0o755)?,
+        Payload::Skill(text) => write(&tool_dir.join("skill.md"), text.as_bytes(), 0o644)?,
         Payload::Tool(_) | Payload::Hook(_) => {}
     }
     Ok(())
 }
 
-/// Installs every staged artifact, then a generic manifest for each shell
-/// binary that has none.
+/// Installs every staged artifact (a few at a time: on a real disk each file is
+/// a journal round trip), then a generic manifest for each shell binary that
+/// has none.
 pub fn install(dir: &Path, items: &[Installed], shell_allow: &[String]) -> std::io::Result<()> {
-    for item in items {
-        install_one(dir, item)?;
-    }
+    std::fs::create_dir_all(dir.join("tools"))?;
+    let workers = items.len().clamp(1, 4);
+    let chunk = items.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || part.iter().try_for_each(|item| install_one(dir, item)))
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join()
+                .map_err(|_| std::io::Error::other("install thread panicked"))?
+        })
+    })?;
     for binary in shell_allow {
         let tool_dir = dir.join("tools").join(binary);
         let path = tool_dir.join(ARTIFACT_MANIFEST);
@@ -531,17 +623,34 @@ pub fn install(dir: &Path, items: &[Installed], shell_allow: &[String]) -> std::
             std::fs::create_dir_all(&tool_dir)?;
             let yaml =
                 serde_yaml::to_string(&shell_manifest(binary)).map_err(std::io::Error::other)?;
-            write_file(&path, yaml.as_bytes())?;
+            replace_file(&path, yaml.as_bytes(), 0o644)?;
         }
     }
     Ok(())
 }
 
+fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)?;
+    if mode & 0o111 != 0 {
+        // Exactly `mode`, whatever the umask (an executable must stay runnable).
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    }
+    file.write_all(bytes)
+}
+
 /// Temp file + rename, so a reader never sees half a file (and a running
 /// binary is replaced, not overwritten in place).
-fn write_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
+    write_new(&tmp, bytes, mode)?;
     std::fs::rename(&tmp, path)
 }
 

@@ -90,6 +90,7 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
     let prepared = shared.runtime.prepare(&manifest.component).await?;
     let artifacts = crate::artifacts::stage(
         &shared.runtime,
+        &shared.bundles,
         &*shared.registry,
         &manifest,
         config.artifacts.max_bundle_mb << 20,

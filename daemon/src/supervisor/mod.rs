@@ -48,6 +48,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Where artifacts are staged from.
     pub registry: Arc<dyn crate::registry::Registry>,
+    /// Artifacts already verified and compiled on this runtime, by bundle hash.
+    pub bundles: Arc<crate::artifacts::BundleMemo>,
     /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
     pub a2a_base: String,
     live_count: AtomicU64,
@@ -127,6 +129,7 @@ impl Supervisor {
         });
         let shared = Arc::new(Shared {
             registry,
+            bundles: Arc::default(),
             config,
             store,
             runtime,
