@@ -323,7 +323,7 @@ async fn stage_one(
     let bytes = resolved.bytes;
     let for_task = Arc::clone(ctx.memo);
     // Hashing and unzipping are CPU work: off the async threads.
-    let (sha256, known, bundle, label) = tokio::task::spawn_blocking(move || {
+    let verified = tokio::task::spawn_blocking(move || {
         let sha256 = verify(&name, &version, &bytes, &reported)?;
         if let Some(pinned) = pinned
             && pinned != sha256
@@ -342,7 +342,7 @@ async fn stage_one(
             && known.version == version
             && known.runtime == declared
         {
-            return Ok((sha256, Some(known), None, label));
+            return Ok(Verified::Known(known));
         }
         let bundle = Bundle::read(&bytes, &label, max_bundle_bytes)?;
         bundle.expect(&label, &name, &version)?;
@@ -354,7 +354,11 @@ async fn stage_one(
                 actual: bundle.manifest.runtime,
             });
         }
-        Ok((sha256, None, Some(bundle), label))
+        Ok(Verified::Fresh {
+            sha256,
+            bundle,
+            label,
+        })
     })
     .await
     .map_err(|e| {
@@ -362,11 +366,13 @@ async fn stage_one(
             "verification task failed: {e}"
         )))
     })??;
-    if let Some(known) = known {
-        return Ok(known);
-    }
-    let Some(bundle) = bundle else {
-        unreachable!("a bundle is read whenever the memo misses")
+    let (sha256, bundle, label) = match verified {
+        Verified::Known(known) => return Ok(known),
+        Verified::Fresh {
+            sha256,
+            bundle,
+            label,
+        } => (sha256, bundle, label),
     };
     let item = from_bundle(
         ctx.runtime,
@@ -378,6 +384,17 @@ async fn stage_one(
     .await?;
     ctx.memo.put(sha256, &item);
     Ok(item)
+}
+
+/// Bytes that passed the hash checks: seen (and compiled) before, or a bundle
+/// read now.
+enum Verified {
+    Known(Installed),
+    Fresh {
+        sha256: String,
+        bundle: Bundle,
+        label: String,
+    },
 }
 
 /// Verified, compiled artifacts by bundle sha256, for one Runtime: a later

@@ -284,6 +284,18 @@ mod tests {
     }
 
     #[test]
+    fn registry_must_be_a_directory_or_http() {
+        let mut config = DaemonConfig::from_yaml("registry: ftp://example.com/r").expect("parses");
+        config.state_dir = PathBuf::from("/tmp/x");
+        let err = config.validate().expect_err("ftp refused").to_string();
+        assert!(err.contains("only http:// registries"), "{err}");
+        config.registry = Some("http://127.0.0.1:8080/registry".into());
+        config.validate().expect("http accepted");
+        config.registry = None;
+        assert_eq!(config.registry_location(), "/tmp/x/registry");
+    }
+
+    #[test]
     fn memory_limit_above_pool_is_refused() {
         let mut config = DaemonConfig::from_yaml("pool: {max_memory_mb: 64}").expect("valid");
         config.state_dir = PathBuf::from("/tmp/x");

@@ -345,16 +345,15 @@ fn invoker_capsule(root: &Path, name: &str) -> PathBuf {
     )
 }
 
+/// Publishes one artifact into the daemon's default registry.
+async fn publish_one(daemon: &Daemon, manifest: &str, payload: &str, bytes: &[u8]) {
+    let dir = artifact_dir(daemon.root.path(), manifest, payload, bytes);
+    publish(&daemon.state_dir.join("registry"), &dir).await;
+}
+
 async fn publish_echo(daemon: &Daemon) -> PathBuf {
-    let registry = daemon.state_dir.join("registry");
-    let dir = artifact_dir(
-        daemon.root.path(),
-        ECHO,
-        "component.wasm",
-        &wasm("echo_tool"),
-    );
-    publish(&registry, &dir).await;
-    registry
+    publish_one(daemon, ECHO, "component.wasm", &wasm("echo_tool")).await;
+    daemon.state_dir.join("registry")
 }
 
 fn entries(dir: &Path) -> Vec<String> {
@@ -443,70 +442,63 @@ async fn tampered_bytes_are_refused_before_anything_is_written() {
     assert!(entries(&daemon.state_dir.join("sessions")).is_empty());
 }
 
-#[tokio::test]
-async fn escaping_and_symlink_bundles_are_refused() {
-    use roost_ctl::artifact::{
-        ArtifactManifest, GENERIC_PLATFORM, LocalRegistry, bundle::write_zip,
-    };
-    let daemon = Daemon::start().await;
+/// Publishes raw `bundle` bytes as `name@1.0.0` (bypassing the checks of
+/// `roostctl publish`), starts a capsule that declares it, and returns the
+/// refusal, after checking that nothing was recorded.
+async fn refused_bundle(daemon: &Daemon, manifest_text: &str, bundle: &[u8]) -> String {
+    use roost_ctl::artifact::{ArtifactManifest, GENERIC_PLATFORM, LocalRegistry};
     let registry = LocalRegistry::new(daemon.state_dir.join("registry"));
-    let manifest_text = "name: evil\nversion: 1.0.0\nruntime: tool\n";
     let manifest = ArtifactManifest::parse(manifest_text).expect("manifest");
-    let slip = write_zip(&[
-        ("murmur.yaml", manifest_text.as_bytes(), 0o644),
-        ("component.wasm", b"\0asm", 0o644),
-        ("../../escaped.txt", b"gotcha", 0o644),
-    ])
-    .expect("zip");
     registry
-        .publish(&manifest, &slip, GENERIC_PLATFORM)
+        .publish(&manifest, bundle, GENERIC_PLATFORM)
         .expect("publish raw");
     let dir = capsule(
         daemon.root.path(),
-        "slip",
+        &manifest.name,
         "invoker",
-        "artifacts: [{name: evil, version: 1.0.0, runtime: tool}]\ntools: [evil]\n",
+        &format!(
+            "artifacts: [{{name: {}, version: 1.0.0, runtime: {}}}]\n",
+            manifest.name, manifest.runtime
+        ),
     );
     let err = daemon
         .client
         .start(&request(&dir))
         .await
-        .expect_err("zip slip");
+        .expect_err("bad bundle");
     assert_eq!(code(&err), "invalid_bundle", "{err}");
+    assert!(daemon.client.list(true).await.expect("list").is_empty());
+    err.to_string()
+}
+
+#[tokio::test]
+async fn escaping_and_symlink_bundles_are_refused() {
+    let daemon = Daemon::start().await;
+    let manifest = "name: evil\nversion: 1.0.0\nruntime: tool\n";
+    let slip = roost_ctl::artifact::bundle::write_zip(&[
+        ("murmur.yaml", manifest.as_bytes(), 0o644),
+        ("component.wasm", b"\0asm", 0o644),
+        ("../../escaped.txt", b"gotcha", 0o644),
+    ])
+    .expect("zip");
+    let err = refused_bundle(&daemon, manifest, &slip).await;
     assert!(
-        err.to_string()
-            .contains("`../../escaped.txt` escapes the bundle"),
+        err.contains("`../../escaped.txt` escapes the bundle"),
         "{err}"
     );
     assert!(!daemon.root.path().join("escaped.txt").exists());
 
     // A payload that is a symlink (to a host file) is refused the same way.
-    let manifest_text = "name: linked\nversion: 1.0.0\nruntime: skill\n";
-    let manifest = ArtifactManifest::parse(manifest_text).expect("manifest");
+    let manifest = "name: linked\nversion: 1.0.0\nruntime: skill\n";
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
     let options = zip::write::SimpleFileOptions::default();
     zip.start_file("murmur.yaml", options).expect("start");
-    std::io::Write::write_all(&mut zip, manifest_text.as_bytes()).expect("write");
+    std::io::Write::write_all(&mut zip, manifest.as_bytes()).expect("write");
     zip.add_symlink("skill.md", "/etc/passwd", options)
         .expect("symlink");
     let linked = zip.finish().expect("finish").into_inner();
-    registry
-        .publish(&manifest, &linked, GENERIC_PLATFORM)
-        .expect("publish raw");
-    let dir = capsule(
-        daemon.root.path(),
-        "linked",
-        "invoker",
-        "artifacts: [{name: linked, version: 1.0.0, runtime: skill}]\n",
-    );
-    let err = daemon
-        .client
-        .start(&request(&dir))
-        .await
-        .expect_err("symlink");
-    assert_eq!(code(&err), "invalid_bundle", "{err}");
-    assert!(err.to_string().contains("`skill.md` is a symlink"), "{err}");
-    assert!(daemon.client.list(true).await.expect("list").is_empty());
+    let err = refused_bundle(&daemon, manifest, &linked).await;
+    assert!(err.contains("`skill.md` is a symlink"), "{err}");
 }
 
 /// Processes whose command line is exactly `words`.
@@ -519,51 +511,90 @@ fn processes(words: &str) -> usize {
         .count()
 }
 
+/// An invoker capsule whose `echo-tool` is a native tool that never answers
+/// and leaves a child behind (`sleep <secs>` in the background, then
+/// `sleep <secs + 1>`); each test picks its own `secs` so counts do not mix.
+async fn hung_tool_capsule(daemon: &Daemon, name: &str, timeout_secs: u64, secs: u32) -> PathBuf {
+    let script = format!("#!/bin/sh\nsleep {secs} &\nsleep {}\n", secs + 1);
+    publish_one(
+        daemon,
+        "name: echo-tool\nversion: 1.0.0\nruntime: tool\nimplementation: native\n",
+        "echo-tool",
+        script.as_bytes(),
+    )
+    .await;
+    capsule(
+        daemon.root.path(),
+        name,
+        "invoker",
+        &format!(
+            "artifacts: [{{name: echo-tool, version: 1.0.0, runtime: tool}}]\ntools: [echo-tool]\n\
+             capabilities: {{limits: {{timeout_secs: {timeout_secs}}}}}\n"
+        ),
+    )
+}
+
+/// Waits (up to 2 s) until `count()` is `want`; returns the last count.
+async fn settle(want: usize, count: impl Fn() -> usize) -> usize {
+    let mut seen = count();
+    for _ in 0..100 {
+        if seen == want {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        seen = count();
+    }
+    seen
+}
+
+fn hung_processes(secs: u32) -> usize {
+    processes(&format!("sleep {secs}")) + processes(&format!("sleep {}", secs + 1))
+}
+
 #[tokio::test]
 async fn a_native_tool_past_its_deadline_is_killed_with_its_children() {
     let daemon = Daemon::start().await;
-    let registry = daemon.state_dir.join("registry");
-    // Named echo-tool so the invoker capsule calls it; it never answers.
-    let tool = artifact_dir(
-        daemon.root.path(),
-        "name: echo-tool\nversion: 1.0.0\nruntime: tool\nimplementation: native\n",
-        "echo-tool",
-        b"#!/bin/sh\nsleep 313 &\nsleep 317\n",
-    );
-    publish(&registry, &tool).await;
-    let dir = capsule(
-        daemon.root.path(),
-        "hung",
-        "invoker",
-        "artifacts: [{name: echo-tool, version: 1.0.0, runtime: tool}]\ntools: [echo-tool]\n\
-         capabilities: {limits: {timeout_secs: 2}}\n",
-    );
+    let dir = hung_tool_capsule(&daemon, "hung", 2, 313).await;
     let session = daemon.run_to_end(&dir).await;
     assert_eq!(session.state, SessionState::Failed, "{session:?}");
     let error = session.error.expect("reason");
     assert!(error.contains("deadline exceeded"), "{error}");
-    let mut left = usize::MAX;
-    for _ in 0..100 {
-        left = processes("sleep 313") + processes("sleep 317");
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(left, 0, "the tool's process group must be killed");
+    assert_eq!(
+        settle(0, || hung_processes(313)).await,
+        0,
+        "the tool's process group must be killed"
+    );
+}
+
+#[tokio::test]
+async fn stopping_a_session_kills_its_native_tool_and_children() {
+    let daemon = Daemon::start().await;
+    let dir = hung_tool_capsule(&daemon, "stopped", 600, 331).await;
+    let session = daemon.start_capsule(&dir).await;
+    assert_eq!(
+        settle(2, || hung_processes(331)).await,
+        2,
+        "the tool and its child run"
+    );
+    let stopped = daemon.client.stop(&session.id).await.expect("stop");
+    assert_eq!(stopped.state, SessionState::Stopped);
+    assert_eq!(
+        settle(0, || hung_processes(331)).await,
+        0,
+        "stop must kill the tool's group"
+    );
 }
 
 #[tokio::test]
 async fn a_failing_on_stage_hook_fails_staging() {
     let daemon = Daemon::start().await;
-    let registry = daemon.state_dir.join("registry");
-    let hook = artifact_dir(
-        daemon.root.path(),
+    publish_one(
+        &daemon,
         "name: stage-hook\nversion: 1.0.0\nruntime: hook\nhook: {binding: on-stage}\n",
         "component.wasm",
         &wasm("stage_hook"),
-    );
-    publish(&registry, &hook).await;
+    )
+    .await;
     let dir = capsule(
         daemon.root.path(),
         "reject-me",
@@ -643,4 +674,40 @@ async fn artifacts_resolve_from_an_http_registry() {
     );
     assert!(dir.join("murmur.lock").is_file());
     server.abort();
+}
+
+#[tokio::test]
+async fn bash_with_network_access_is_flagged_w_sec_003() {
+    let daemon = Daemon::start().await;
+    let bootstrap = |session: &roost_ctl::api::Session| {
+        std::fs::read_to_string(
+            Path::new(&session.bookkeeping_dir)
+                .join("logs")
+                .join("bootstrap.log"),
+        )
+        .unwrap_or_default()
+    };
+    let flagged = capsule(
+        daemon.root.path(),
+        "bash-net",
+        "hello",
+        "capabilities: {shell: {allow: [bash]}, network: {allow: [\"http://127.0.0.1:*\"]}}\n",
+    );
+    let session = daemon.run_to_end(&flagged).await;
+    assert_eq!(session.state, SessionState::Completed, "{session:?}");
+    let log = bootstrap(&session);
+    assert!(
+        log.contains("warning[W-SEC-003]") && log.contains("network.allow does not constrain"),
+        "{log}"
+    );
+    assert!(daemon.log().contains("W-SEC-003"));
+    // `sh` is not `bash`: the warning is scoped to bash, as upstream.
+    let quiet = capsule(
+        daemon.root.path(),
+        "sh-net",
+        "hello",
+        "capabilities: {shell: {allow: [sh]}, network: {allow: [\"http://127.0.0.1:*\"]}}\n",
+    );
+    let session = daemon.run_to_end(&quiet).await;
+    assert!(!bootstrap(&session).contains("W-SEC-003"));
 }

@@ -160,6 +160,10 @@ pub async fn run_process(
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     let pgid = child.id().map(|id| id as i32);
+    // If this future is dropped (the capsule was stopped while it waited), the
+    // whole group still goes. Declared after `child`, so it runs first, while
+    // the group leader is not yet reaped and its id cannot be reused.
+    let mut group = GroupKill { pgid };
     if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
         tokio::spawn(async move {
             // A tool that does not read its input is not an error.
@@ -183,12 +187,11 @@ pub async fn run_process(
         () = ctx.stop.cancelled() => Some("stopped"),
     };
     if killed.is_some() {
-        if let Some(pgid) = pgid {
-            // SAFETY: kill(2) on the process group we created; no memory involved.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
-        }
+        group.kill();
         let _ = child.wait().await;
     }
+    // Reaped: the group id may be reused from here on.
+    group.pgid = None;
     let code = child.try_wait().ok().flatten().and_then(|s| s.code());
     let join = |h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
         match h {
@@ -213,6 +216,26 @@ pub async fn run_process(
         duration: started.elapsed(),
         killed,
     })
+}
+
+/// Kills a tool's process group on demand or when dropped.
+struct GroupKill {
+    pgid: Option<i32>,
+}
+
+impl GroupKill {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // SAFETY: kill(2) on the process group we created; no memory involved.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 /// Reads a stream to its end, keeping the first `max` bytes.
