@@ -89,6 +89,7 @@ fn spec(dir: &Path, policy: &Arc<CapabilityPolicy>) -> ToolSpec {
         policy: Arc::clone(policy),
         log: LogSink::new(&dir.join("logs"), 1 << 20),
         stop: CancellationToken::new(),
+        jail_helper: None,
     }
 }
 

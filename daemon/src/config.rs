@@ -42,6 +42,22 @@ pub struct DaemonConfig {
     /// `<state_dir>/registry`, where `roostctl publish` writes by default).
     pub registry: Option<String>,
     pub artifacts: ArtifactsConfig,
+    pub sandbox: SandboxConfig,
+}
+
+/// How native and shell tools are confined.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    /// Run native and shell tools inside the jail (Landlock, rlimits,
+    /// no_new_privs, own session). Turning it off is for diagnosis only.
+    pub jail_tools: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self { jail_tools: true }
+    }
 }
 
 /// Limits on artifact bundles.
@@ -109,6 +125,7 @@ impl Default for DaemonConfig {
             restart: RestartConfig::default(),
             registry: None,
             artifacts: ArtifactsConfig::default(),
+            sandbox: SandboxConfig::default(),
         }
     }
 }

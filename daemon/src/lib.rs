@@ -7,7 +7,8 @@
 //! - [`staging`]: what is checked before a session exists.
 //! - [`artifacts`], [`registry`]: a capsule's artifacts, verified and installed;
 //!   where they come from.
-//! - [`tools`]: native and shell tool processes.
+//! - [`tools`]: native and shell tool processes; [`sandbox`]: the jail they
+//!   run in (a helper mode of the roostd binary).
 //! - [`supervisor`]: owner of the live-session table, session tasks, restarts.
 //! - [`runtime`]: the only module that touches wasmtime.
 //! - [`store`]: the only module that knows SQL.
@@ -27,6 +28,7 @@ pub mod notify;
 pub mod policy;
 pub mod registry;
 pub mod runtime;
+pub mod sandbox;
 pub mod staging;
 pub mod store;
 pub mod supervisor;

@@ -35,6 +35,11 @@ struct Args {
 }
 
 fn main() -> anyhow::Result<()> {
+    // The jail helper must not start logging or a runtime: it execs a tool.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if raw.get(1).is_some_and(|a| a == roostd::sandbox::JAIL_ARG) {
+        std::process::exit(roostd::sandbox::helper_main(raw));
+    }
     let args = Args::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -143,6 +143,19 @@ impl CapabilityPolicy {
             .collect()
     }
 
+    /// TCP ports native and shell tools may connect to: the union of the
+    /// allow-list's ports (Landlock filters by port, not host); `None` when a
+    /// rule allows any port.
+    pub fn tcp_connect_ports(&self) -> Option<Vec<u16>> {
+        let mut ports = Vec::new();
+        for rule in &self.network_allow {
+            ports.extend(rule.tcp_ports()?);
+        }
+        ports.sort_unstable();
+        ports.dedup();
+        Some(ports)
+    }
+
     /// Whether an outgoing request to `scheme://host:port` is allowed (deny by default).
     pub fn allows_url(&self, scheme: &str, host: &str, port: u16) -> bool {
         self.network_allow
@@ -269,6 +282,18 @@ impl NetworkRule {
             Some(p) => PortPattern::Exact(p.parse().map_err(|_| err("port must be 0-65535 or *"))?),
         };
         Ok(Self { scheme, host, port })
+    }
+
+    /// The TCP ports this rule lets a connection reach: `None` means any port.
+    pub fn tcp_ports(&self) -> Option<Vec<u16>> {
+        match (&self.port, &self.scheme) {
+            (PortPattern::Any, _) => None,
+            (PortPattern::Exact(p), _) => Some(vec![*p]),
+            (PortPattern::SchemeDefault, Pattern::Exact(s)) => {
+                Some(default_port(s).into_iter().collect())
+            }
+            (PortPattern::SchemeDefault, Pattern::Any) => None,
+        }
     }
 
     pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {

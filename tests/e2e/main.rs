@@ -10,4 +10,5 @@ mod durability;
 mod harness;
 mod lifecycle;
 mod manifests;
+mod sandbox;
 mod supervision;

@@ -32,6 +32,9 @@ pub struct ToolSpec {
     pub policy: Arc<CapabilityPolicy>,
     pub log: LogSink,
     pub stop: CancellationToken,
+    /// roostd's own binary, which jails native and shell tools before exec
+    /// (`None`: tools run unjailed).
+    pub jail_helper: Option<PathBuf>,
 }
 
 /// One session's tools: the `tools:` allow-list, its artifacts, and how to run them.
@@ -80,6 +83,8 @@ impl SessionTools {
             policy: Arc::clone(&self.spec.policy),
             timeout: self.spec.timeout,
             stop: self.spec.stop.clone(),
+            jail_helper: self.spec.jail_helper.clone(),
+            memory_bytes: self.spec.memory_bytes,
         };
         let (kind, result) = match self.artifacts.target(name, &self.spec.policy) {
             Target::Wasm(tool) => (

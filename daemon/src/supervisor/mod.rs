@@ -48,6 +48,9 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Where artifacts are staged from.
     pub registry: Arc<dyn crate::registry::Registry>,
+    /// The binary that jails native and shell tools (roostd itself), unless
+    /// the operator turned the jail off.
+    pub jail_helper: Option<std::path::PathBuf>,
     /// Artifacts already verified and compiled on this runtime, by bundle hash.
     pub bundles: Arc<crate::artifacts::BundleMemo>,
     /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
@@ -79,6 +82,17 @@ enum Command {
         grace: Duration,
         reply: oneshot::Sender<()>,
     },
+}
+
+/// roostd's own executable, which runs the jail helper; only a binary named
+/// `roostd` qualifies (a test or benchmark harness is not one).
+fn jail_helper() -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    if exe.file_name() == Some(std::ffi::OsStr::new("roostd")) {
+        return Some(exe);
+    }
+    tracing::warn!(exe = %exe.display(), "not running as roostd: native and shell tools run unjailed");
+    None
 }
 
 /// An existing row being brought back at start-up.
@@ -127,7 +141,9 @@ impl Supervisor {
                 roost_ctl::artifact::LocalRegistry::new(&location),
             ))
         });
+        let jail_helper = config.sandbox.jail_tools.then(jail_helper).flatten();
         let shared = Arc::new(Shared {
+            jail_helper,
             registry,
             bundles: Arc::default(),
             config,

@@ -305,6 +305,7 @@ impl SessionTask {
             policy: Arc::clone(&self.staged.policy),
             log,
             stop: self.stop.clone(),
+            jail_helper: self.shared.jail_helper.clone(),
         }
     }
 

@@ -59,6 +59,10 @@ pub struct ProcessContext {
     pub policy: Arc<CapabilityPolicy>,
     pub timeout: Duration,
     pub stop: CancellationToken,
+    /// The roostd binary that sets up the jail before exec; `None` runs tools
+    /// unjailed (operator setting `sandbox.jail_tools: false`).
+    pub jail_helper: Option<PathBuf>,
+    pub memory_bytes: u64,
 }
 
 /// The environment of a tool process: a safe baseline from the daemon's own,
@@ -141,9 +145,23 @@ pub async fn run_process(
         return Err(format!("cannot create {}: {e}", home.display()));
     }
     let started = Instant::now();
-    let mut command = tokio::process::Command::new(program);
+    let mut command = match &ctx.jail_helper {
+        Some(helper) => {
+            let (helper, argv) =
+                crate::sandbox::jailed_command(helper, &jail_spec(ctx), program, args)
+                    .map_err(|e| e.to_string())?;
+            let mut command = tokio::process::Command::new(helper);
+            // The helper starts its own session (and so its process group).
+            command.args(argv);
+            command
+        }
+        None => {
+            let mut command = tokio::process::Command::new(program);
+            command.args(args).process_group(0);
+            command
+        }
+    };
     command
-        .args(args)
         .current_dir(&ctx.workdir)
         .env_clear()
         .envs(env)
@@ -154,7 +172,6 @@ pub async fn run_process(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     let mut child = command
         .spawn()
@@ -218,6 +235,31 @@ pub async fn run_process(
     })
 }
 
+/// The jail of one tool call: the workdir, the allow-list's TCP ports and
+/// rlimits derived from the capsule's limits.
+fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
+    use crate::sandbox::{JailSpec, Rlimits};
+    JailSpec {
+        workdir: ctx.workdir.clone(),
+        read_only: Vec::new(),
+        read_write: Vec::new(),
+        tcp_connect_ports: ctx.policy.tcp_connect_ports(),
+        rlimits: Rlimits {
+            cpu_secs: Some(ctx.timeout.as_secs().saturating_add(1)),
+            address_space_bytes: Some(ctx.memory_bytes.max(MIN_ADDRESS_SPACE)),
+            processes: Some(1024),
+            open_files: Some(1024),
+            file_size_bytes: Some(MAX_FILE_SIZE),
+        },
+    }
+}
+
+/// Native programs reserve much more address space than they use; below this
+/// even a shell may not start.
+const MIN_ADDRESS_SPACE: u64 = 512 << 20;
+/// Largest file a tool may write.
+const MAX_FILE_SIZE: u64 = 256 << 20;
+
 /// Kills a tool's process group on demand or when dropped.
 struct GroupKill {
     pgid: Option<i32>,
@@ -276,6 +318,8 @@ mod tests {
             policy: Arc::new(policy),
             timeout: Duration::from_secs(1),
             stop: CancellationToken::new(),
+            jail_helper: None,
+            memory_bytes: 128 << 20,
         }
     }
 

@@ -1,0 +1,276 @@
+//! The jail native and shell tools run in. roostd re-executes itself as a small
+//! helper (`roostd __roost-jail <spec> -- <program> <args…>`); the helper, a
+//! fresh single-threaded process, starts a new session (so the tool and its
+//! children form one process group), sets rlimits, `no_new_privs`, closes
+//! every inherited descriptor above stderr, restricts itself with Landlock
+//! (files per scope, TCP connect per `network.allow` ports where the ABI has
+//! it, signal and abstract-socket scoping), and only then `exec`s the tool.
+//! Nothing of this runs inside the async runtime's process.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// First argument that turns roostd into the jail helper.
+pub const JAIL_ARG: &str = "__roost-jail";
+
+/// System paths a tool may read and execute from (when they exist). Secrets
+/// such as `/etc/shadow` are outside every entry.
+const SYSTEM_READ: [&str; 20] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/dev/urandom",
+    "/dev/zero",
+];
+/// Device files a tool may write.
+const SYSTEM_WRITE: [&str; 1] = ["/dev/null"];
+
+/// Resource limits applied with setrlimit before exec (`None` = inherited).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Rlimits {
+    pub cpu_secs: Option<u64>,
+    pub address_space_bytes: Option<u64>,
+    pub processes: Option<u64>,
+    pub open_files: Option<u64>,
+    pub file_size_bytes: Option<u64>,
+}
+
+/// Everything the helper needs; passed as one JSON argument.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct JailSpec {
+    /// The capsule's workdir: read, write and execute.
+    pub workdir: PathBuf,
+    /// Extra read-only paths (`filesystem.scope`).
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+    /// Extra read-write paths.
+    #[serde(default)]
+    pub read_write: Vec<PathBuf>,
+    /// TCP ports the tool may connect to (from `network.allow`); `None` allows
+    /// any (a rule with a wildcard port).
+    pub tcp_connect_ports: Option<Vec<u16>>,
+    pub rlimits: Rlimits,
+}
+
+/// What this host can enforce.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Support {
+    /// Landlock ABI version, `None` when Landlock is unavailable or disabled.
+    pub landlock_abi: Option<i32>,
+}
+
+impl Support {
+    pub fn detect() -> Self {
+        // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
+        let abi = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<u8>(),
+                0usize,
+                1u32,
+            )
+        };
+        Self {
+            landlock_abi: (abi > 0).then_some(abi as i32),
+        }
+    }
+
+    /// Which protections the jail gives on this host, and which it lacks.
+    pub fn tier(&self) -> (&'static str, Vec<&'static str>) {
+        let mut missing = Vec::new();
+        match self.landlock_abi {
+            None => missing.push("landlock (files, TCP)"),
+            Some(abi) => {
+                if abi < 4 {
+                    missing.push("landlock TCP rules (ABI < 4)");
+                }
+                if abi < 6 {
+                    missing.push("landlock signal/abstract-socket scoping (ABI < 6)");
+                }
+            }
+        }
+        missing.push("seccomp filter (UDP, io_uring, ptrace, …) not yet installed");
+        let tier = if self.landlock_abi.is_none() {
+            "rlimits-only"
+        } else {
+            "partial"
+        };
+        (tier, missing)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    #[error("usage: roostd {JAIL_ARG} <spec-json> -- <program> [args…]")]
+    Usage,
+    #[error("invalid jail spec: {0}")]
+    Spec(String),
+    #[error("{what}: {source}")]
+    Os {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("landlock: {0}")]
+    Landlock(String),
+    #[error("cannot exec {}: {source}", program.display())]
+    Exec {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn os(what: &'static str) -> impl FnOnce(std::io::Error) -> JailError {
+    move |source| JailError::Os { what, source }
+}
+
+/// Entry point of the helper: applies the jail and execs, or returns the
+/// exit code to use (127 = could not start, as a shell would).
+pub fn helper_main(args: Vec<OsString>) -> i32 {
+    match run_helper(args) {
+        Ok(never) => match never {},
+        Err(error) => {
+            eprintln!("roost jail: {error}");
+            127
+        }
+    }
+}
+
+fn run_helper(args: Vec<OsString>) -> Result<std::convert::Infallible, JailError> {
+    // args: [roostd, __roost-jail, spec, --, program, args...]
+    let mut it = args.into_iter().skip(2);
+    let spec = it.next().ok_or(JailError::Usage)?;
+    if it.next().as_deref() != Some(std::ffi::OsStr::new("--")) {
+        return Err(JailError::Usage);
+    }
+    let program = PathBuf::from(it.next().ok_or(JailError::Usage)?);
+    let rest: Vec<OsString> = it.collect();
+    let spec: JailSpec = serde_json::from_str(spec.to_str().ok_or(JailError::Usage)?)
+        .map_err(|e| JailError::Spec(e.to_string()))?;
+    enter(&spec)?;
+    let error =
+        std::os::unix::process::CommandExt::exec(std::process::Command::new(&program).args(&rest));
+    Err(JailError::Exec {
+        program,
+        source: error,
+    })
+}
+
+/// Applies everything but the exec to the current (single-threaded) process.
+pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
+    // SAFETY: plain syscalls on this process; no memory is shared.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(os("setsid")(std::io::Error::last_os_error()));
+    }
+    set_rlimits(&spec.rlimits)?;
+    // SAFETY: as above.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(os("no_new_privs")(std::io::Error::last_os_error()));
+    }
+    close_inherited_fds()?;
+    landlock(spec)
+}
+
+fn set_rlimits(limits: &Rlimits) -> Result<(), JailError> {
+    let set = |resource, value: Option<u64>, what| -> Result<(), JailError> {
+        let Some(value) = value else { return Ok(()) };
+        let limit = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: setrlimit with a valid struct.
+        if unsafe { libc::setrlimit(resource, &limit) } != 0 {
+            return Err(os(what)(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    };
+    set(libc::RLIMIT_CPU, limits.cpu_secs, "RLIMIT_CPU")?;
+    set(libc::RLIMIT_AS, limits.address_space_bytes, "RLIMIT_AS")?;
+    set(libc::RLIMIT_NPROC, limits.processes, "RLIMIT_NPROC")?;
+    set(libc::RLIMIT_NOFILE, limits.open_files, "RLIMIT_NOFILE")?;
+    set(libc::RLIMIT_FSIZE, limits.file_size_bytes, "RLIMIT_FSIZE")
+}
+
+fn close_inherited_fds() -> Result<(), JailError> {
+    // SAFETY: closes descriptors >= 3 of this process; stdio stays.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    if rc != 0 {
+        return Err(os("close_range")(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn existing(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
+    paths.into_iter().filter(|p| p.exists()).collect()
+}
+
+fn landlock(spec: &JailSpec) -> Result<(), JailError> {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, Scope, path_beneath_rules,
+    };
+    let err = |e: &dyn std::fmt::Display| JailError::Landlock(e.to_string());
+    let abi = ABI::V6;
+    let mut read: Vec<PathBuf> = existing(SYSTEM_READ.iter().map(PathBuf::from));
+    read.extend(existing(spec.read_only.iter().cloned()));
+    let mut write: Vec<PathBuf> = existing(SYSTEM_WRITE.iter().map(PathBuf::from));
+    write.push(spec.workdir.clone());
+    write.extend(existing(spec.read_write.iter().cloned()));
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(|e| err(&e))?;
+    if spec.tcp_connect_ports.is_some() {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(|e| err(&e))?;
+    }
+    let mut created = ruleset
+        .scope(Scope::from_all(abi))
+        .map_err(|e| err(&e))?
+        .create()
+        .map_err(|e| err(&e))?
+        .add_rules(path_beneath_rules(&read, AccessFs::from_read(abi)))
+        .map_err(|e| err(&e))?
+        .add_rules(path_beneath_rules(&write, AccessFs::from_all(abi)))
+        .map_err(|e| err(&e))?;
+    for port in spec.tcp_connect_ports.iter().flatten() {
+        created = created
+            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+            .map_err(|e| err(&e))?;
+    }
+    created.restrict_self().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// The argument list that runs `program args…` inside the jail via `helper`.
+pub fn jailed_command(
+    helper: &Path,
+    spec: &JailSpec,
+    program: &Path,
+    args: &[String],
+) -> Result<(PathBuf, Vec<OsString>), JailError> {
+    let spec = serde_json::to_string(spec).map_err(|e| JailError::Spec(e.to_string()))?;
+    let mut argv: Vec<OsString> = vec![JAIL_ARG.into(), spec.into(), "--".into()];
+    argv.push(program.as_os_str().to_owned());
+    argv.extend(args.iter().map(OsString::from));
+    Ok((helper.to_path_buf(), argv))
+}

@@ -1,0 +1,186 @@
+//! The tool jail, proven against a control: every check runs once in a roostd
+//! with the jail (the default) and once in a roostd with
+//! `sandbox.jail_tools: false`. CI runs as root, so a denial in the jailed run
+//! that the control run does not see comes from the jail, not from file
+//! permissions.
+
+use std::path::Path;
+
+use roost_ctl::api::{SessionState, StartRequest};
+use serde_json::Value;
+
+use crate::harness::{Daemon, TEST_CONFIG, capsule};
+
+async fn jailed_and_control() -> (Daemon, Daemon) {
+    let control = format!("{TEST_CONFIG}sandbox: {{jail_tools: false}}\n");
+    (
+        Daemon::start().await,
+        Daemon::start_with(&control, &[]).await,
+    )
+}
+
+/// Whether this kernel has Landlock; when it does not, the jailed daemon must
+/// say so instead of the tests passing.
+fn landlock_or_reported(daemon: &Daemon) -> bool {
+    let support = roostd::sandbox::Support::detect();
+    if support.landlock_abi.is_none() {
+        let log = daemon.log();
+        assert!(
+            log.contains("tier=\"rlimits-only\"") || log.contains("tier=rlimits-only"),
+            "{log}"
+        );
+        eprintln!("this kernel has no Landlock: checked that roostd reports it");
+        return false;
+    }
+    true
+}
+
+/// Runs `command` through the shell tool `tool` in a fresh workdir; returns
+/// the tool's result and the workdir.
+async fn run_shell(
+    daemon: &Daemon,
+    tool: &str,
+    command: &str,
+    caps: &str,
+) -> (Value, tempfile::TempDir) {
+    let workdir = tempfile::tempdir().expect("workdir");
+    std::fs::write(workdir.path().join("shell-tool.txt"), tool).expect("tool");
+    std::fs::write(workdir.path().join("shell-command.txt"), command).expect("command");
+    let dir = capsule(
+        daemon.root.path(),
+        "shellrun",
+        "shellrun",
+        &format!("tools: [{tool}]\ncapabilities: {{shell: {{allow: [{tool}]}}{caps}}}\n"),
+    );
+    let session = daemon
+        .client
+        .start(&StartRequest {
+            path: dir.display().to_string(),
+            workdir: Some(workdir.path().display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .expect("start");
+    let session = daemon.client.wait(&session.id).await.expect("wait");
+    assert_eq!(
+        session.state,
+        SessionState::Completed,
+        "{session:?}\n{}",
+        daemon.log()
+    );
+    let text = std::fs::read_to_string(workdir.path().join("shell-result.json")).expect("result");
+    let result: Value = serde_json::from_str(&text).expect("json");
+    assert_eq!(result["ok"], true, "{result}");
+    (result, workdir)
+}
+
+fn data(result: &Value) -> &str {
+    result["data"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn reading_etc_shadow_is_denied_by_the_jail() {
+    let (jailed, control) = jailed_and_control().await;
+    if !landlock_or_reported(&jailed) {
+        return;
+    }
+    let (result, _w) = run_shell(&jailed, "sh", "cat /etc/shadow", "").await;
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(
+        data(&result).contains("/etc/shadow: Permission denied"),
+        "{result}"
+    );
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let (result, _w) = run_shell(&control, "sh", "cat /etc/shadow", "").await;
+        assert_eq!(
+            result["status"], "passed",
+            "control (root, no jail) reads it: {result}"
+        );
+    } else {
+        eprintln!("not root: the control run cannot read /etc/shadow either; skipped");
+    }
+}
+
+#[tokio::test]
+async fn writing_outside_the_workdir_is_denied_and_inside_allowed() {
+    let (jailed, control) = jailed_and_control().await;
+    if !landlock_or_reported(&jailed) {
+        return;
+    }
+    let outside = tempfile::tempdir().expect("outside dir");
+    let target = outside.path().join("escaped.txt");
+    let command = format!("echo in > inside.txt; echo out > {}", target.display());
+    let (result, workdir) = run_shell(&jailed, "sh", &command, "").await;
+    assert!(
+        workdir.path().join("inside.txt").is_file(),
+        "writing inside is allowed: {result}"
+    );
+    assert!(!target.exists(), "the jail must stop the write: {result}");
+    assert!(
+        data(&result).contains(&format!("{}: Permission denied", target.display())),
+        "{result}"
+    );
+    let (result, _w) = run_shell(&control, "sh", &command, "").await;
+    assert!(target.is_file(), "control (no jail) writes it: {result}");
+}
+
+/// A listener on a free loopback port that counts accepted connections.
+async fn listener() -> (u16, tokio::task::JoinHandle<usize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let task = tokio::spawn(async move {
+        let mut accepted = 0;
+        while let Ok(Ok(_)) =
+            tokio::time::timeout(std::time::Duration::from_secs(3), listener.accept()).await
+        {
+            accepted += 1;
+        }
+        accepted
+    });
+    (port, task)
+}
+
+#[tokio::test]
+async fn tcp_connect_is_limited_to_allowed_ports() {
+    if !Path::new("/bin/bash").exists() && !Path::new("/usr/bin/bash").exists() {
+        eprintln!("no bash (needed for /dev/tcp): skipped");
+        return;
+    }
+    let (jailed, control) = jailed_and_control().await;
+    if !landlock_or_reported(&jailed) {
+        return;
+    }
+    if roostd::sandbox::Support::detect().landlock_abi < Some(4) {
+        eprintln!("Landlock ABI < 4 has no TCP rules: roostd reports it (see tier)");
+        return;
+    }
+    let (allowed, allowed_task) = listener().await;
+    let (denied, denied_task) = listener().await;
+    let caps = format!(", network: {{allow: [\"http://127.0.0.1:{allowed}\"]}}");
+    let command =
+        format!("echo a > /dev/tcp/127.0.0.1/{allowed}; echo b > /dev/tcp/127.0.0.1/{denied}");
+    let (result, _w) = run_shell(&jailed, "bash", &command, &caps).await;
+    assert!(data(&result).contains("Permission denied"), "{result}");
+    assert_eq!(
+        allowed_task.await.expect("join"),
+        1,
+        "allowed port reached: {result}"
+    );
+    assert_eq!(
+        denied_task.await.expect("join"),
+        0,
+        "denied port not reached: {result}"
+    );
+
+    let (denied, denied_task) = listener().await;
+    let command = format!("echo b > /dev/tcp/127.0.0.1/{denied}");
+    let (result, _w) = run_shell(&control, "bash", &command, &caps).await;
+    assert_eq!(
+        denied_task.await.expect("join"),
+        1,
+        "control reaches it: {result}"
+    );
+}

@@ -1,0 +1,37 @@
+//! Test capsule: invokes the shell tool named in `./shell-tool.txt` with the
+//! command in `./shell-command.txt` and writes the outcome to
+//! `./shell-result.json` (`{"ok", "status", "data"}` or `{"ok": false, "error"}`).
+
+wit_bindgen::generate!({
+    path: "../../../wit",
+    world: "murmur:capsule/capsule@0.1.0",
+    generate_all,
+});
+
+use murmur::tool::run::{Status, ToolInput};
+use murmur::tool_registry::invoke::invoke;
+use serde_json::json;
+
+struct Capsule;
+
+impl exports::murmur::capsule::run::Guest for Capsule {
+    fn run() {
+        let tool = std::fs::read_to_string("shell-tool.txt").expect("shell-tool.txt");
+        let command = std::fs::read_to_string("shell-command.txt").expect("shell-command.txt");
+        let input = ToolInput {
+            data: Some(json!({ "command": command }).to_string()),
+            log_path: None,
+        };
+        let outcome = match invoke(tool.trim(), &input) {
+            Ok(r) => json!({
+                "ok": true,
+                "status": match r.status { Status::Passed => "passed", Status::Failed => "failed", Status::Error => "error" },
+                "data": r.data,
+            }),
+            Err(e) => json!({ "ok": false, "error": e }),
+        };
+        std::fs::write("shell-result.json", outcome.to_string()).expect("write result");
+    }
+}
+
+export!(Capsule);
