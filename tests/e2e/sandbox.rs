@@ -184,3 +184,59 @@ async fn tcp_connect_is_limited_to_allowed_ports() {
         "control reaches it: {result}"
     );
 }
+
+#[tokio::test]
+async fn udp_sockets_are_refused_unless_dns_is_allowed() {
+    if !Path::new("/bin/bash").exists() && !Path::new("/usr/bin/bash").exists() {
+        eprintln!("no bash (needed for /dev/udp): skipped");
+        return;
+    }
+    let (jailed, control) = jailed_and_control().await;
+    if !roostd::sandbox::Support::detect().seccomp {
+        let log = jailed.log();
+        assert!(
+            log.contains("seccomp (UDP"),
+            "the missing filter is reported: {log}"
+        );
+        eprintln!("this kernel has no seccomp: checked that roostd reports it");
+        return;
+    }
+    let receiver = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = receiver.local_addr().expect("addr").port();
+    let command = format!("echo jailed > /dev/udp/127.0.0.1/{port}");
+    let (result, _w) = run_shell(&jailed, "bash", &command, "").await;
+    assert!(
+        data(&result).contains("Operation not permitted"),
+        "{result}"
+    );
+    let (result, _w) = run_shell(&control, "bash", &command, "").await;
+    let mut buf = [0u8; 64];
+    let received = tokio::time::timeout(std::time::Duration::from_secs(2), receiver.recv(&mut buf))
+        .await
+        .expect("control datagram arrives")
+        .expect("recv");
+    assert_eq!(
+        &buf[..received],
+        b"jailed\n",
+        "only the control run's datagram: {result}"
+    );
+}
+
+#[tokio::test]
+async fn start_up_reports_the_enforcement_tier() {
+    let daemon = Daemon::start().await;
+    let support = roostd::sandbox::Support::detect();
+    let (tier, _) = support.tier();
+    let log = daemon.log();
+    assert!(
+        log.contains(&format!("tier=\"{tier}\"")) || log.contains(&format!("tier={tier}")),
+        "{log}"
+    );
+    if support.landlock_abi >= Some(6) && support.seccomp {
+        assert_eq!(tier, "full");
+    } else {
+        assert_ne!(tier, "full", "never claim what is not in force");
+    }
+}

@@ -4,13 +4,16 @@
 //! children form one process group), sets rlimits, `no_new_privs`, closes
 //! every inherited descriptor above stderr, restricts itself with Landlock
 //! (files per scope, TCP connect per `network.allow` ports where the ABI has
-//! it, signal and abstract-socket scoping), and only then `exec`s the tool.
+//! it, signal and abstract-socket scoping), installs a seccomp filter for what
+//! Landlock cannot express (`seccomp.rs`), and only then `exec`s the tool.
 //! Nothing of this runs inside the async runtime's process.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+mod seccomp;
 
 /// First argument that turns roostd into the jail helper.
 pub const JAIL_ARG: &str = "__roost-jail";
@@ -66,6 +69,10 @@ pub struct JailSpec {
     /// TCP ports the tool may connect to (from `network.allow`); `None` allows
     /// any (a rule with a wildcard port).
     pub tcp_connect_ports: Option<Vec<u16>>,
+    /// Datagram (UDP) sockets: only when the allow-list names port 53 (or
+    /// any port), so tools can resolve names.
+    #[serde(default)]
+    pub allow_udp: bool,
     pub rlimits: Rlimits,
 }
 
@@ -74,6 +81,8 @@ pub struct JailSpec {
 pub struct Support {
     /// Landlock ABI version, `None` when Landlock is unavailable or disabled.
     pub landlock_abi: Option<i32>,
+    /// Whether seccomp filters can be installed.
+    pub seccomp: bool,
 }
 
 impl Support {
@@ -89,6 +98,7 @@ impl Support {
         };
         Self {
             landlock_abi: (abi > 0).then_some(abi as i32),
+            seccomp: seccomp::available(),
         }
     }
 
@@ -106,11 +116,13 @@ impl Support {
                 }
             }
         }
-        missing.push("seccomp filter (UDP, io_uring, ptrace, …) not yet installed");
-        let tier = if self.landlock_abi.is_none() {
-            "rlimits-only"
-        } else {
-            "partial"
+        if !self.seccomp {
+            missing.push("seccomp (UDP, io_uring, ptrace, mount, …)");
+        }
+        let tier = match (self.landlock_abi, missing.is_empty()) {
+            (None, _) if !self.seccomp => "rlimits-only",
+            (_, true) => "full",
+            _ => "partial",
         };
         (tier, missing)
     }
@@ -186,7 +198,11 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
         return Err(os("no_new_privs")(std::io::Error::last_os_error()));
     }
     close_inherited_fds()?;
-    landlock(spec)
+    landlock(spec)?;
+    if seccomp::available() {
+        seccomp::install(spec.allow_udp).map_err(os("seccomp"))?;
+    }
+    Ok(())
 }
 
 fn set_rlimits(limits: &Rlimits) -> Result<(), JailError> {

@@ -244,6 +244,10 @@ fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
         read_only: Vec::new(),
         read_write: Vec::new(),
         tcp_connect_ports: ctx.policy.tcp_connect_ports(),
+        allow_udp: ctx
+            .policy
+            .tcp_connect_ports()
+            .is_none_or(|ports| ports.contains(&53)),
         rlimits: Rlimits {
             cpu_secs: Some(ctx.timeout.as_secs().saturating_add(1)),
             address_space_bytes: Some(ctx.memory_bytes.max(MIN_ADDRESS_SPACE)),
