@@ -84,11 +84,16 @@ enum Command {
     },
 }
 
-/// roostd's own executable, which runs the jail helper; only a binary named
-/// `roostd` qualifies (a test or benchmark harness is not one).
+/// The jail helper: `roost-jail` installed next to roostd, else roostd's own
+/// executable in helper mode (slower to exec); only a binary named `roostd`
+/// qualifies (a test or benchmark harness is not one).
 fn jail_helper() -> Option<std::path::PathBuf> {
     let exe = std::env::current_exe().ok()?;
     if exe.file_name() == Some(std::ffi::OsStr::new("roostd")) {
+        let small = exe.with_file_name("roost-jail");
+        if small.is_file() {
+            return Some(small);
+        }
         return Some(exe);
     }
     tracing::warn!(exe = %exe.display(), "not running as roostd: native and shell tools run unjailed");
@@ -142,6 +147,9 @@ impl Supervisor {
             ))
         });
         let jail_helper = config.sandbox.jail_tools.then(jail_helper).flatten();
+        if let Some(helper) = &jail_helper {
+            tracing::info!(helper = %helper.display(), "tool jail helper");
+        }
         let shared = Arc::new(Shared {
             jail_helper,
             registry,

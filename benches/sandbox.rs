@@ -1,0 +1,96 @@
+//! Benchmark: what the jail adds to a shell tool call. The same `sh -c true`
+//! tool call (cleared environment, pipes, process group, result parsing) runs N
+//! times without the jail and N times through it (`roostd __roost-jail`:
+//! setsid, rlimits, no_new_privs, close_range, Landlock, seccomp, exec), side
+//! by side in one run.
+//!
+//! `cargo bench -p roostd --bench sandbox -- [N]`
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use roostd::policy::CapabilityPolicy;
+use roostd::tools::{ProcessContext, ToolRequest, shell};
+use tokio_util::sync::CancellationToken;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+async fn measure(ctx: &ProcessContext, n: usize) -> (Duration, Duration) {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let request = ToolRequest {
+            data: Some(r#"{"command": "true"}"#.into()),
+            log_path: None,
+        };
+        let t = Instant::now();
+        let out = shell::run(request, ctx).await.expect("shell call");
+        samples.push(t.elapsed());
+        assert!(
+            out.data
+                .as_deref()
+                .is_some_and(|d| d.contains("Exit code: 0")),
+            "{:?}",
+            out.data
+        );
+    }
+    samples.sort();
+    (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
+#[tokio::main]
+async fn main() {
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(500);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = CapabilityPolicy::from_manifest(
+        serde_yaml::from_str("shell: {allow: [sh]}").expect("caps"),
+    )
+    .expect("policy");
+    let mut ctx = ProcessContext {
+        name: "sh".into(),
+        workdir: dir.path().to_path_buf(),
+        bookkeeping: dir.path().to_path_buf(),
+        env: Vec::new(),
+        policy: Arc::new(policy),
+        timeout: Duration::from_secs(30),
+        stop: CancellationToken::new(),
+        jail_helper: None,
+        memory_bytes: 128 << 20,
+    };
+    let support = roostd::sandbox::Support::detect();
+    println!(
+        "sandbox benchmark: {n} shell tool calls each; landlock ABI {:?}, seccomp {}",
+        support.landlock_abi, support.seccomp
+    );
+    let (p50, p99) = measure(&ctx, n).await;
+    println!(
+        "without jail                p50 {:>7.0} µs   p99 {:>7.0} µs",
+        p50.as_secs_f64() * 1e6,
+        p99.as_secs_f64() * 1e6
+    );
+    ctx.jail_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_roostd")));
+    let (r50, r99) = measure(&ctx, n).await;
+    println!(
+        "jail via roostd itself      p50 {:>7.0} µs   p99 {:>7.0} µs",
+        r50.as_secs_f64() * 1e6,
+        r99.as_secs_f64() * 1e6
+    );
+    ctx.jail_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_roost-jail")));
+    let (j50, j99) = measure(&ctx, n).await;
+    println!(
+        "jail via roost-jail (default) p50 {:>7.0} µs   p99 {:>7.0} µs",
+        j50.as_secs_f64() * 1e6,
+        j99.as_secs_f64() * 1e6
+    );
+    println!(
+        "added by the jail: p50 {:.2} ms (target ≤ 2 ms), p99 {:.2} ms",
+        (j50.as_secs_f64() - p50.as_secs_f64()) * 1e3,
+        (j99.as_secs_f64() - p99.as_secs_f64()) * 1e3
+    );
+}
