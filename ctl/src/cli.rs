@@ -71,6 +71,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What this host can enforce, and whether roostd's files and unit are safe.
+    Doctor {
+        /// State dir to check (default: the system or XDG default).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// systemd unit to check.
+        #[arg(long, default_value = "/etc/systemd/system/roostd.service")]
+        unit: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a session's captured guest output.
     Logs {
         id_or_name: String,
@@ -158,6 +169,35 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             platform,
             json,
         } => publish(out, &dir, registry, platform, json),
+        Command::Doctor {
+            state_dir,
+            unit,
+            json,
+        } => {
+            let state_dir = state_dir.unwrap_or_else(paths::default_state_dir);
+            let checks = crate::doctor::run(&state_dir, client.socket(), &unit);
+            let failed = checks
+                .iter()
+                .any(|c| c.verdict == crate::doctor::Verdict::Fail);
+            if json {
+                serde_json::to_writer_pretty(&mut *out, &checks)
+                    .map_err(|e| CliError::Usage(e.to_string()))?;
+                writeln!(out)?;
+            } else {
+                for c in &checks {
+                    let verdict = match c.verdict {
+                        crate::doctor::Verdict::Ok => "ok",
+                        crate::doctor::Verdict::Warn => "WARN",
+                        crate::doctor::Verdict::Fail => "FAIL",
+                    };
+                    writeln!(out, "{verdict:<5} {:<20} {}", c.name, c.detail)?;
+                    if let Some(fix) = &c.fix {
+                        writeln!(out, "{:<26} fix: {fix}", "")?;
+                    }
+                }
+            }
+            Ok(i32::from(failed))
+        }
         Command::Logs { id_or_name, follow } => {
             let mut failed = None;
             client

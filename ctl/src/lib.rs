@@ -9,6 +9,8 @@ pub mod api;
 pub mod artifact;
 pub mod cli;
 pub mod client;
+pub mod doctor;
+pub mod host;
 pub mod paths;
 
 pub use client::{Client, ClientError};

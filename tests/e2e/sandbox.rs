@@ -240,3 +240,55 @@ async fn start_up_reports_the_enforcement_tier() {
         assert_ne!(tier, "full", "never claim what is not in force");
     }
 }
+
+#[tokio::test]
+async fn doctor_reports_what_the_host_enforces_and_checks_roostd_paths() {
+    let daemon = Daemon::start().await;
+    let socket = daemon.socket.display().to_string();
+    let state = daemon.state_dir.display().to_string();
+    let unit = crate::harness::repo().join("systemd/roostd.service");
+    let cli = <roost_ctl::cli::Cli as clap::Parser>::try_parse_from([
+        "roostctl",
+        "--socket",
+        &socket,
+        "doctor",
+        "--state-dir",
+        &state,
+        "--unit",
+        &unit.display().to_string(),
+        "--json",
+    ])
+    .expect("parse");
+    let mut out = Vec::new();
+    let code = roost_ctl::cli::run(cli, &mut out).await.expect("doctor");
+    let checks: Value = serde_json::from_slice(&out).expect("json");
+    let find = |name: &str| {
+        checks
+            .as_array()
+            .expect("array")
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check in {checks}"))
+            .clone()
+    };
+    for name in ["state dir", "control socket", "systemd unit"] {
+        assert_eq!(find(name)["verdict"], "ok", "{}", find(name));
+    }
+    let support = roostd::sandbox::Support::detect();
+    let landlock = find("landlock");
+    match support.landlock_abi {
+        Some(abi) => assert!(
+            landlock["detail"]
+                .as_str()
+                .expect("detail")
+                .starts_with(&format!("ABI {abi}"))
+        ),
+        None => assert_eq!(landlock["verdict"], "fail"),
+    }
+    let any_fail = checks
+        .as_array()
+        .expect("array")
+        .iter()
+        .any(|c| c["verdict"] == "fail");
+    assert_eq!(code, i32::from(any_fail), "exit code follows the verdicts");
+}

@@ -87,18 +87,9 @@ pub struct Support {
 
 impl Support {
     pub fn detect() -> Self {
-        // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
-        let abi = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_create_ruleset,
-                std::ptr::null::<u8>(),
-                0usize,
-                1u32,
-            )
-        };
         Self {
-            landlock_abi: (abi > 0).then_some(abi as i32),
-            seccomp: seccomp::available(),
+            landlock_abi: roost_ctl::host::landlock_abi(),
+            seccomp: roost_ctl::host::seccomp_available(),
         }
     }
 
@@ -199,7 +190,7 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
     }
     close_inherited_fds()?;
     landlock(spec)?;
-    if seccomp::available() {
+    if roost_ctl::host::seccomp_available() {
         seccomp::install(spec.allow_udp).map_err(os("seccomp"))?;
     }
     Ok(())

@@ -180,12 +180,6 @@ pub fn install(allow_udp: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Whether this kernel accepts seccomp filters.
-pub fn available() -> bool {
-    // SAFETY: PR_GET_SECCOMP only reads this thread's mode.
-    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
