@@ -24,6 +24,12 @@ pub enum PolicyError {
     ReservedEnv { name: String },
     #[error("capabilities.filesystem.scope '{scope}' is not supported: use 'workdir'")]
     FilesystemScope { scope: String },
+    #[error("capabilities.filesystem.{field} entry '{path}' {reason}")]
+    FilesystemPath {
+        field: &'static str,
+        path: String,
+        reason: &'static str,
+    },
     #[error("capabilities.shell.allow entry '{name}' must be a bare binary name without '/'")]
     ShellName { name: String },
     #[error("capabilities.limits.{field} must be at least 1")]
@@ -58,6 +64,12 @@ pub struct NetworkSection {
 pub struct FilesystemSection {
     #[serde(default)]
     pub scope: Option<String>,
+    /// Extra directories or files the capsule and its tools may read.
+    #[serde(default)]
+    pub read_only: Vec<String>,
+    /// Extra directories or files they may also write.
+    #[serde(default)]
+    pub read_write: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +96,18 @@ pub struct Limits {
     pub timeout_secs: Option<u64>,
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// CPU seconds a native or shell tool may use (default: the timeout + 1).
+    #[serde(default)]
+    pub cpu_secs: Option<u64>,
+    /// Processes a tool may run at once (RLIMIT_NPROC; root is exempt).
+    #[serde(default)]
+    pub processes: Option<u64>,
+    /// Descriptors a tool may hold open.
+    #[serde(default)]
+    pub open_files: Option<u64>,
+    /// Largest file a tool may write, in bytes.
+    #[serde(default)]
+    pub output_bytes: Option<u64>,
 }
 
 /// The validated policy.
@@ -94,6 +118,9 @@ pub struct CapabilityPolicy {
     pub shell_allow: Vec<String>,
     pub shell_strip_env: Vec<String>,
     pub limits: Limits,
+    /// Extra paths (absolute, existing) beyond the workdir.
+    pub read_only: Vec<std::path::PathBuf>,
+    pub read_write: Vec<std::path::PathBuf>,
 }
 
 impl CapabilityPolicy {
@@ -117,6 +144,18 @@ impl CapabilityPolicy {
                 return Err(PolicyError::ShellName { name: name.clone() });
             }
         }
+        let read_only = scope_paths("read_only", &caps.filesystem.read_only)?;
+        let read_write = scope_paths("read_write", &caps.filesystem.read_write)?;
+        for (field, value) in [
+            ("cpu_secs", caps.limits.cpu_secs),
+            ("processes", caps.limits.processes),
+            ("open_files", caps.limits.open_files),
+            ("output_bytes", caps.limits.output_bytes),
+        ] {
+            if value == Some(0) {
+                return Err(PolicyError::ZeroLimit { field });
+            }
+        }
         if caps.limits.timeout_secs == Some(0) {
             return Err(PolicyError::ZeroLimit {
                 field: "timeout_secs",
@@ -131,6 +170,8 @@ impl CapabilityPolicy {
             shell_allow: caps.shell.allow,
             shell_strip_env: caps.shell.strip_env,
             limits: caps.limits,
+            read_only,
+            read_write,
         })
     }
 
@@ -162,6 +203,37 @@ impl CapabilityPolicy {
             .iter()
             .any(|rule| rule.matches(scheme, host, port))
     }
+}
+
+/// `filesystem.read_only` / `read_write` entries: absolute, no `..`, existing.
+fn scope_paths(
+    field: &'static str,
+    entries: &[String],
+) -> Result<Vec<std::path::PathBuf>, PolicyError> {
+    entries
+        .iter()
+        .map(|entry| {
+            let bad = |reason| PolicyError::FilesystemPath {
+                field,
+                path: entry.clone(),
+                reason,
+            };
+            let path = std::path::Path::new(entry);
+            if !path.is_absolute() {
+                return Err(bad("must be an absolute path"));
+            }
+            if path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err(bad("must not contain '..'"));
+            }
+            if !path.exists() {
+                return Err(bad("does not exist on this host"));
+            }
+            Ok(path.to_path_buf())
+        })
+        .collect()
 }
 
 fn validate_env_allow(name: &str) -> Result<(), PolicyError> {
@@ -370,6 +442,40 @@ fn split_host_port(authority: &str) -> Option<(&str, Option<&str>)> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn extra_filesystem_paths_are_validated() {
+        let caps = |yaml: &str| -> Capabilities { serde_yaml::from_str(yaml).expect("yaml") };
+        for (yaml, needle) in [
+            (
+                "filesystem: {read_only: [relative/dir]}",
+                "must be an absolute path",
+            ),
+            (
+                "filesystem: {read_write: [/tmp/../etc]}",
+                "must not contain '..'",
+            ),
+            (
+                "filesystem: {read_only: [/nonexistent/roost/x]}",
+                "does not exist",
+            ),
+            (
+                "limits: {processes: 0}",
+                "limits.processes must be at least 1",
+            ),
+        ] {
+            let err = CapabilityPolicy::from_manifest(caps(yaml))
+                .expect_err(yaml)
+                .to_string();
+            assert!(err.contains(needle), "{yaml}: {err}");
+        }
+        let ok = CapabilityPolicy::from_manifest(caps(
+            "filesystem: {read_only: [/usr], read_write: [/tmp]}",
+        ))
+        .expect("valid");
+        assert_eq!(ok.read_only, [std::path::PathBuf::from("/usr")]);
+    }
+
     use super::*;
 
     fn policy(rules: &[&str]) -> CapabilityPolicy {

@@ -292,3 +292,41 @@ async fn doctor_reports_what_the_host_enforces_and_checks_roostd_paths() {
         .any(|c| c["verdict"] == "fail");
     assert_eq!(code, i32::from(any_fail), "exit code follows the verdicts");
 }
+
+#[tokio::test]
+async fn extra_filesystem_scope_paths_are_honoured() {
+    let daemon = Daemon::start().await;
+    if !landlock_or_reported(&daemon) {
+        return;
+    }
+    let ro = tempfile::tempdir().expect("ro");
+    let rw = tempfile::tempdir().expect("rw");
+    std::fs::write(ro.path().join("data.txt"), "shared data\n").expect("write");
+    let caps = format!(
+        ", filesystem: {{read_only: [\"{}\"], read_write: [\"{}\"]}}",
+        ro.path().display(),
+        rw.path().display()
+    );
+    let command = format!(
+        "cat {ro}/data.txt; echo x > {ro}/new.txt; echo y > {rw}/out.txt",
+        ro = ro.path().display(),
+        rw = rw.path().display()
+    );
+    let (result, _w) = run_shell(&daemon, "sh", &command, &caps).await;
+    assert!(
+        data(&result).contains("shared data"),
+        "read-only path is readable: {result}"
+    );
+    assert!(
+        data(&result).contains(&format!(
+            "{}/new.txt: Permission denied",
+            ro.path().display()
+        )),
+        "{result}"
+    );
+    assert!(!ro.path().join("new.txt").exists());
+    assert!(
+        rw.path().join("out.txt").is_file(),
+        "read-write path is writable: {result}"
+    );
+}

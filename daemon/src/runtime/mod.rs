@@ -376,6 +376,26 @@ impl Core {
             .map_err(|e| GuestFailure::Setup {
                 message: format!("cannot preopen workdir {}: {e:#}", spec.workdir.display()),
             })?;
+        // `filesystem.read_only` / `read_write` directories, at their own paths.
+        let extra = spec
+            .policy
+            .read_only
+            .iter()
+            .map(|p| (p, FsPerms::ReadOnly))
+            .chain(
+                spec.policy
+                    .read_write
+                    .iter()
+                    .map(|p| (p, FsPerms::ReadWrite)),
+            );
+        for (dir, perms) in extra {
+            if dir.is_dir() {
+                wasi.preopened_dir(dir, dir.display().to_string(), perms)
+                    .map_err(|e| GuestFailure::Setup {
+                        message: format!("cannot preopen {}: {e:#}", dir.display()),
+                    })?;
+            }
+        }
         let memory_limit = usize::try_from(spec.memory_bytes).unwrap_or(usize::MAX);
         let mut guard = limits::EpochGuard::new(spec.stop);
         guard.set_budget(spec.timeout);

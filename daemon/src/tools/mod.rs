@@ -241,19 +241,26 @@ fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
     use crate::sandbox::{JailSpec, Rlimits};
     JailSpec {
         workdir: ctx.workdir.clone(),
-        read_only: Vec::new(),
-        read_write: Vec::new(),
+        read_only: ctx.policy.read_only.clone(),
+        read_write: ctx.policy.read_write.clone(),
         tcp_connect_ports: ctx.policy.tcp_connect_ports(),
         allow_udp: ctx
             .policy
             .tcp_connect_ports()
             .is_none_or(|ports| ports.contains(&53)),
-        rlimits: Rlimits {
-            cpu_secs: Some(ctx.timeout.as_secs().saturating_add(1)),
-            address_space_bytes: Some(ctx.memory_bytes.max(MIN_ADDRESS_SPACE)),
-            processes: Some(1024),
-            open_files: Some(1024),
-            file_size_bytes: Some(MAX_FILE_SIZE),
+        rlimits: {
+            let limits = &ctx.policy.limits;
+            Rlimits {
+                cpu_secs: Some(
+                    limits
+                        .cpu_secs
+                        .unwrap_or_else(|| ctx.timeout.as_secs().saturating_add(1)),
+                ),
+                address_space_bytes: Some(ctx.memory_bytes.max(MIN_ADDRESS_SPACE)),
+                processes: Some(limits.processes.unwrap_or(1024)),
+                open_files: Some(limits.open_files.unwrap_or(1024)),
+                file_size_bytes: Some(limits.output_bytes.unwrap_or(MAX_FILE_SIZE)),
+            }
         },
     }
 }
