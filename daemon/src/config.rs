@@ -43,6 +43,16 @@ pub struct DaemonConfig {
     pub registry: Option<String>,
     pub artifacts: ArtifactsConfig,
     pub sandbox: SandboxConfig,
+    pub control: ControlConfig,
+}
+
+/// Who may use the control socket besides root and the daemon's own user.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// Members of this group are admitted (the socket is also group-owned
+    /// by it under systemd).
+    pub group: Option<String>,
 }
 
 /// How native and shell tools are confined.
@@ -126,6 +136,7 @@ impl Default for DaemonConfig {
             registry: None,
             artifacts: ArtifactsConfig::default(),
             sandbox: SandboxConfig::default(),
+            control: ControlConfig::default(),
         }
     }
 }

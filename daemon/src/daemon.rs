@@ -37,6 +37,8 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Control(String),
     #[error("cannot resume sessions: {0}")]
     Resume(#[from] SupervisorError),
 }
@@ -84,6 +86,8 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             addr: config.a2a_listen,
             source,
         })?;
+    let peers =
+        unix::PeerPolicy::new(config.control.group.as_deref()).map_err(DaemonError::Control)?;
     let control = unix::bind(&config.socket).await?;
     let socket_path = config.socket.clone();
     let grace = Duration::from_secs(config.shutdown_grace_secs);
@@ -102,6 +106,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         started,
         a2a_addr: a2a_addr.to_string(),
         shutdown: servers.clone(),
+        peers: Arc::new(peers),
     };
     let control_app = api::app(state).into_make_service_with_connect_info::<unix::PeerCred>();
     let control_stop = servers.clone();

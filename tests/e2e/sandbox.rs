@@ -330,3 +330,43 @@ async fn extra_filesystem_scope_paths_are_honoured() {
         "read-write path is writable: {result}"
     );
 }
+
+#[tokio::test]
+async fn the_control_socket_refuses_other_users_even_if_its_mode_is_opened() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/usr/bin/python3").exists() {
+        eprintln!("needs root (to act as another user) and python3: skipped");
+        return;
+    }
+    let daemon = Daemon::start().await;
+    // Open every door on the way (as a misconfigured host might), so only
+    // roostd's own peer check stands between uid 65534 and the API.
+    let open = |p: &Path, mode| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
+    open(daemon.root.path(), 0o755).expect("chmod root");
+    open(daemon.socket.parent().expect("run dir"), 0o755).expect("chmod run");
+    open(&daemon.socket, 0o666).expect("chmod socket");
+    let script = format!(
+        "import socket\ns=socket.socket(socket.AF_UNIX)\ns.connect({:?})\n\
+         s.sendall(b'GET /v1/health HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n\
+         print(s.makefile('rb').read().decode())",
+        daemon.socket.display().to_string()
+    );
+    let output = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(&script)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run python3");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.starts_with("HTTP/1.1 403"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(text.contains("uid 65534 may not use this socket"), "{text}");
+    // Root (this test) is still served.
+    daemon.client.health().await.expect("root is admitted");
+}

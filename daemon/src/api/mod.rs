@@ -33,6 +33,8 @@ pub struct ApiState {
     pub a2a_addr: String,
     /// Cancelled when the daemon shuts down, so streaming responses end.
     pub shutdown: CancellationToken,
+    /// Who may use the control socket.
+    pub peers: Arc<unix::PeerPolicy>,
 }
 
 /// The control API router (tests drive it with `oneshot` without a socket).
@@ -68,6 +70,14 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
         status = tracing::field::Empty,
     );
     let mutating = request.method() != axum::http::Method::GET;
+    if let Some(peer) = &peer
+        && let Err(reason) = state.peers.check(peer)
+    {
+        let _entered = span.enter();
+        tracing::warn!(%reason, "control connection refused");
+        return ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden", reason)
+            .into_response();
+    }
     async move {
         let response = next.run(request).await;
         tracing::Span::current().record("status", response.status().as_u16());
@@ -147,6 +157,7 @@ mod tests {
             supervisor,
             started: Instant::now(),
             a2a_addr: "127.0.0.1:7420".into(),
+            peers: Arc::new(unix::PeerPolicy::new(None).expect("policy")),
             shutdown: CancellationToken::new(),
         })
     }
