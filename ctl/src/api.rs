@@ -142,6 +142,9 @@ pub struct Session {
     /// The artifacts installed for the session (declared, local and pulled).
     #[serde(default)]
     pub artifacts: Vec<ArtifactRecord>,
+    /// What the tool jail enforces for this session on this host.
+    #[serde(default)]
+    pub sandbox: String,
 }
 
 /// One installed artifact of a session.

@@ -300,7 +300,7 @@ fn print_session(out: &mut impl Write, session: &Session, json: bool) -> Result<
         writeln!(out)?;
         return Ok(());
     }
-    let rows: [(&str, String); 12] = [
+    let rows: [(&str, String); 13] = [
         ("id", session.id.clone()),
         ("name", session.name.clone()),
         (
@@ -310,6 +310,14 @@ fn print_session(out: &mut impl Write, session: &Session, json: bool) -> Result<
         ("state", session.state.to_string()),
         ("error", session.error.clone().unwrap_or_else(|| "-".into())),
         ("restart", session.restart_policy.as_str().into()),
+        (
+            "sandbox",
+            if session.sandbox.is_empty() {
+                "-".into()
+            } else {
+                session.sandbox.clone()
+            },
+        ),
         ("restarts", session.restart_count.to_string()),
         ("workdir", session.workdir.clone()),
         ("bookkeeping", session.bookkeeping_dir.clone()),

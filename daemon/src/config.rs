@@ -59,14 +59,27 @@ pub struct ControlConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
-    /// Run native and shell tools inside the jail (Landlock, rlimits,
-    /// no_new_privs, own session). Turning it off is for diagnosis only.
+    /// Run native and shell tools inside the jail (Landlock, seccomp,
+    /// rlimits, no_new_privs, own session). Turning it off is for diagnosis only.
     pub jail_tools: bool,
+    /// A capsule with native or shell tools on a host that cannot enforce all
+    /// of the jail: `refuse` to start it (default) or `warn` and start it.
+    pub unenforceable: Unenforceable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unenforceable {
+    Refuse,
+    Warn,
 }
 
 impl Default for SandboxConfig {
     fn default() -> Self {
-        Self { jail_tools: true }
+        Self {
+            jail_tools: true,
+            unenforceable: Unenforceable::Refuse,
+        }
     }
 }
 

@@ -34,6 +34,12 @@ pub enum StageError {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    #[error(
+        "this capsule has native or shell tools, but this host cannot enforce all of the tool \
+         jail: missing {missing}. Run it on a host that can (see `roostctl doctor`), or set \
+         sandbox.unenforceable: warn in roostd's config to accept less"
+    )]
+    Unenforceable { missing: String },
 }
 
 /// A capsule ready to launch.
@@ -50,6 +56,8 @@ pub struct Staged {
     pub artifacts: StagedArtifacts,
     /// `tools:`, the names `invoke` accepts.
     pub allowlist: HashSet<String>,
+    /// What the tool jail enforces for this session (recorded with it).
+    pub sandbox: String,
 }
 
 /// Validates a start request, prepares its component and resolves, verifies and
@@ -96,7 +104,20 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
         config.artifacts.max_bundle_mb << 20,
     )
     .await?;
+    let native_tools = !manifest.policy.shell_allow.is_empty()
+        || artifacts
+            .items
+            .iter()
+            .any(|i| i.implementation == Some(roost_ctl::artifact::Implementation::Native));
+    let (sandbox, missing) =
+        crate::sandbox::assess(native_tools, shared.jail_helper.is_some(), &shared.support);
+    if !missing.is_empty() && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse {
+        return Err(StageError::Unenforceable {
+            missing: missing.join("; "),
+        });
+    }
     Ok(Staged {
+        sandbox,
         allowlist: manifest.tools.iter().cloned().collect(),
         artifacts,
         request,

@@ -47,6 +47,7 @@ pub struct NewSession<'a> {
     pub bookkeeping_dir: &'a str,
     pub request: &'a StartRequest,
     pub artifacts: &'a [ArtifactRecord],
+    pub sandbox: &'a str,
 }
 
 /// A session the daemon should bring back at start-up.
@@ -69,7 +70,7 @@ pub struct Store {
 
 const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
      bookkeeping_dir, restart_policy, restart_count, created_at, started_at, ended_at, updated_at, \
-     artifacts_json";
+     artifacts_json, sandbox";
 
 pub fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
@@ -142,8 +143,8 @@ impl Store {
         let sql = format!(
             "INSERT INTO sessions (id, name, capsule, version, state, manifest, workdir, \
              bookkeeping_dir, request_json, restart_policy, created_at, started_at, updated_at, \
-             artifacts_json) \
-             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?11) \
+             artifacts_json, sandbox) \
+             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?11, ?12) \
              RETURNING {SESSION_COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -158,6 +159,7 @@ impl Store {
             .bind(new.request.restart.as_str())
             .bind(&at)
             .bind(artifacts_json(new.artifacts)?)
+            .bind(new.sandbox)
             .fetch_one(&self.writer)
             .await?;
         session_from_row(&row)
@@ -341,6 +343,7 @@ fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Session, StoreError
         updated_at: row.try_get("updated_at")?,
         artifacts: serde_json::from_str(&row.try_get::<String, _>("artifacts_json")?)
             .map_err(|e| StoreError::Corrupt(format!("artifacts_json: {e}")))?,
+        sandbox: row.try_get("sandbox")?,
     })
 }
 
@@ -372,6 +375,7 @@ mod tests {
                 bookkeeping_dir: "/b",
                 request,
                 artifacts: &[],
+                sandbox: "",
             })
             .await
             .expect("insert");

@@ -370,3 +370,35 @@ async fn the_control_socket_refuses_other_users_even_if_its_mode_is_opened() {
     // Root (this test) is still served.
     daemon.client.health().await.expect("root is admitted");
 }
+
+#[tokio::test]
+async fn status_records_what_the_jail_enforces_per_session() {
+    let (jailed, control) = jailed_and_control().await;
+    let (tier, missing) = roostd::sandbox::Support::detect().tier();
+    let shell = capsule(
+        jailed.root.path(),
+        "with-shell",
+        "hello",
+        "capabilities: {shell: {allow: [sh]}}\n",
+    );
+    let wasm_only = capsule(jailed.root.path(), "wasm-only", "hello", "");
+    let expected = if missing.is_empty() {
+        tier.to_string()
+    } else {
+        format!("{tier}: missing {}", missing.join("; "))
+    };
+    match jailed.client.start(&crate::harness::request(&shell)).await {
+        Ok(session) => assert_eq!(session.sandbox, expected),
+        Err(err) => {
+            // A host that cannot enforce everything refuses by default.
+            assert!(!missing.is_empty(), "{err}");
+            assert_eq!(crate::harness::code(&err), "unenforceable_policy");
+        }
+    }
+    let session = jailed.run_to_end(&wasm_only).await;
+    assert_eq!(session.sandbox, "no native tools (WASM only)");
+    let session = control.run_to_end(&shell).await;
+    assert_eq!(session.sandbox, "unjailed (sandbox.jail_tools: false)");
+    let status = control.client.get(&session.id).await.expect("status");
+    assert_eq!(status.sandbox, session.sandbox, "stored with the session");
+}

@@ -79,6 +79,11 @@ impl From<SupervisorError> for ApiError {
                     "invalid_component",
                     message,
                 ),
+                StageError::Unenforceable { .. } => Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "unenforceable_policy",
+                    message,
+                ),
                 StageError::Artifact(artifact) => {
                     use crate::artifacts::ArtifactError as A;
                     let code = match artifact {

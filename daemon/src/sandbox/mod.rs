@@ -119,6 +119,23 @@ impl Support {
     }
 }
 
+/// What the jail enforces for one session's native and shell tools: the text
+/// recorded with the session, and what is missing.
+pub fn assess(native_tools: bool, jail_on: bool, support: &Support) -> (String, Vec<&'static str>) {
+    if !native_tools {
+        return ("no native tools (WASM only)".into(), Vec::new());
+    }
+    if !jail_on {
+        return ("unjailed (sandbox.jail_tools: false)".into(), Vec::new());
+    }
+    let (tier, missing) = support.tier();
+    if missing.is_empty() {
+        (tier.to_string(), missing)
+    } else {
+        (format!("{tier}: missing {}", missing.join("; ")), missing)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
     #[error("usage: roostd {JAIL_ARG} <spec-json> -- <program> [args…]")]
@@ -280,4 +297,39 @@ pub fn jailed_command(
     argv.push(program.as_os_str().to_owned());
     argv.extend(args.iter().map(OsString::from));
     Ok((helper.to_path_buf(), argv))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assessment_never_claims_what_is_missing() {
+        let none = Support {
+            landlock_abi: None,
+            seccomp: false,
+        };
+        let (text, missing) = assess(true, true, &none);
+        assert!(text.starts_with("rlimits-only: missing landlock"), "{text}");
+        assert_eq!(missing.len(), 2);
+        let old = Support {
+            landlock_abi: Some(3),
+            seccomp: true,
+        };
+        let (text, _) = assess(true, true, &old);
+        assert!(
+            text.starts_with("partial: missing landlock TCP rules"),
+            "{text}"
+        );
+        let full = Support {
+            landlock_abi: Some(7),
+            seccomp: true,
+        };
+        assert_eq!(assess(true, true, &full), ("full".to_string(), Vec::new()));
+        assert_eq!(assess(false, true, &none).0, "no native tools (WASM only)");
+        assert!(
+            assess(true, false, &none).1.is_empty(),
+            "jail off is the operator's call"
+        );
+    }
 }

@@ -51,6 +51,8 @@ pub struct Shared {
     /// The binary that jails native and shell tools (roostd itself), unless
     /// the operator turned the jail off.
     pub jail_helper: Option<std::path::PathBuf>,
+    /// What this host can enforce for tools (detected once).
+    pub support: crate::sandbox::Support,
     /// Artifacts already verified and compiled on this runtime, by bundle hash.
     pub bundles: Arc<crate::artifacts::BundleMemo>,
     /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
@@ -151,6 +153,7 @@ impl Supervisor {
             tracing::info!(helper = %helper.display(), "tool jail helper");
         }
         let shared = Arc::new(Shared {
+            support: crate::sandbox::Support::detect(),
             jail_helper,
             registry,
             bundles: Arc::default(),

@@ -191,6 +191,14 @@ impl SessionTask {
             tracing::warn!(code = "W-SEC-003", "{BASH_NETWORK_WARNING}");
             self.bootstrap_log(BASH_NETWORK_WARNING).await;
         }
+        if staged.sandbox.contains(": missing") {
+            let line = format!(
+                "warning: tools run with a partial jail ({}); sandbox.unenforceable is warn",
+                staged.sandbox
+            );
+            tracing::warn!(sandbox = %staged.sandbox, "tools run with a partial jail");
+            self.bootstrap_log(&line).await;
+        }
         if !staged.artifacts.items.is_empty() {
             self.run_stage_hooks().await?;
         }
@@ -339,6 +347,7 @@ impl SessionTask {
                     .iter()
                     .map(|i| i.record())
                     .collect::<Vec<_>>(),
+                sandbox: &self.staged.sandbox,
             })
             .await?)
     }
