@@ -165,6 +165,54 @@ pub struct ArtifactRecord {
     pub origin: String,
 }
 
+/// `POST /v1/policy`: the capsule whose effective policy to report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRequest {
+    /// Absolute path of the capsule dir or its `murmur.yaml`.
+    pub path: String,
+}
+
+/// The policy a capsule would run under on this host, before it runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicyReport {
+    pub capsule: String,
+    pub version: String,
+    pub manifest: String,
+    /// `tools:`: the names `invoke` dispatches.
+    pub tools: Vec<String>,
+    /// `name@version (runtime)` of each declared artifact.
+    pub artifacts: Vec<String>,
+    /// Outgoing HTTP for guests (deny by default).
+    pub network_allow: Vec<String>,
+    /// TCP ports native and shell tools may connect to (`None`: any).
+    pub tool_tcp_ports: Option<Vec<u16>>,
+    /// Whether tools may use UDP (only with a DNS port or any port allowed).
+    pub tool_udp: bool,
+    pub read_only: Vec<String>,
+    pub read_write: Vec<String>,
+    pub shell_allow: Vec<String>,
+    pub shell_strip_env: Vec<String>,
+    pub env_allow: Vec<String>,
+    /// Effective limits (the daemon's defaults where the manifest names none).
+    pub limits: PolicyLimits,
+    /// What enforces it here: guests, and native/shell tools.
+    pub guests: String,
+    pub native_tools: String,
+    /// Set when roostd would refuse to start it on this host.
+    pub refused: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PolicyLimits {
+    pub timeout_secs: u64,
+    pub memory_mb: u64,
+    pub tool_cpu_secs: u64,
+    pub tool_processes: u64,
+    pub tool_open_files: u64,
+    pub tool_output_bytes: u64,
+}
+
 /// `GET /v1/sessions`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionList {

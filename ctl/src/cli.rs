@@ -71,6 +71,12 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The effective policy a capsule would run under on the daemon's host.
+    Policy {
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// What this host can enforce, and whether roostd's files and unit are safe.
     Doctor {
         /// State dir to check (default: the system or XDG default).
@@ -169,6 +175,22 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             platform,
             json,
         } => publish(out, &dir, registry, platform, json),
+        Command::Policy { path, json } => {
+            let path = absolutize(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+            let report = client
+                .policy(&crate::api::PolicyRequest {
+                    path: path.display().to_string(),
+                })
+                .await?;
+            if json {
+                serde_json::to_writer_pretty(&mut *out, &report)
+                    .map_err(|e| CliError::Usage(e.to_string()))?;
+                writeln!(out)?;
+            } else {
+                print_policy(out, &report)?;
+            }
+            Ok(i32::from(report.refused.is_some()))
+        }
         Command::Doctor {
             state_dir,
             unit,
@@ -291,6 +313,65 @@ fn publish(
         )?;
     }
     Ok(0)
+}
+
+fn print_policy(out: &mut impl Write, r: &crate::api::PolicyReport) -> Result<(), CliError> {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let ports = match &r.tool_tcp_ports {
+        None => "any".to_string(),
+        Some(p) if p.is_empty() => "none".to_string(),
+        Some(p) => p.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+    };
+    let l = &r.limits;
+    let rows = [
+        (
+            "capsule",
+            format!("{} {} ({})", r.capsule, r.version, r.manifest),
+        ),
+        ("tools", list(&r.tools)),
+        ("artifacts", list(&r.artifacts)),
+        ("network", list(&r.network_allow)),
+        ("tool tcp ports", ports),
+        (
+            "tool udp",
+            if r.tool_udp { "allowed" } else { "refused" }.to_string(),
+        ),
+        ("read-only", list(&r.read_only)),
+        (
+            "read-write",
+            format!("the workdir; {}", list(&r.read_write)),
+        ),
+        ("shell", list(&r.shell_allow)),
+        ("strip env", list(&r.shell_strip_env)),
+        ("env", list(&r.env_allow)),
+        (
+            "limits",
+            format!("timeout {} s, memory {} MiB", l.timeout_secs, l.memory_mb),
+        ),
+        (
+            "tool limits",
+            format!(
+                "cpu {} s, {} processes, {} open files, files up to {} bytes",
+                l.tool_cpu_secs, l.tool_processes, l.tool_open_files, l.tool_output_bytes
+            ),
+        ),
+        ("guests", r.guests.clone()),
+        ("native tools", r.native_tools.clone()),
+        (
+            "verdict",
+            r.refused.clone().unwrap_or_else(|| "would start".into()),
+        ),
+    ];
+    for (key, value) in rows {
+        writeln!(out, "{key:<15} {value}")?;
+    }
+    Ok(())
 }
 
 fn print_session(out: &mut impl Write, session: &Session, json: bool) -> Result<(), CliError> {

@@ -205,6 +205,16 @@ impl Client {
             .await
     }
 
+    /// The effective policy of a capsule on the daemon's host (absolute path).
+    pub async fn policy(
+        &self,
+        request: &crate::api::PolicyRequest,
+    ) -> Result<crate::api::PolicyReport, ClientError> {
+        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.call(Method::POST, &format!("{API_PREFIX}/policy"), Some(body))
+            .await
+    }
+
     pub async fn list(&self, all: bool) -> Result<Vec<Session>, ClientError> {
         let list: SessionList = self
             .call(

@@ -197,6 +197,13 @@ impl CapabilityPolicy {
         Some(ports)
     }
 
+    /// Whether tools may open UDP sockets: only when the allow-list names a DNS
+    /// port (53) or any port, so they can resolve names.
+    pub fn tools_may_use_udp(&self) -> bool {
+        self.tcp_connect_ports()
+            .is_none_or(|ports| ports.contains(&53))
+    }
+
     /// Whether an outgoing request to `scheme://host:port` is allowed (deny by default).
     pub fn allows_url(&self, scheme: &str, host: &str, port: u16) -> bool {
         self.network_allow

@@ -402,3 +402,52 @@ async fn status_records_what_the_jail_enforces_per_session() {
     let status = control.client.get(&session.id).await.expect("status");
     assert_eq!(status.sandbox, session.sandbox, "stored with the session");
 }
+
+#[tokio::test]
+async fn policy_shows_the_effective_policy_before_running() {
+    let daemon = Daemon::start().await;
+    let dir = capsule(
+        daemon.root.path(),
+        "policy",
+        "hello",
+        "tools: [git]\ncapabilities:\n  network: {allow: [\"https://api.example.com\", \"http://127.0.0.1:8080\"]}\n  \
+         shell: {allow: [git], strip_env: [\"MYCO_*\"]}\n  filesystem: {read_only: [/usr/share]}\n  \
+         limits: {timeout_secs: 7, processes: 32}\n",
+    );
+    let report = daemon
+        .client
+        .policy(&roost_ctl::api::PolicyRequest {
+            path: dir.display().to_string(),
+        })
+        .await
+        .expect("policy");
+    assert_eq!(report.capsule, "policy");
+    assert_eq!(report.tools, ["git"]);
+    assert_eq!(report.tool_tcp_ports, Some(vec![443, 8080]));
+    assert!(!report.tool_udp, "no DNS port allowed");
+    assert_eq!(report.read_only, ["/usr/share"]);
+    assert_eq!(report.limits.timeout_secs, 7);
+    assert_eq!(report.limits.tool_cpu_secs, 8);
+    assert_eq!(report.limits.tool_processes, 32);
+    assert_eq!(report.limits.memory_mb, 128, "the daemon's default");
+    let (tier, missing) = roostd::sandbox::Support::detect().tier();
+    assert!(
+        report.native_tools.starts_with(tier),
+        "{}",
+        report.native_tools
+    );
+    assert_eq!(report.refused.is_some(), !missing.is_empty());
+    assert!(
+        daemon.client.list(true).await.expect("list").is_empty(),
+        "nothing ran"
+    );
+
+    let err = daemon
+        .client
+        .policy(&roost_ctl::api::PolicyRequest {
+            path: "/nonexistent/capsule".into(),
+        })
+        .await
+        .expect_err("no capsule");
+    assert_eq!(crate::harness::code(&err), "invalid_manifest", "{err}");
+}

@@ -33,7 +33,7 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
-    fn internal(error: &dyn std::fmt::Display) -> Self {
+    pub(super) fn internal(error: &dyn std::fmt::Display) -> Self {
         tracing::error!(%error, "internal error serving API request");
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,

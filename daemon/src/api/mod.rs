@@ -3,6 +3,7 @@
 
 mod error;
 mod logs;
+mod policy;
 mod sessions;
 pub mod unix;
 
@@ -47,6 +48,7 @@ pub fn app(state: ApiState) -> Router {
         .route("/v1/sessions/{id}/wait", get(sessions::wait))
         .route("/v1/sessions/{id}/events", get(sessions::events))
         .route("/v1/sessions/{id}/logs", get(logs::logs))
+        .route("/v1/policy", post(policy::policy))
         .route("/metrics", get(metrics))
         .fallback(fallback)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -238,30 +238,35 @@ pub async fn run_process(
 /// The jail of one tool call: the workdir, the allow-list's TCP ports and
 /// rlimits derived from the capsule's limits.
 fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
-    use crate::sandbox::{JailSpec, Rlimits};
+    use crate::sandbox::JailSpec;
     JailSpec {
         workdir: ctx.workdir.clone(),
         read_only: ctx.policy.read_only.clone(),
         read_write: ctx.policy.read_write.clone(),
         tcp_connect_ports: ctx.policy.tcp_connect_ports(),
-        allow_udp: ctx
-            .policy
-            .tcp_connect_ports()
-            .is_none_or(|ports| ports.contains(&53)),
-        rlimits: {
-            let limits = &ctx.policy.limits;
-            Rlimits {
-                cpu_secs: Some(
-                    limits
-                        .cpu_secs
-                        .unwrap_or_else(|| ctx.timeout.as_secs().saturating_add(1)),
-                ),
-                address_space_bytes: Some(ctx.memory_bytes.max(MIN_ADDRESS_SPACE)),
-                processes: Some(limits.processes.unwrap_or(1024)),
-                open_files: Some(limits.open_files.unwrap_or(1024)),
-                file_size_bytes: Some(limits.output_bytes.unwrap_or(MAX_FILE_SIZE)),
-            }
-        },
+        allow_udp: ctx.policy.tools_may_use_udp(),
+        rlimits: rlimits(&ctx.policy, ctx.timeout, ctx.memory_bytes),
+    }
+}
+
+/// The rlimits of a tool: the capsule's `limits`, else defaults derived from
+/// its timeout and memory.
+pub fn rlimits(
+    policy: &CapabilityPolicy,
+    timeout: Duration,
+    memory_bytes: u64,
+) -> crate::sandbox::Rlimits {
+    let limits = &policy.limits;
+    crate::sandbox::Rlimits {
+        cpu_secs: Some(
+            limits
+                .cpu_secs
+                .unwrap_or_else(|| timeout.as_secs().saturating_add(1)),
+        ),
+        address_space_bytes: Some(memory_bytes.max(MIN_ADDRESS_SPACE)),
+        processes: Some(limits.processes.unwrap_or(1024)),
+        open_files: Some(limits.open_files.unwrap_or(1024)),
+        file_size_bytes: Some(limits.output_bytes.unwrap_or(MAX_FILE_SIZE)),
     }
 }
 
