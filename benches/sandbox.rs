@@ -68,26 +68,25 @@ async fn main() {
         "sandbox benchmark: {n} shell tool calls each; landlock ABI {:?}, seccomp {}",
         support.landlock_abi, support.seccomp
     );
-    let (p50, p99) = measure(&ctx, n).await;
-    println!(
-        "without jail                p50 {:>7.0} µs   p99 {:>7.0} µs",
-        p50.as_secs_f64() * 1e6,
-        p99.as_secs_f64() * 1e6
-    );
-    ctx.jail_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_roostd")));
-    let (r50, r99) = measure(&ctx, n).await;
-    println!(
-        "jail via roostd itself      p50 {:>7.0} µs   p99 {:>7.0} µs",
-        r50.as_secs_f64() * 1e6,
-        r99.as_secs_f64() * 1e6
-    );
-    ctx.jail_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_roost-jail")));
-    let (j50, j99) = measure(&ctx, n).await;
-    println!(
-        "jail via roost-jail (default) p50 {:>7.0} µs   p99 {:>7.0} µs",
-        j50.as_secs_f64() * 1e6,
-        j99.as_secs_f64() * 1e6
-    );
+    let mut rows = Vec::new();
+    for (label, helper) in [
+        ("without jail", None),
+        ("jail via roostd itself", Some(env!("CARGO_BIN_EXE_roostd"))),
+        (
+            "jail via roost-jail (default)",
+            Some(env!("CARGO_BIN_EXE_roost-jail")),
+        ),
+    ] {
+        ctx.jail_helper = helper.map(PathBuf::from);
+        let (p50, p99) = measure(&ctx, n).await;
+        println!(
+            "{label:<30} p50 {:>7.0} µs   p99 {:>7.0} µs",
+            p50.as_secs_f64() * 1e6,
+            p99.as_secs_f64() * 1e6
+        );
+        rows.push((p50, p99));
+    }
+    let ((p50, p99), (j50, j99)) = (rows[0], rows[2]);
     println!(
         "added by the jail: p50 {:.2} ms (target ≤ 2 ms), p99 {:.2} ms",
         (j50.as_secs_f64() - p50.as_secs_f64()) * 1e3,
