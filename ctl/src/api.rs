@@ -229,6 +229,9 @@ pub struct Health {
     pub live_sessions: u64,
     /// The A2A gateway's bound address (`host:port`).
     pub a2a_addr: String,
+    /// The TCP control listener's address, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_addr: Option<String>,
     pub state_dir: String,
 }
 

@@ -46,13 +46,19 @@ pub struct DaemonConfig {
     pub control: ControlConfig,
 }
 
-/// Who may use the control socket besides root and the daemon's own user.
+/// Who may use the control API: the Unix socket (root, the daemon's own user,
+/// `group`) and, optionally, a TCP listener guarded by a bearer token.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControlConfig {
     /// Members of this group are admitted (the socket is also group-owned
     /// by it under systemd).
     pub group: Option<String>,
+    /// Also serve the control API over TCP here (port 0 picks one).
+    pub tcp_listen: Option<SocketAddr>,
+    /// File holding the bearer token TCP clients must send (required with
+    /// `tcp_listen`; not readable by other users; at least 16 characters).
+    pub token_file: Option<PathBuf>,
 }
 
 /// How native and shell tools are confined.
@@ -290,6 +296,11 @@ impl DaemonConfig {
             crate::registry::open(location)
                 .map_err(|e| ConfigError::Invalid(format!("registry: {e}")))?;
         }
+        if self.control.tcp_listen.is_some() && self.control.token_file.is_none() {
+            return Err(ConfigError::Invalid(
+                "control.tcp_listen needs control.token_file: the TCP control API is never served without a bearer token".into(),
+            ));
+        }
         if self.artifacts.max_bundle_mb == 0 || self.artifacts.max_bundle_mb > 1024 {
             return Err(ConfigError::Invalid(
                 "artifacts.max_bundle_mb must be between 1 and 1024".into(),
@@ -334,6 +345,15 @@ mod tests {
         config.validate().expect("http accepted");
         config.registry = None;
         assert_eq!(config.registry_location(), "/tmp/x/registry");
+    }
+
+    #[test]
+    fn tcp_control_needs_a_token_file() {
+        let mut config =
+            DaemonConfig::from_yaml("control: {tcp_listen: 127.0.0.1:7421}").expect("parses");
+        config.state_dir = PathBuf::from("/tmp/x");
+        let err = config.validate().expect_err("no token").to_string();
+        assert!(err.contains("needs control.token_file"), "{err}");
     }
 
     #[test]

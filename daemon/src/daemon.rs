@@ -89,6 +89,19 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let peers =
         unix::PeerPolicy::new(config.control.group.as_deref()).map_err(DaemonError::Control)?;
     let control = unix::bind(&config.socket).await?;
+    let control_tcp = match &config.control.tcp_listen {
+        Some(addr) => {
+            let token = read_token(config.control.token_file.as_deref())?;
+            let listener = TcpListener::bind(addr).await.map_err(|e| {
+                DaemonError::Control(format!("cannot listen for control on {addr}: {e}"))
+            })?;
+            let bound = listener
+                .local_addr()
+                .map_err(|e| DaemonError::Control(e.to_string()))?;
+            Some((listener, bound, token))
+        }
+        None => None,
+    };
     let socket_path = config.socket.clone();
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let supervisor = Supervisor::spawn(
@@ -107,7 +120,18 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         a2a_addr: a2a_addr.to_string(),
         shutdown: servers.clone(),
         peers: Arc::new(peers),
+        control_addr: control_tcp.as_ref().map(|(_, addr, _)| addr.to_string()),
     };
+    let control_tcp_task = control_tcp.map(|(listener, addr, token)| {
+        tracing::info!(%addr, "control API also on TCP (bearer token required)");
+        let app = api::tcp_app(state.clone(), token);
+        let stop = servers.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        })
+    });
     let control_app = api::app(state).into_make_service_with_connect_info::<unix::PeerCred>();
     let control_stop = servers.clone();
     let control_task = tokio::spawn(async move {
@@ -171,7 +195,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     // Stop accepting first, then stop the guests, then let connections finish.
     servers.cancel();
     supervisor.shutdown(grace).await;
-    for task in [control_task, a2a_task] {
+    for task in [control_task, a2a_task].into_iter().chain(control_tcp_task) {
         match tokio::time::timeout(Duration::from_secs(2), task).await {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "listener ended with an error"),
@@ -187,6 +211,27 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("roostd stopped");
     Ok(())
+}
+
+/// The TCP control API's bearer token: from a file other users cannot read.
+fn read_token(path: Option<&std::path::Path>) -> Result<Arc<str>, DaemonError> {
+    use std::os::unix::fs::MetadataExt;
+    let path = path.ok_or_else(|| DaemonError::Control("control.token_file is required".into()))?;
+    let fail =
+        |why: String| DaemonError::Control(format!("control.token_file {}: {why}", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(fail(format!(
+            "mode {:o} lets other users read it; chmod 600 it",
+            meta.mode() & 0o777
+        )));
+    }
+    let token = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let token = token.trim();
+    if token.len() < 16 {
+        return Err(fail("the token must be at least 16 characters".into()));
+    }
+    Ok(Arc::from(token))
 }
 
 fn create_private_dir(path: &std::path::Path) -> Result<(), DaemonError> {

@@ -478,3 +478,53 @@ async fn tools_run_under_the_capsules_rlimits() {
         "control is not limited: {result}"
     );
 }
+
+/// Sends a bare HTTP/1.1 GET over TCP and returns the whole response.
+async fn http_get(addr: &str, path: &str, token: Option<&str>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    response
+}
+
+#[tokio::test]
+async fn the_tcp_control_api_requires_the_bearer_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let token_file = secrets.path().join("control.token");
+    let token = "s3cret-token-for-roost-e2e";
+    std::fs::write(&token_file, format!("{token}\n")).expect("token");
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let config = format!(
+        "{TEST_CONFIG}control: {{tcp_listen: \"127.0.0.1:0\", token_file: \"{}\"}}\n",
+        token_file.display()
+    );
+    let daemon = Daemon::start_with(&config, &[]).await;
+    let addr = daemon
+        .client
+        .health()
+        .await
+        .expect("health")
+        .control_addr
+        .expect("TCP control address");
+    let refused = http_get(&addr, "/v1/sessions", None).await;
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(
+        refused
+            .to_ascii_lowercase()
+            .contains("www-authenticate: bearer"),
+        "{refused}"
+    );
+    let wrong = http_get(&addr, "/v1/sessions", Some("not-the-token-at-all")).await;
+    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    let served = http_get(&addr, "/v1/sessions", Some(token)).await;
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    assert!(
+        !daemon.log().contains(token),
+        "the token never reaches the log"
+    );
+}

@@ -36,6 +36,46 @@ pub struct ApiState {
     pub shutdown: CancellationToken,
     /// Who may use the control socket.
     pub peers: Arc<unix::PeerPolicy>,
+    /// The TCP control listener's address, if any.
+    pub control_addr: Option<String>,
+}
+
+/// The control API over TCP: the same routes, every request needing
+/// `Authorization: Bearer <token>`.
+pub fn tcp_app(state: ApiState, token: Arc<str>) -> Router {
+    app(state).layer(middleware::from_fn(move |request: Request, next: Next| {
+        let token = Arc::clone(&token);
+        async move {
+            let given = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+                return next.run(request).await;
+            }
+            tracing::warn!(path = %request.uri().path(), "control request without a valid bearer token");
+            let mut response = ApiError::new(
+                axum::http::StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "send `Authorization: Bearer <token>` with the token from control.token_file",
+            )
+            .into_response();
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+            response
+        }
+    }))
+}
+
+/// Compares without leaking where the first difference is.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The control API router (tests drive it with `oneshot` without a socket).
@@ -160,6 +200,7 @@ mod tests {
             started: Instant::now(),
             a2a_addr: "127.0.0.1:7420".into(),
             peers: Arc::new(unix::PeerPolicy::new(None).expect("policy")),
+            control_addr: None,
             shutdown: CancellationToken::new(),
         })
     }

@@ -21,6 +21,7 @@ pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
         uptime_secs: state.started.elapsed().as_secs(),
         live_sessions: state.supervisor.live_sessions(),
         a2a_addr: state.a2a_addr.clone(),
+        control_addr: state.control_addr.clone(),
         state_dir: shared.config.state_dir.display().to_string(),
     })
 }
