@@ -56,15 +56,6 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             "marked sessions interrupted by the previous exit"
         );
     }
-    let support = crate::sandbox::Support::detect();
-    let (tier, missing) = support.tier();
-    tracing::info!(
-        tier,
-        landlock_abi = support.landlock_abi.unwrap_or(0),
-        missing = %missing.join("; "),
-        jail_tools = config.sandbox.jail_tools,
-        "tool sandbox"
-    );
     let metrics = Arc::new(Metrics::default());
     let runtime = Runtime::new(
         &RuntimeConfig {

@@ -242,10 +242,6 @@ fn close_inherited_fds() -> Result<(), JailError> {
     Ok(())
 }
 
-fn existing(paths: impl IntoIterator<Item = PathBuf>) -> Vec<PathBuf> {
-    paths.into_iter().filter(|p| p.exists()).collect()
-}
-
 fn landlock(spec: &JailSpec) -> Result<(), JailError> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
@@ -253,11 +249,12 @@ fn landlock(spec: &JailSpec) -> Result<(), JailError> {
     };
     let err = |e: &dyn std::fmt::Display| JailError::Landlock(e.to_string());
     let abi = ABI::V6;
-    let mut read: Vec<PathBuf> = existing(SYSTEM_READ.iter().map(PathBuf::from));
-    read.extend(existing(spec.read_only.iter().cloned()));
-    let mut write: Vec<PathBuf> = existing(SYSTEM_WRITE.iter().map(PathBuf::from));
+    // `path_beneath_rules` skips paths that do not exist on this host.
+    let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
+    read.extend(spec.read_only.iter().cloned());
+    let mut write: Vec<PathBuf> = SYSTEM_WRITE.iter().map(PathBuf::from).collect();
     write.push(spec.workdir.clone());
-    write.extend(existing(spec.read_write.iter().cloned()));
+    write.extend(spec.read_write.iter().cloned());
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))

@@ -152,8 +152,18 @@ impl Supervisor {
         if let Some(helper) = &jail_helper {
             tracing::info!(helper = %helper.display(), "tool jail helper");
         }
+        // Detected once: the start-up report and every session's record use it.
+        let support = crate::sandbox::Support::detect();
+        let (tier, missing) = support.tier();
+        tracing::info!(
+            tier,
+            landlock_abi = support.landlock_abi.unwrap_or(0),
+            missing = %missing.join("; "),
+            jail_tools = config.sandbox.jail_tools,
+            "tool sandbox"
+        );
         let shared = Arc::new(Shared {
-            support: crate::sandbox::Support::detect(),
+            support,
             jail_helper,
             registry,
             bundles: Arc::default(),
