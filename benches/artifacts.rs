@@ -216,7 +216,10 @@ async fn main() {
         names.iter().cloned().collect(),
         session_artifacts,
     );
-    let prepared = rt.prepare(&manifest.component).await.expect("capsule");
+    let roostd::manifest::CapsuleKind::Script { component } = &manifest.kind else {
+        panic!("the bench capsule is a script capsule");
+    };
+    let prepared = rt.prepare(component).await.expect("capsule");
     let launch = ScriptLaunch {
         session_id: "ses_bench".into(),
         workdir: workdir.clone(),

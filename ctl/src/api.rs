@@ -113,6 +113,10 @@ pub struct StartRequest {
     pub workdir: Option<String>,
     #[serde(default)]
     pub restart: RestartPolicy,
+    /// Text written to `task.md` in the workdir before the capsule starts
+    /// (agent capsules run it as their first task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 /// One session as the API reports it.
@@ -145,6 +149,36 @@ pub struct Session {
     /// What the tool jail enforces for this session on this host.
     #[serde(default)]
     pub sandbox: String,
+    /// Model tokens and turns used by an agent session (all tasks, all runs).
+    #[serde(default)]
+    pub usage: SessionUsage,
+}
+
+/// Token use of an agent session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Model calls of the tool-use loop.
+    pub turns: u64,
+}
+
+/// One task of an agent session (`GET /v1/sessions/{id}/tasks`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub id: String,
+    pub context_id: String,
+    /// `task_md` (a pre-seeded task.md) or `a2a`.
+    pub source: String,
+    /// `working`, `completed`, `failed` or `canceled`.
+    pub state: String,
+    pub input_bytes: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub turns: u32,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub ended_at: Option<String>,
 }
 
 /// One installed artifact of a session.

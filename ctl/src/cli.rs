@@ -36,6 +36,12 @@ pub enum Command {
         /// Wait until the session ends; exit 0 only if it completed.
         #[arg(long)]
         wait: bool,
+        /// A task for an agent capsule, written to task.md in its workdir.
+        #[arg(long, conflicts_with = "task_file")]
+        task: Option<String>,
+        /// Read the task from a file (`-` for stdin).
+        #[arg(long)]
+        task_file: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -88,6 +94,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show an agent session's trace (inference calls, tool calls, tasks).
+    Trace {
+        id_or_name: String,
+        /// Pass trace.jsonl through as written.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a session's captured guest output.
     Logs {
         id_or_name: String,
@@ -122,8 +135,15 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             workdir,
             restart,
             wait,
+            task,
+            task_file,
             json,
         } => {
+            let task = match (task, task_file) {
+                (Some(text), _) => Some(text),
+                (None, Some(file)) => Some(read_task(&file)?),
+                (None, None) => None,
+            };
             let path = absolutize(&path).map_err(|e| CliError::Usage(e.to_string()))?;
             let workdir = workdir
                 .map(|w| absolutize(&w))
@@ -134,6 +154,7 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
                 name,
                 workdir: workdir.map(|w| w.display().to_string()),
                 restart,
+                task,
             };
             let mut session = client.start(&request).await?;
             if wait {
@@ -167,6 +188,19 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
         Command::Status { id_or_name, json } => {
             let session = client.get(&id_or_name).await?;
             print_session(out, &session, json)?;
+            if !json {
+                let tasks = client.tasks(&session.id).await?;
+                print_usage(out, &session, &tasks)?;
+            }
+            Ok(0)
+        }
+        Command::Trace { id_or_name, json } => {
+            let bytes = client.trace(&id_or_name).await?;
+            if json {
+                out.write_all(&bytes)?;
+            } else {
+                crate::trace::render(out, &bytes)?;
+            }
             Ok(0)
         }
         Command::Publish {
@@ -237,6 +271,52 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             }
         }
     }
+}
+
+fn read_task(file: &std::path::Path) -> Result<String, CliError> {
+    let text = if file == std::path::Path::new("-") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| CliError::Usage(format!("cannot read the task from stdin: {e}")))?;
+        text
+    } else {
+        std::fs::read_to_string(file).map_err(|e| {
+            CliError::Usage(format!("cannot read --task-file {}: {e}", file.display()))
+        })?
+    };
+    Ok(text)
+}
+
+/// Token use and tasks of an agent session (nothing for script capsules).
+fn print_usage(
+    out: &mut impl Write,
+    session: &Session,
+    tasks: &[crate::api::TaskRecord],
+) -> Result<(), CliError> {
+    if tasks.is_empty() && session.usage.turns == 0 {
+        return Ok(());
+    }
+    let u = &session.usage;
+    writeln!(
+        out,
+        "{:<12} {} in, {} out, {} turns",
+        "tokens", u.input_tokens, u.output_tokens, u.turns
+    )?;
+    writeln!(out, "tasks")?;
+    for t in tasks {
+        writeln!(
+            out,
+            "  {:<36} {:<9} {:<8} {:>8} in {:>7} out {:>3} turns {}",
+            t.id,
+            t.state,
+            t.source,
+            t.input_tokens,
+            t.output_tokens,
+            t.turns,
+            t.error.as_deref().unwrap_or("")
+        )?;
+    }
+    Ok(())
 }
 
 fn publish(

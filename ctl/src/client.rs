@@ -244,6 +244,29 @@ impl Client {
         .await
     }
 
+    /// An agent session's tasks, oldest first.
+    pub async fn tasks(
+        &self,
+        id_or_name: &str,
+    ) -> Result<Vec<crate::api::TaskRecord>, ClientError> {
+        self.call(
+            Method::GET,
+            &format!("{API_PREFIX}/sessions/{}/tasks", encode(id_or_name)),
+            None,
+        )
+        .await
+    }
+
+    /// An agent session's `trace.jsonl` (empty for sessions without one).
+    pub async fn trace(&self, id_or_name: &str) -> Result<Bytes, ClientError> {
+        let path = format!("{API_PREFIX}/sessions/{}/trace", encode(id_or_name));
+        let (status, bytes) = self.raw(Method::GET, &path, None).await?;
+        if !status.is_success() {
+            return Err(api_error(status, &bytes));
+        }
+        Ok(bytes)
+    }
+
     /// Blocks until the session has ended, then returns its final record.
     pub async fn wait(&self, id_or_name: &str) -> Result<Session, ClientError> {
         loop {

@@ -12,5 +12,6 @@ pub mod client;
 pub mod doctor;
 pub mod host;
 pub mod paths;
+pub mod trace;
 
 pub use client::{Client, ClientError};

@@ -156,6 +156,22 @@ impl Installed {
         }
     }
 
+    /// The component of a WASM tool or driver.
+    pub fn tool(&self) -> Option<Arc<PreparedTool>> {
+        match &self.payload {
+            Payload::Tool(tool) => Some(Arc::clone(tool)),
+            _ => None,
+        }
+    }
+
+    /// The guidance text of a skill.
+    pub fn skill_text(&self) -> Option<Arc<str>> {
+        match &self.payload {
+            Payload::Skill(text) => Some(Arc::clone(text)),
+            _ => None,
+        }
+    }
+
     /// The hook component and its bindings, for hook artifacts.
     pub fn hook(&self) -> Option<(Arc<PreparedHook>, &ArtifactManifest)> {
         match &self.payload {

@@ -9,6 +9,8 @@
 //!   where they come from.
 //! - [`tools`]: native and shell tool processes; [`sandbox`]: the jail they
 //!   run in (a helper mode of the roostd binary).
+//! - [`agent`]: agent capsules' host-run tool-use loop (drivers, hooks, trace,
+//!   MURMUR.md, checkpoints).
 //! - [`supervisor`]: owner of the live-session table, session tasks, restarts.
 //! - [`runtime`]: the only module that touches wasmtime.
 //! - [`store`]: the only module that knows SQL.
@@ -17,6 +19,7 @@
 //! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
 
 pub mod a2a;
+pub mod agent;
 pub mod api;
 pub mod artifacts;
 pub mod config;

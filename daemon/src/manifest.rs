@@ -46,8 +46,7 @@ pub enum ManifestError {
     },
 }
 
-/// `murmur.yaml` exactly as written (sections this roostd does not run yet are
-/// kept as raw YAML so they can be refused by name rather than as "unknown").
+/// `murmur.yaml` exactly as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
@@ -64,13 +63,13 @@ struct RawManifest {
     #[serde(default)]
     tools: Vec<String>,
     #[serde(default)]
-    inference: Option<serde_yaml::Value>,
+    inference: Option<RawInference>,
     #[serde(default)]
-    context: Option<serde_yaml::Value>,
+    context: Option<RawContext>,
     #[serde(default)]
-    lifecycle: Option<serde_yaml::Value>,
+    lifecycle: Option<Lifecycle>,
     #[serde(default)]
-    trace: Option<serde_yaml::Value>,
+    trace: Option<TraceSpec>,
 }
 
 /// One entry of `artifacts:`.
@@ -86,7 +85,210 @@ pub struct ArtifactRef {
     pub source: Option<String>,
 }
 
-/// A validated script-capsule manifest with absolute paths.
+/// `inference.api_key`: a literal, or the name of one of roostd's environment
+/// variables (`{env: NAME}`) so the secret stays out of the file.
+#[derive(Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ApiKeySpec {
+    Literal(String),
+    Env(EnvRef),
+}
+
+/// `{env: NAME}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvRef {
+    pub env: String,
+}
+
+impl std::fmt::Debug for ApiKeySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Literal(_) => f.write_str("ApiKeySpec::Literal(<redacted>)"),
+            Self::Env(r) => write!(f, "ApiKeySpec::Env({})", r.env),
+        }
+    }
+}
+
+/// `inference.driver`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverRef {
+    /// A `runtime: driver` entry of `artifacts:`.
+    pub artifact: String,
+    /// Passed to the driver as `MURMUR_INFERENCE_DRIVER_CONFIG`: a string as
+    /// written, or a mapping as JSON.
+    #[serde(default)]
+    pub config: Option<serde_yaml::Value>,
+}
+
+/// `inference.compaction`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionSpec {
+    /// Fraction of `context.max_tokens` past which the context is compacted.
+    #[serde(default)]
+    pub threshold: Option<f64>,
+    /// Model that writes the summary (default: `inference.model`).
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// `inference.budget`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    /// Tokens in + out over the whole session; the session fails past it.
+    #[serde(default)]
+    pub max_total_tokens: Option<u64>,
+}
+
+/// `inference:` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInference {
+    #[serde(default)]
+    transport: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+    model: String,
+    #[serde(default)]
+    api_key: Option<ApiKeySpec>,
+    #[serde(default)]
+    driver: Option<DriverRef>,
+    #[serde(default)]
+    system_prompt: Option<String>,
+    #[serde(default)]
+    system_prompt_file: Option<String>,
+    #[serde(default)]
+    system_prompt_artifact: Option<String>,
+    #[serde(default)]
+    max_turns: Option<u32>,
+    #[serde(default)]
+    compaction: Option<CompactionSpec>,
+    #[serde(default)]
+    budget: Option<BudgetSpec>,
+}
+
+/// `context:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContext {
+    #[serde(default)]
+    max_tokens: Option<u64>,
+}
+
+/// Whether and how a session takes tasks (`lifecycle.task_acceptance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskAcceptance {
+    /// Runs a pre-seeded `task.md` if there is one; takes no A2A tasks.
+    None,
+    /// One task (`task.md`, or the first A2A task), then the session ends.
+    #[default]
+    Single,
+    /// Task after task, up to `queue_depth` waiting.
+    Queue,
+}
+
+/// What a `queue` session does after a task (`lifecycle.after_task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AfterTask {
+    #[default]
+    Exit,
+    Sleep,
+}
+
+/// `lifecycle:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    #[serde(default)]
+    pub task_acceptance: TaskAcceptance,
+    #[serde(default)]
+    pub after_task: AfterTask,
+    #[serde(default = "default_queue_depth")]
+    pub queue_depth: u32,
+    #[serde(default = "default_input_timeout")]
+    pub input_timeout_secs: u64,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Self {
+            task_acceptance: TaskAcceptance::default(),
+            after_task: AfterTask::default(),
+            queue_depth: default_queue_depth(),
+            input_timeout_secs: default_input_timeout(),
+        }
+    }
+}
+
+fn default_queue_depth() -> u32 {
+    8
+}
+
+fn default_input_timeout() -> u64 {
+    300
+}
+
+/// `trace:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    #[serde(default)]
+    pub include_tool_output: bool,
+}
+
+/// Where an agent's system prompt comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SystemPrompt {
+    None,
+    Inline(String),
+    /// Absolute path (resolved against the manifest dir), read at stage time.
+    File(PathBuf),
+    /// A skill artifact whose `skill.md` is the prompt.
+    Artifact(String),
+}
+
+/// A validated agent capsule: everything the host-run loop needs.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub transport: String,
+    pub endpoint: Option<String>,
+    pub model: String,
+    pub api_key: Option<ApiKeySpec>,
+    pub driver: String,
+    /// `MURMUR_INFERENCE_DRIVER_CONFIG`.
+    pub driver_config: Option<String>,
+    pub system_prompt: SystemPrompt,
+    pub max_turns: u32,
+    pub compaction_threshold: f64,
+    pub compaction_model: Option<String>,
+    pub max_total_tokens: Option<u64>,
+    /// `context.max_tokens` (0: unknown, no compaction).
+    pub context_tokens: u64,
+    pub lifecycle: Lifecycle,
+    pub trace: TraceSpec,
+}
+
+/// Default `inference.max_turns`.
+pub const DEFAULT_MAX_TURNS: u32 = 20;
+/// Default `inference.compaction.threshold`.
+pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.98;
+
+/// What runs: a script capsule's component, or the host-run agent loop.
+#[derive(Debug, Clone)]
+pub enum CapsuleKind {
+    /// Absolute path of the capsule's component.
+    Script {
+        component: PathBuf,
+    },
+    Agent(Box<AgentSpec>),
+}
+
+/// A validated capsule manifest with absolute paths.
 #[derive(Debug, Clone)]
 pub struct CapsuleManifest {
     pub name: String,
@@ -96,8 +298,7 @@ pub struct CapsuleManifest {
     pub manifest_path: PathBuf,
     /// Directory relative paths resolve against.
     pub manifest_dir: PathBuf,
-    /// Absolute path of the capsule's component.
-    pub component: PathBuf,
+    pub kind: CapsuleKind,
     pub policy: CapabilityPolicy,
     /// `artifacts:` in order.
     pub artifacts: Vec<ArtifactRef>,
@@ -150,46 +351,12 @@ impl CapsuleManifest {
             field: field.to_string(),
             message,
         };
-        for (field, present) in [
-            ("inference", raw.inference.is_some()),
-            ("context", raw.context.is_some()),
-            ("lifecycle", raw.lifecycle.is_some()),
-            ("trace", raw.trace.is_some()),
-        ] {
-            if present {
-                return Err(invalid(
-                    field,
-                    "is not supported by this version of roostd (script capsules only); remove it"
-                        .into(),
-                ));
-            }
-        }
         validate_name(&raw.name).map_err(|m| invalid("name", m))?;
         validate_semver(&raw.version).map_err(|m| invalid("version", m))?;
         let manifest_dir = manifest_path
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("/"));
-        let component = raw.component.ok_or_else(|| {
-            invalid(
-                "component",
-                "is required for a script capsule: name the .wasm component, relative to the manifest"
-                    .into(),
-            )
-        })?;
-        if component.trim().is_empty() {
-            return Err(invalid("component", "must not be empty".into()));
-        }
-        let component_path = manifest_dir.join(&component);
-        if !component_path.is_file() {
-            return Err(invalid(
-                "component",
-                format!(
-                    "names {}, which is not a file (paths are relative to the manifest's directory)",
-                    component_path.display()
-                ),
-            ));
-        }
         let policy = CapabilityPolicy::from_manifest(raw.capabilities).map_err(|source| {
             ManifestError::Policy {
                 path: manifest_path.to_path_buf(),
@@ -197,6 +364,53 @@ impl CapsuleManifest {
             }
         })?;
         validate_artifacts(&raw.artifacts).map_err(|m| invalid("artifacts", m))?;
+        let kind = match (raw.component, raw.inference) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "inference",
+                    "cannot be combined with `component`: a capsule is either a script \
+                     (`component`) or an agent (`inference`); remove one"
+                        .into(),
+                ));
+            }
+            (Some(component), None) => {
+                for (field, present) in [
+                    ("context", raw.context.is_some()),
+                    ("lifecycle", raw.lifecycle.is_some()),
+                    ("trace", raw.trace.is_some()),
+                ] {
+                    if present {
+                        return Err(invalid(
+                            field,
+                            "applies to agent capsules (with `inference:`) only; remove it".into(),
+                        ));
+                    }
+                }
+                CapsuleKind::Script {
+                    component: script_component(&component, &manifest_dir)
+                        .map_err(|m| invalid("component", m))?,
+                }
+            }
+            (None, Some(inference)) => {
+                let sections = AgentSections {
+                    inference,
+                    context: raw.context.unwrap_or_default(),
+                    lifecycle: raw.lifecycle.unwrap_or_default(),
+                    trace: raw.trace.unwrap_or_default(),
+                };
+                let spec = agent_spec(sections, &raw.artifacts, &policy, &manifest_dir)
+                    .map_err(|(field, m)| invalid(field, m))?;
+                CapsuleKind::Agent(Box::new(spec))
+            }
+            (None, None) => {
+                return Err(invalid(
+                    "component",
+                    "is required for a script capsule: name the .wasm component, relative to \
+                     the manifest (or add an `inference:` section for an agent capsule)"
+                        .into(),
+                ));
+            }
+        };
         for tool in &raw.tools {
             if tool.is_empty() || tool.contains('/') || tool.chars().any(char::is_whitespace) {
                 return Err(invalid(
@@ -213,12 +427,193 @@ impl CapsuleManifest {
             description: raw.description,
             manifest_path: manifest_path.to_path_buf(),
             manifest_dir,
-            component: component_path,
+            kind,
             policy,
             artifacts: raw.artifacts,
             tools: raw.tools,
         })
     }
+}
+
+fn script_component(component: &str, manifest_dir: &Path) -> Result<PathBuf, String> {
+    if component.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    let path = manifest_dir.join(component);
+    if !path.is_file() {
+        return Err(format!(
+            "names {}, which is not a file (paths are relative to the manifest's directory)",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
+/// The agent sections of a manifest, as written.
+struct AgentSections {
+    inference: RawInference,
+    context: RawContext,
+    lifecycle: Lifecycle,
+    trace: TraceSpec,
+}
+
+/// Validates an agent capsule's sections; errors name the field to fix.
+fn agent_spec(
+    s: AgentSections,
+    artifacts: &[ArtifactRef],
+    policy: &CapabilityPolicy,
+    manifest_dir: &Path,
+) -> Result<AgentSpec, (&'static str, String)> {
+    let inf = s.inference;
+    let transport = inf.transport.unwrap_or_else(|| "http".into());
+    if transport != "http" {
+        return Err((
+            "inference.transport",
+            format!("'{transport}' is not supported; use http (drivers speak wasi:http)"),
+        ));
+    }
+    if inf.model.trim().is_empty() {
+        return Err(("inference.model", "must not be empty".into()));
+    }
+    if let Some(endpoint) = &inf.endpoint {
+        check_endpoint(endpoint, policy).map_err(|m| ("inference.endpoint", m))?;
+    }
+    if let Some(ApiKeySpec::Env(EnvRef { env })) = &inf.api_key
+        && (env.is_empty() || env.contains('='))
+    {
+        return Err((
+            "inference.api_key",
+            "`env` must name an environment variable of roostd".into(),
+        ));
+    }
+    let driver = inf.driver.ok_or((
+        "inference.driver",
+        "is required: name the driver artifact, e.g. driver: {artifact: openai-driver}, and \
+         list it under `artifacts:` with runtime: driver"
+            .to_string(),
+    ))?;
+    declared(artifacts, &driver.artifact, ArtifactRuntime::Driver)
+        .map_err(|m| ("inference.driver.artifact", m))?;
+    let driver_config = match driver.config {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(serde_yaml::Value::String(text)) => Some(text),
+        Some(value) => Some(
+            serde_json::to_string(&value)
+                .map_err(|e| ("inference.driver.config", format!("cannot be JSON: {e}")))?,
+        ),
+    };
+    let prompts = [
+        inf.system_prompt.is_some(),
+        inf.system_prompt_file.is_some(),
+        inf.system_prompt_artifact.is_some(),
+    ];
+    if prompts.iter().filter(|p| **p).count() > 1 {
+        return Err((
+            "inference.system_prompt",
+            "give one of system_prompt, system_prompt_file and system_prompt_artifact".into(),
+        ));
+    }
+    let system_prompt = if let Some(text) = inf.system_prompt {
+        SystemPrompt::Inline(text)
+    } else if let Some(file) = inf.system_prompt_file {
+        let path = manifest_dir.join(&file);
+        if !path.is_file() {
+            return Err((
+                "inference.system_prompt_file",
+                format!(
+                    "names {}, which is not a readable file (paths are relative to the \
+                     manifest's directory)",
+                    path.display()
+                ),
+            ));
+        }
+        SystemPrompt::File(path)
+    } else if let Some(name) = inf.system_prompt_artifact {
+        declared(artifacts, &name, ArtifactRuntime::Skill)
+            .map_err(|m| ("inference.system_prompt_artifact", m))?;
+        SystemPrompt::Artifact(name)
+    } else {
+        SystemPrompt::None
+    };
+    let max_turns = inf.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    if max_turns == 0 {
+        return Err(("inference.max_turns", "must be at least 1".into()));
+    }
+    let compaction = inf.compaction.unwrap_or_default();
+    let threshold = compaction.threshold.unwrap_or(DEFAULT_COMPACTION_THRESHOLD);
+    if !(threshold > 0.0 && threshold <= 1.0) {
+        return Err((
+            "inference.compaction.threshold",
+            format!("{threshold} must be greater than 0 and at most 1"),
+        ));
+    }
+    let max_total_tokens = inf.budget.and_then(|b| b.max_total_tokens);
+    if max_total_tokens == Some(0) {
+        return Err((
+            "inference.budget.max_total_tokens",
+            "must be at least 1".into(),
+        ));
+    }
+    if s.lifecycle.queue_depth == 0 {
+        return Err(("lifecycle.queue_depth", "must be at least 1".into()));
+    }
+    Ok(AgentSpec {
+        transport,
+        endpoint: inf.endpoint,
+        model: inf.model,
+        api_key: inf.api_key,
+        driver: driver.artifact,
+        driver_config,
+        system_prompt,
+        max_turns,
+        compaction_threshold: threshold,
+        compaction_model: compaction.model,
+        max_total_tokens,
+        context_tokens: s.context.max_tokens.unwrap_or(0),
+        lifecycle: s.lifecycle,
+        trace: s.trace,
+    })
+}
+
+/// `name` must be listed under `artifacts:` with `runtime`.
+fn declared(artifacts: &[ArtifactRef], name: &str, runtime: ArtifactRuntime) -> Result<(), String> {
+    match artifacts.iter().find(|a| a.name == name) {
+        Some(a) if a.runtime == runtime => Ok(()),
+        Some(a) => Err(format!(
+            "'{name}' is listed under `artifacts:` as a {}, but must be a {runtime}",
+            a.runtime
+        )),
+        None => Err(format!(
+            "'{name}' is not listed under `artifacts:`; add {{name: {name}, version: …, runtime: \
+             {runtime}}}"
+        )),
+    }
+}
+
+/// The endpoint must be an http(s) URL the capsule's network policy allows
+/// (the driver reaches it through wasi:http, which enforces the same rules).
+fn check_endpoint(endpoint: &str, policy: &CapabilityPolicy) -> Result<(), String> {
+    let uri: http::Uri = endpoint
+        .parse()
+        .map_err(|e| format!("'{endpoint}' is not a URL: {e}"))?;
+    let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("'{endpoint}' must start with http:// or https://"));
+    }
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("'{endpoint}' has no host"))?;
+    let port = uri
+        .port_u16()
+        .or_else(|| crate::policy::default_port(&scheme))
+        .unwrap_or(0);
+    if !policy.allows_url(&scheme, host, port) {
+        return Err(format!(
+            "'{endpoint}' is not allowed by capabilities.network.allow, so the driver could \
+             not reach it; add \"{scheme}://{host}:{port}\" to network.allow"
+        ));
+    }
+    Ok(())
 }
 
 fn validate_artifacts(artifacts: &[ArtifactRef]) -> Result<(), String> {
@@ -267,7 +662,9 @@ mod tests {
         let dir = capsule_dir("name: hello\nversion: 0.1.0\ncomponent: hello.wasm\n");
         let m = CapsuleManifest::load(dir.path()).expect("valid");
         assert_eq!(m.name, "hello");
-        assert_eq!(m.component, dir.path().join("hello.wasm"));
+        assert!(
+            matches!(&m.kind, CapsuleKind::Script { component } if *component == dir.path().join("hello.wasm"))
+        );
         assert_eq!(m.policy.limits.timeout_secs, None);
     }
 
@@ -312,8 +709,8 @@ mod tests {
             ),
             ("name: hello\nversion: 0.1.0\n", "`component` is required"),
             (
-                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ninference: {}\n",
-                "`inference` is not supported",
+                "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ninference: {model: m}\n",
+                "cannot be combined with `component`",
             ),
             (
                 "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ntools: [a/b]\n",
@@ -339,6 +736,125 @@ mod tests {
                 .to_string();
             assert!(err.contains(needle), "{yaml:?}: {err}");
         }
+    }
+
+    const AGENT: &str = "name: agent\nversion: 0.1.0\n\
+        artifacts:\n  - {name: drv, version: 1.0.0, runtime: driver}\n  - {name: tips, version: 1.0.0, runtime: skill}\n\
+        capabilities: {network: {allow: [\"http://127.0.0.1:11434\"]}}\n\
+        inference:\n  endpoint: http://127.0.0.1:11434/v1\n  model: llama3.1\n  driver: {artifact: drv, config: {stream: false}}\n";
+
+    #[test]
+    fn an_agent_manifest_resolves_with_defaults() {
+        let dir = capsule_dir(AGENT);
+        let m = CapsuleManifest::load(dir.path()).expect("valid");
+        let CapsuleKind::Agent(spec) = m.kind else {
+            panic!("an agent");
+        };
+        assert_eq!(spec.model, "llama3.1");
+        assert_eq!(spec.driver_config.as_deref(), Some(r#"{"stream":false}"#));
+        assert_eq!(spec.max_turns, DEFAULT_MAX_TURNS);
+        assert_eq!(spec.compaction_threshold, DEFAULT_COMPACTION_THRESHOLD);
+        assert_eq!(spec.context_tokens, 0);
+        assert_eq!(spec.lifecycle.task_acceptance, TaskAcceptance::Single);
+        assert_eq!(spec.lifecycle.after_task, AfterTask::Exit);
+        assert_eq!(spec.system_prompt, SystemPrompt::None);
+        assert!(!spec.trace.include_tool_output);
+    }
+
+    #[test]
+    fn agent_mistakes_name_the_field_and_the_fix() {
+        for (edit, needle) in [
+            (
+                ("model: llama3.1", "model: ''"),
+                "`inference.model` must not be empty",
+            ),
+            (
+                ("  driver: {artifact: drv, config: {stream: false}}\n", ""),
+                "`inference.driver` is required",
+            ),
+            (
+                ("artifact: drv", "artifact: tips"),
+                "listed under `artifacts:` as a skill, but must be a driver",
+            ),
+            (
+                ("artifact: drv", "artifact: nope"),
+                "'nope' is not listed under `artifacts:`",
+            ),
+            (
+                (
+                    "model: llama3.1",
+                    "model: m\n  system_prompt_file: missing.md",
+                ),
+                "missing.md, which is not a readable file",
+            ),
+            (
+                (
+                    "model: llama3.1",
+                    "model: m\n  system_prompt_artifact: ghost",
+                ),
+                "`inference.system_prompt_artifact` 'ghost' is not listed",
+            ),
+            (
+                (
+                    "model: llama3.1",
+                    "model: m\n  system_prompt: a\n  system_prompt_file: b",
+                ),
+                "give one of",
+            ),
+            (
+                ("model: llama3.1", "model: m\n  max_turns: 0"),
+                "`inference.max_turns` must be at least 1",
+            ),
+            (
+                (
+                    "model: llama3.1",
+                    "model: m\n  compaction: {threshold: 1.5}",
+                ),
+                "1.5 must be greater than 0",
+            ),
+            (
+                ("model: llama3.1", "model: m\n  transport: grpc"),
+                "'grpc' is not supported",
+            ),
+            (
+                ("model: llama3.1", "model: m\n  colour: red"),
+                "unknown field `colour`",
+            ),
+            (
+                ("11434/v1", "9999/v1"),
+                "not allowed by capabilities.network.allow",
+            ),
+            (
+                (
+                    "version: 0.1.0\n",
+                    "version: 0.1.0\ncomponent: hello.wasm\n",
+                ),
+                "cannot be combined with `component`",
+            ),
+        ] {
+            let yaml = AGENT.replace(edit.0, edit.1);
+            assert_ne!(yaml, AGENT, "edit {edit:?} did not apply");
+            let dir = capsule_dir(&yaml);
+            let err = CapsuleManifest::load(dir.path())
+                .expect_err("must be refused")
+                .to_string();
+            assert!(err.contains(needle), "{edit:?}: {err}");
+        }
+        let script = "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\nlifecycle: {task_acceptance: queue}\n";
+        let err = CapsuleManifest::load(capsule_dir(script).path())
+            .expect_err("lifecycle on a script")
+            .to_string();
+        assert!(err.contains("applies to agent capsules"), "{err}");
+    }
+
+    #[test]
+    fn an_api_key_literal_never_prints() {
+        let yaml = AGENT.replace("model: llama3.1", "model: m\n  api_key: sk-very-secret");
+        let m = CapsuleManifest::load(capsule_dir(&yaml).path()).expect("valid");
+        assert!(!format!("{m:?}").contains("sk-very-secret"));
+        let yaml = AGENT.replace("model: llama3.1", "model: m\n  api_key: {env: MY_KEY}");
+        let m = CapsuleManifest::load(capsule_dir(&yaml).path()).expect("valid");
+        assert!(format!("{m:?}").contains("MY_KEY"));
     }
 
     #[test]

@@ -8,8 +8,11 @@ use std::time::Duration;
 
 use roost_ctl::api::StartRequest;
 
+use crate::agent::{AgentPlan, Secret};
 use crate::artifacts::{ArtifactError, StagedArtifacts};
-use crate::manifest::{CapsuleManifest, ManifestError, validate_name};
+use crate::manifest::{
+    ApiKeySpec, CapsuleKind, CapsuleManifest, EnvRef, ManifestError, SystemPrompt, validate_name,
+};
 use crate::policy::CapabilityPolicy;
 use crate::runtime::{PreparedCapsule, RuntimeError};
 use crate::supervisor::Shared;
@@ -34,6 +37,10 @@ pub enum StageError {
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    #[error("invalid agent capsule {}: {message}", manifest.display())]
+    Agent { manifest: PathBuf, message: String },
+    #[error("the task is {size} bytes; a task may be at most {MAX_TASK_BYTES} bytes")]
+    TaskTooLarge { size: usize },
     #[error(
         "this capsule has native or shell tools, but this host cannot enforce all of the tool \
          jail: missing {missing}. Run it on a host that can (see `roostctl doctor`), or set \
@@ -42,11 +49,20 @@ pub enum StageError {
     Unenforceable { missing: String },
 }
 
+/// Largest `task` a start request may carry.
+pub const MAX_TASK_BYTES: usize = 1024 * 1024;
+
+/// What a session runs.
+pub enum Program {
+    Script(Arc<PreparedCapsule>),
+    Agent(Arc<AgentPlan>),
+}
+
 /// A capsule ready to launch.
 pub struct Staged {
     pub request: StartRequest,
     pub manifest: CapsuleManifest,
-    pub prepared: Arc<PreparedCapsule>,
+    pub program: Program,
     /// The directory the capsule should see, when the request names one.
     pub user_workdir: Option<PathBuf>,
     pub policy: Arc<CapabilityPolicy>,
@@ -78,6 +94,11 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
     {
         return Err(StageError::Workdir { path: dir.clone() });
     }
+    if let Some(task) = &request.task
+        && task.len() > MAX_TASK_BYTES
+    {
+        return Err(StageError::TaskTooLarge { size: task.len() });
+    }
     let manifest = CapsuleManifest::load(&path)?;
     let memory_mb = manifest
         .policy
@@ -95,7 +116,10 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
         .limits
         .timeout_secs
         .unwrap_or(config.limits.timeout_secs);
-    let prepared = shared.runtime.prepare(&manifest.component).await?;
+    let script = match &manifest.kind {
+        CapsuleKind::Script { component } => Some(shared.runtime.prepare(component).await?),
+        CapsuleKind::Agent(_) => None,
+    };
     let artifacts = crate::artifacts::stage(
         &shared.runtime,
         &shared.bundles,
@@ -116,17 +140,94 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
             missing: missing.join("; "),
         });
     }
+    let program = match (script, &manifest.kind) {
+        (Some(prepared), _) => Program::Script(prepared),
+        (None, CapsuleKind::Agent(spec)) => {
+            let plan = agent_plan(spec, &artifacts, &manifest.manifest_path, &|name| {
+                std::env::var(name)
+            })?;
+            Program::Agent(Arc::new(plan))
+        }
+        (None, CapsuleKind::Script { .. }) => unreachable!("scripts are prepared above"),
+    };
     Ok(Staged {
         sandbox,
+        program,
         allowlist: manifest.tools.iter().cloned().collect(),
         artifacts,
         request,
         policy: Arc::new(manifest.policy.clone()),
         manifest,
-        prepared,
         user_workdir,
         timeout: Duration::from_secs(timeout_secs),
         memory_bytes: memory_mb << 20,
+    })
+}
+
+/// Resolves what an agent needs from its staged artifacts and the daemon's
+/// environment: the compiled driver, the system prompt text, the API key.
+fn agent_plan(
+    spec: &crate::manifest::AgentSpec,
+    artifacts: &StagedArtifacts,
+    manifest_path: &Path,
+    env: &dyn Fn(&str) -> Result<String, std::env::VarError>,
+) -> Result<AgentPlan, StageError> {
+    let fail = |message: String| StageError::Agent {
+        manifest: manifest_path.to_path_buf(),
+        message,
+    };
+    let item = |name: &str| artifacts.items.iter().find(|i| i.name == name);
+    let driver = item(&spec.driver).and_then(|i| i.tool()).ok_or_else(|| {
+        fail(format!(
+            "inference.driver.artifact '{}' is not a WASM driver component",
+            spec.driver
+        ))
+    })?;
+    let system_prompt = match &spec.system_prompt {
+        SystemPrompt::None => None,
+        SystemPrompt::Inline(text) => Some(text.clone()),
+        SystemPrompt::File(path) => Some(std::fs::read_to_string(path).map_err(|e| {
+            fail(format!(
+                "inference.system_prompt_file {} cannot be read: {e}",
+                path.display()
+            ))
+        })?),
+        SystemPrompt::Artifact(name) => Some(
+            item(name)
+                .and_then(|i| i.skill_text())
+                .ok_or_else(|| {
+                    fail(format!(
+                        "inference.system_prompt_artifact '{name}' has no skill.md to use as the \
+                         prompt"
+                    ))
+                })?
+                .to_string(),
+        ),
+    };
+    let api_key = match &spec.api_key {
+        None => None,
+        Some(ApiKeySpec::Literal(key)) => Some(Secret::new(key.clone())),
+        Some(ApiKeySpec::Env(EnvRef { env: name })) => {
+            Some(Secret::new(env(name).map_err(|_| {
+                fail(format!(
+                    "inference.api_key names the environment variable {name}, which is not set \
+                     (or not UTF-8) in roostd's environment; set it for the daemon (e.g. an \
+                     EnvironmentFile= in the systemd unit)"
+                ))
+            })?))
+        }
+    };
+    let hooks = artifacts
+        .items
+        .iter()
+        .filter_map(|i| i.hook().map(|(h, m)| (i.name.clone(), h, m.clone())))
+        .collect();
+    Ok(AgentPlan {
+        spec: spec.clone(),
+        driver,
+        system_prompt,
+        api_key,
+        hooks,
     })
 }
 

@@ -1,11 +1,14 @@
 //! The SQLite store: the only module that knows SQL. Sessions, their start
-//! requests and every state transition, in a WAL database with embedded migrations.
+//! requests and every state transition, agent tasks and token use, in a WAL
+//! database with embedded migrations.
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use roost_ctl::api::{ArtifactRecord, RestartPolicy, Session, SessionState, StartRequest};
+use roost_ctl::api::{
+    ArtifactRecord, RestartPolicy, Session, SessionState, SessionUsage, StartRequest, TaskRecord,
+};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
@@ -50,6 +53,27 @@ pub struct NewSession<'a> {
     pub sandbox: &'a str,
 }
 
+/// A new task row (state `working`).
+pub struct NewTask<'a> {
+    pub id: &'a str,
+    pub session_id: &'a str,
+    pub context_id: &'a str,
+    pub source: &'a str,
+    pub input_bytes: u64,
+}
+
+/// How a task ended, and what it used.
+pub struct TaskEnd<'a> {
+    pub id: &'a str,
+    pub session_id: &'a str,
+    /// `completed`, `failed` or `canceled`.
+    pub state: &'a str,
+    pub error: Option<&'a str>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub turns: u32,
+}
+
 /// A session the daemon should bring back at start-up.
 pub struct Resumable {
     pub id: String,
@@ -70,7 +94,10 @@ pub struct Store {
 
 const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
      bookkeeping_dir, restart_policy, restart_count, created_at, started_at, ended_at, updated_at, \
-     artifacts_json, sandbox";
+     artifacts_json, sandbox, input_tokens, output_tokens, turns";
+
+const TASK_COLUMNS: &str = "id, context_id, source, state, input_bytes, input_tokens, \
+     output_tokens, turns, error, created_at, ended_at";
 
 pub fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
@@ -305,6 +332,85 @@ impl Store {
         rows.iter().map(session_from_row).collect()
     }
 
+    /// Records a task as `working`.
+    pub async fn insert_task(&self, task: &NewTask<'_>) -> Result<(), StoreError> {
+        let at = now();
+        sqlx::query(
+            "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
+             created_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'working', ?5, ?6, ?6)",
+        )
+        .bind(task.id)
+        .bind(task.session_id)
+        .bind(task.context_id)
+        .bind(task.source)
+        .bind(i64::try_from(task.input_bytes).unwrap_or(i64::MAX))
+        .bind(&at)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// Ends a task and adds what it used to its session's totals, atomically.
+    pub async fn finish_task(&self, end: &TaskEnd<'_>) -> Result<(), StoreError> {
+        let at = now();
+        let input = i64::try_from(end.input_tokens).unwrap_or(i64::MAX);
+        let output = i64::try_from(end.output_tokens).unwrap_or(i64::MAX);
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "UPDATE tasks SET state = ?1, error = ?2, input_tokens = ?3, output_tokens = ?4, \
+             turns = ?5, updated_at = ?6, ended_at = ?6 WHERE id = ?7",
+        )
+        .bind(end.state)
+        .bind(end.error)
+        .bind(input)
+        .bind(output)
+        .bind(end.turns)
+        .bind(&at)
+        .bind(end.id)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "UPDATE sessions SET input_tokens = input_tokens + ?1, \
+             output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
+        )
+        .bind(input)
+        .bind(output)
+        .bind(end.turns)
+        .bind(end.session_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A session's tasks, oldest first.
+    pub async fn tasks(&self, session_id: &str) -> Result<Vec<TaskRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE session_id = ? ORDER BY created_at, id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(TaskRecord {
+                    id: r.try_get("id")?,
+                    context_id: r.try_get("context_id")?,
+                    source: r.try_get("source")?,
+                    state: r.try_get("state")?,
+                    input_bytes: r.try_get::<i64, _>("input_bytes")?.max(0) as u64,
+                    input_tokens: r.try_get::<i64, _>("input_tokens")?.max(0) as u64,
+                    output_tokens: r.try_get::<i64, _>("output_tokens")?.max(0) as u64,
+                    turns: r.try_get::<u32, _>("turns")?,
+                    error: r.try_get("error")?,
+                    created_at: r.try_get("created_at")?,
+                    ended_at: r.try_get("ended_at")?,
+                })
+            })
+            .collect()
+    }
+
     /// The session's state transitions, oldest first: (state, detail, at).
     pub async fn events(
         &self,
@@ -344,6 +450,11 @@ fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Session, StoreError
         artifacts: serde_json::from_str(&row.try_get::<String, _>("artifacts_json")?)
             .map_err(|e| StoreError::Corrupt(format!("artifacts_json: {e}")))?,
         sandbox: row.try_get("sandbox")?,
+        usage: SessionUsage {
+            input_tokens: row.try_get::<i64, _>("input_tokens")?.max(0) as u64,
+            output_tokens: row.try_get::<i64, _>("output_tokens")?.max(0) as u64,
+            turns: row.try_get::<i64, _>("turns")?.max(0) as u64,
+        },
     })
 }
 
@@ -447,6 +558,49 @@ mod tests {
         );
         assert_eq!(store.list(false).await.expect("list").len(), 0);
         assert_eq!(store.list(true).await.expect("list").len(), 3);
+    }
+
+    #[sqlx::test(migrations = "../migrations")]
+    async fn task_use_adds_up_per_task_and_per_session(pool: SqlitePool) {
+        let store = Store::from_pool(pool);
+        insert(&store, "ses_1", "agent", &request()).await;
+        for (id, tokens) in [("tsk_1", 10), ("tsk_2", 5)] {
+            store
+                .insert_task(&NewTask {
+                    id,
+                    session_id: "ses_1",
+                    context_id: "ctx_1",
+                    source: "task_md",
+                    input_bytes: 7,
+                })
+                .await
+                .expect("insert task");
+            store
+                .finish_task(&TaskEnd {
+                    id,
+                    session_id: "ses_1",
+                    state: "completed",
+                    error: None,
+                    input_tokens: tokens,
+                    output_tokens: 1,
+                    turns: 2,
+                })
+                .await
+                .expect("finish task");
+        }
+        let tasks = store.tasks("ses_1").await.expect("tasks");
+        assert_eq!(tasks.len(), 2);
+        assert_eq!((tasks[0].input_tokens, tasks[0].turns), (10, 2));
+        assert_eq!(tasks[1].state, "completed");
+        let s = store.get("ses_1").await.expect("get").expect("exists");
+        assert_eq!(
+            s.usage,
+            SessionUsage {
+                input_tokens: 15,
+                output_tokens: 2,
+                turns: 4
+            }
+        );
     }
 
     #[sqlx::test(migrations = "../migrations")]

@@ -46,6 +46,40 @@ pub fn guest(name: &str) -> PathBuf {
     path
 }
 
+/// The example OpenAI-compatible driver (`examples/artifacts/openai-driver`):
+/// its manifest text and its component, built once per test process.
+pub fn openai_driver() -> (String, Vec<u8>) {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = repo()
+        .join("examples")
+        .join("artifacts")
+        .join("openai-driver");
+    let wasm = BUILT.get_or_init(|| {
+        let target = repo().join("tests").join("guests").join("target");
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--manifest-path",
+            ])
+            .arg(dir.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .status()
+            .expect("run cargo to build the openai driver");
+        assert!(status.success(), "building the openai driver failed");
+        target
+            .join("wasm32-wasip2")
+            .join("release")
+            .join("openai_driver.wasm")
+    });
+    let manifest = std::fs::read_to_string(dir.join("murmur.yaml")).expect("driver manifest");
+    (manifest, std::fs::read(wasm).expect("driver component"))
+}
+
 /// Writes a capsule dir for guest `guest` with extra manifest lines.
 pub fn capsule(root: &Path, name: &str, guest_name: &str, extra: &str) -> PathBuf {
     let dir = root.join(format!("capsule-{name}-{}", unique()));

@@ -2,6 +2,7 @@
 //! through the roostctl library, running guest components built from
 //! `tests/guests`.
 
+mod agents;
 mod api_errors;
 mod artifacts;
 mod capsules;
@@ -10,5 +11,6 @@ mod durability;
 mod harness;
 mod lifecycle;
 mod manifests;
+mod mock_llm;
 mod sandbox;
 mod supervision;

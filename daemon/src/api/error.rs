@@ -79,6 +79,12 @@ impl From<SupervisorError> for ApiError {
                     "invalid_component",
                     message,
                 ),
+                StageError::Agent { .. } => {
+                    Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_agent", message)
+                }
+                StageError::TaskTooLarge { .. } => {
+                    Self::new(StatusCode::PAYLOAD_TOO_LARGE, "task_too_large", message)
+                }
                 StageError::Unenforceable { .. } => Self::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "unenforceable_policy",

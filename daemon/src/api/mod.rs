@@ -88,6 +88,8 @@ pub fn app(state: ApiState) -> Router {
         .route("/v1/sessions/{id}/wait", get(sessions::wait))
         .route("/v1/sessions/{id}/events", get(sessions::events))
         .route("/v1/sessions/{id}/logs", get(logs::logs))
+        .route("/v1/sessions/{id}/tasks", get(sessions::tasks))
+        .route("/v1/sessions/{id}/trace", get(sessions::trace))
         .route("/v1/policy", post(policy::policy))
         .route("/metrics", get(metrics))
         .fallback(fallback)

@@ -136,3 +136,44 @@ pub(super) async fn events(
             .collect(),
     ))
 }
+
+/// `GET /v1/sessions/{id}/tasks`: an agent session's tasks with their token use.
+pub(super) async fn tasks(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<roost_ctl::api::TaskRecord>>, ApiError> {
+    let session = state.supervisor.get(&id).await?;
+    let tasks = state
+        .supervisor
+        .shared()
+        .store
+        .tasks(&session.id)
+        .await
+        .map_err(crate::supervisor::SupervisorError::from)?;
+    Ok(Json(tasks))
+}
+
+/// `GET /v1/sessions/{id}/trace`: an agent session's `trace.jsonl` as written.
+pub(super) async fn trace(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let session = state.supervisor.get(&id).await?;
+    let path = std::path::Path::new(&session.bookkeeping_dir).join(crate::agent::trace::TRACE_FILE);
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            return Err(ApiError::internal(&format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        bytes,
+    )
+        .into_response())
+}

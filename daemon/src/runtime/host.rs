@@ -146,6 +146,36 @@ impl SessionTools {
     }
 }
 
+impl SessionTools {
+    /// `invoke` with plain types, for the agent loop's tool calls.
+    pub async fn invoke_data(
+        &self,
+        name: &str,
+        data: Option<String>,
+    ) -> Result<ToolOutput, String> {
+        let input = ToolInput {
+            data,
+            log_path: None,
+        };
+        self.invoke(name, input).await.map(from_wit)
+    }
+}
+
+pub(crate) fn from_wit(result: ToolResult) -> ToolOutput {
+    ToolOutput {
+        status: match result.status {
+            Status::Passed => ToolStatus::Passed,
+            Status::Failed => ToolStatus::Failed,
+            Status::Error => ToolStatus::Error,
+        },
+        summary: result.summary,
+        data: result.data,
+        data_path: result.data_path,
+        truncated: result.truncated,
+        metadata: result.metadata,
+    }
+}
+
 fn into_wit(output: ToolOutput) -> ToolResult {
     ToolResult {
         status: match output.status {

@@ -213,7 +213,7 @@ impl Runtime {
     }
 
     /// Runs a WASM tool once with `data` as its input, as `invoke` would but
-    /// without a capsule: the agent loop's driver calls and the benchmark floor.
+    /// without a capsule: the benchmark floor.
     pub async fn call_tool_data(
         &self,
         tool: &PreparedTool,
@@ -221,13 +221,25 @@ impl Runtime {
         data: Option<String>,
         spec: &ToolSpec,
     ) -> Result<Option<String>, String> {
+        self.run_tool(tool, name, data, spec).await.map(|r| r.data)
+    }
+
+    /// Runs a WASM tool (or driver) once with `data` as its input and returns
+    /// its whole result: the agent loop's driver calls.
+    pub async fn run_tool(
+        &self,
+        tool: &PreparedTool,
+        name: &str,
+        data: Option<String>,
+        spec: &ToolSpec,
+    ) -> Result<crate::tools::ToolOutput, String> {
         let input = bindings::ToolInput {
             data,
             log_path: None,
         };
         host::call_tool(&self.core, tool, name, input, spec)
             .await
-            .map(|r| r.data)
+            .map(host::from_wit)
     }
 
     /// Runs a hook on one event with the session's limits: `Ok(Some(json))` when it

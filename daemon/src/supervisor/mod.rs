@@ -57,6 +57,8 @@ pub struct Shared {
     pub bundles: Arc<crate::artifacts::BundleMemo>,
     /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
     pub a2a_base: String,
+    /// Signs agents' checkpoints (`None` if the key could not be read or made).
+    pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
     live_count: AtomicU64,
 }
 
@@ -162,7 +164,16 @@ impl Supervisor {
             jail_tools = config.sandbox.jail_tools,
             "tool sandbox"
         );
+        let checkpoint_key =
+            match crate::agent::checkpoint::CheckpointKey::load_or_create(&config.state_dir) {
+                Ok(key) => Some(key),
+                Err(error) => {
+                    tracing::error!(%error, "checkpoints will be neither signed nor verified");
+                    None
+                }
+            };
         let shared = Arc::new(Shared {
+            checkpoint_key,
             support,
             jail_helper,
             registry,

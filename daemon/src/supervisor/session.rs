@@ -12,11 +12,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, Next};
 use super::{Shared, SupervisorError};
+use crate::agent::driver::Usage;
+use crate::agent::{AgentEnd, AgentPlan, AgentRun};
 use crate::artifacts::SessionArtifacts;
 use crate::logs::LogSink;
 use crate::metrics::Outcome;
-use crate::runtime::{GuestFailure, ScriptLaunch, ToolSpec};
-use crate::staging::Staged;
+use crate::runtime::{GuestFailure, ScriptLaunch, SessionTools, ToolSpec};
+use crate::staging::{Program, Staged};
 use crate::store::{NewSession, StopReason};
 
 pub(super) struct SessionTask {
@@ -40,6 +42,16 @@ const BOOTSTRAP_LOG: &str = "bootstrap.log";
 const BASH_NETWORK_WARNING: &str = "warning[W-SEC-003]: capabilities.shell.allow includes \
 \"bash\" and capabilities.network.allow is non-empty, but network.allow does not constrain \
 bash's own outbound connections; treat the capsule as having the network access bash has";
+
+/// How long a session without a task waits for one: `MURMUR_A2A_TIMEOUT_SECS`
+/// of roostd's environment, default 30 s (as upstream).
+fn idle_timeout() -> std::time::Duration {
+    let secs = std::env::var("MURMUR_A2A_TIMEOUT_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    std::time::Duration::from_secs(secs)
+}
 
 /// How one run ended.
 enum RunEnd {
@@ -151,6 +163,12 @@ impl SessionTask {
         let dir = self.bookkeeping.clone();
         let items = self.staged.artifacts.items.clone();
         let shell = self.staged.policy.shell_allow.clone();
+        // The task is written once, when the session is created (a resumed
+        // session must not run it again).
+        let task = (!resumed)
+            .then(|| self.staged.request.task.clone())
+            .flatten()
+            .map(|text| (self.workdir.join(crate::agent::TASK_FILE), text));
         let copy_manifest = self.staged.user_workdir.as_ref().map(|w| {
             (
                 self.staged.manifest.manifest_path.clone(),
@@ -170,6 +188,10 @@ impl SessionTask {
                 && let Err(e) = std::fs::copy(&from, &to)
             {
                 tracing::warn!(error = %e, "cannot copy murmur.yaml into the workdir");
+            }
+            if let Some((path, text)) = task {
+                std::fs::write(&path, text)
+                    .map_err(|e| format!("cannot write the task to {}: {e}", path.display()))?;
             }
             Ok(())
         });
@@ -364,7 +386,6 @@ impl SessionTask {
             return RunEnd::Failed(format!("cannot record running state: {e}"));
         }
         self.shared.metrics.session_started();
-        tracing::info!(sha256 = self.staged.prepared.sha256(), "running capsule");
         let tools = self.artifacts.as_ref().map(|artifacts| {
             self.shared.runtime.session_tools(
                 self.tool_spec(log.clone()),
@@ -372,6 +393,11 @@ impl SessionTask {
                 Arc::clone(artifacts),
             )
         });
+        let prepared = match &self.staged.program {
+            Program::Script(prepared) => prepared,
+            Program::Agent(plan) => return self.run_agent(plan, tools, log).await,
+        };
+        tracing::info!(sha256 = prepared.sha256(), "running capsule");
         let launch = ScriptLaunch {
             tools,
             session_id: self.id.clone(),
@@ -385,7 +411,7 @@ impl SessionTask {
         let result = self
             .shared
             .runtime
-            .run_script(&self.staged.prepared, launch, self.stop.clone())
+            .run_script(prepared, launch, self.stop.clone())
             .await;
         match result {
             Ok(()) => RunEnd::Completed,
@@ -395,6 +421,62 @@ impl SessionTask {
                 RunEnd::Failed(failure.to_string())
             }
         }
+    }
+
+    /// One launch of an agent capsule: the host-run tool-use loop.
+    async fn run_agent(
+        &self,
+        plan: &Arc<AgentPlan>,
+        tools: Option<Arc<SessionTools>>,
+        log: LogSink,
+    ) -> RunEnd {
+        let (Some(tools), Some(artifacts)) = (tools, self.artifacts.clone()) else {
+            return RunEnd::Failed("agent session has no tool table (staging incomplete)".into());
+        };
+        tracing::info!(model = %plan.spec.model, driver = %plan.spec.driver, "running agent");
+        let used_before = match self.shared.store.get(&self.id).await {
+            Ok(Some(session)) => Usage {
+                input_tokens: session.usage.input_tokens,
+                output_tokens: session.usage.output_tokens,
+            },
+            _ => Usage::default(),
+        };
+        let tool_spec = self.tool_spec(log);
+        let mut driver_spec = tool_spec.clone();
+        driver_spec.env.extend(plan.inference_env(true));
+        let run = AgentRun {
+            plan: Arc::clone(plan),
+            runtime: &self.shared.runtime,
+            store: &self.shared.store,
+            tools,
+            artifacts,
+            policy: Arc::clone(&self.staged.policy),
+            allowlist: self.staged.allowlist.clone(),
+            tool_spec,
+            driver_spec,
+            capsule: self.staged.manifest.name.clone(),
+            version: self.staged.manifest.version.clone(),
+            session_id: self.id.clone(),
+            url: self.capsule_url(),
+            workdir: self.workdir.clone(),
+            bookkeeping: self.bookkeeping.clone(),
+            checkpoint_key: self.shared.checkpoint_key.clone(),
+            stop: self.stop.clone(),
+            idle_timeout: idle_timeout(),
+            used_before,
+        };
+        match run.run().await {
+            AgentEnd::Completed => RunEnd::Completed,
+            AgentEnd::Stopped => RunEnd::Stopped,
+            AgentEnd::Failed(error) => {
+                tracing::info!(%error, "agent failed");
+                RunEnd::Failed(error)
+            }
+        }
+    }
+
+    fn capsule_url(&self) -> String {
+        format!("{}/a2a/{}", self.shared.a2a_base, self.name)
     }
 
     /// Allow-listed host variables first, then identity variables so a manifest
@@ -412,11 +494,13 @@ impl SessionTask {
                 manifest.version.clone(),
             ),
             ("MURMUR_SESSION_ID".to_string(), self.id.clone()),
-            (
-                "MURMUR_CAPSULE_URL".to_string(),
-                format!("{}/a2a/{}", self.shared.a2a_base, self.name),
-            ),
+            ("MURMUR_CAPSULE_URL".to_string(), self.capsule_url()),
         ]);
+        // Agents' guests see the model settings, never the key (the driver's own
+        // environment adds it).
+        if let Program::Agent(plan) = &self.staged.program {
+            env.extend(plan.inference_env(false));
+        }
         env
     }
 

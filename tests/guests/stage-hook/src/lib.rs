@@ -1,5 +1,8 @@
-//! Test hook (`murmur:hook/handler@0.1.0`): on `stage`, refuses capsules whose
-//! name starts with `reject` and records every other event in `./hook-events.txt`.
+//! Test hook (`murmur:hook/handler@0.1.0`): records every event kind in
+//! `./hook-events.txt`. On `stage` it refuses capsules whose name starts with
+//! `reject`; for capsules named `hookcompact*` it answers `compaction` with a
+//! summary; for `badhook*` it fails `task-start`, and for `slowhook*` it spins
+//! on `task-start` until its deadline.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -11,16 +14,31 @@ use exports::murmur::hook::handler::{Event, Guest};
 
 struct Hook;
 
+fn capsule_is(payload: &str, prefix: &str) -> bool {
+    payload.contains(&format!("\"capsule\":\"{prefix}"))
+}
+
 impl Guest for Hook {
     fn handle(event: Event) -> Result<Option<String>, String> {
-        if event.kind == "stage" && event.payload.contains("\"capsule\":\"reject") {
+        if event.kind == "stage" && capsule_is(&event.payload, "reject") {
             return Err("capsules named reject-* may not be staged here".into());
         }
         let line = format!("{}\n", event.kind);
         let mut old = std::fs::read_to_string("hook-events.txt").unwrap_or_default();
         old.push_str(&line);
         std::fs::write("hook-events.txt", old).map_err(|e| e.to_string())?;
-        Ok(None)
+        match event.kind.as_str() {
+            "compaction" if capsule_is(&event.payload, "hookcompact") => Ok(Some(
+                r#"{"summary":"summary from the compaction hook"}"#.into(),
+            )),
+            "task-start" if capsule_is(&event.payload, "badhook") => {
+                Err("this hook fails on purpose".into())
+            }
+            "task-start" if capsule_is(&event.payload, "slowhook") => loop {
+                std::hint::black_box(0u64);
+            },
+            _ => Ok(None),
+        }
     }
 }
 

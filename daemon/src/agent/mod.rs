@@ -1,0 +1,1063 @@
+//! Agent capsules: the host-run tool-use loop. Owns the task loop per
+//! lifecycle, the turns of one task (driver call, tool dispatch, compaction,
+//! continuation), hooks, `trace.jsonl`, `MURMUR.md` and checkpoints. It reaches
+//! guests only through [`crate::runtime`] and the database only through [`crate::store`].
+
+pub mod checkpoint;
+pub mod driver;
+pub mod murmur_md;
+pub mod trace;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use roost_ctl::artifact::ArtifactManifest;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::artifacts::{SessionArtifacts, Target};
+use crate::manifest::{AfterTask, AgentSpec, TaskAcceptance};
+use crate::policy::CapabilityPolicy;
+use crate::runtime::{PreparedHook, PreparedTool, Runtime, SessionTools, ToolSpec};
+use crate::store::{NewTask, Store, TaskEnd};
+use crate::tools::{ToolOutput, ToolStatus};
+use checkpoint::CheckpointKey;
+use driver::{Limits, Message, Purpose, Request, Response, ToolCall, ToolDef, Usage};
+use trace::Trace;
+
+/// File an agent's task is read from, in the accessible workdir.
+pub const TASK_FILE: &str = "task.md";
+
+/// A secret that never prints.
+#[derive(Clone)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// An agent capsule, staged: its spec with the driver compiled and the system
+/// prompt and API key resolved.
+pub struct AgentPlan {
+    pub spec: AgentSpec,
+    pub driver: Arc<PreparedTool>,
+    pub system_prompt: Option<String>,
+    pub api_key: Option<Secret>,
+    /// Hooks with their bindings, in `artifacts:` order.
+    pub hooks: Vec<(String, Arc<PreparedHook>, ArtifactManifest)>,
+}
+
+impl AgentPlan {
+    /// `MURMUR_INFERENCE_*` for guests; the API key only when `with_key` (the driver).
+    pub fn inference_env(&self, with_key: bool) -> Vec<(String, String)> {
+        let spec = &self.spec;
+        let mut env = vec![
+            ("MURMUR_INFERENCE_TRANSPORT".into(), spec.transport.clone()),
+            (
+                "MURMUR_INFERENCE_ENDPOINT".into(),
+                spec.endpoint.clone().unwrap_or_default(),
+            ),
+            ("MURMUR_INFERENCE_MODEL".into(), spec.model.clone()),
+            ("MURMUR_INFERENCE_DRIVER".into(), spec.driver.clone()),
+        ];
+        if let Some(config) = &spec.driver_config {
+            env.push(("MURMUR_INFERENCE_DRIVER_CONFIG".into(), config.clone()));
+        }
+        if with_key && let Some(key) = &self.api_key {
+            env.push(("MURMUR_INFERENCE_API_KEY".into(), key.expose().to_string()));
+        }
+        env
+    }
+
+    fn has_compaction_hook(&self) -> bool {
+        self.hooks.iter().any(|(_, _, m)| handles(m, "compaction"))
+    }
+}
+
+fn handles(manifest: &ArtifactManifest, kind: &str) -> bool {
+    manifest.hook.as_ref().is_some_and(|h| h.handles(kind))
+}
+
+/// How an agent session ended.
+#[derive(Debug)]
+pub enum AgentEnd {
+    Completed,
+    Failed(String),
+    Stopped,
+}
+
+/// Everything one launch of an agent session uses.
+pub struct AgentRun<'a> {
+    pub plan: Arc<AgentPlan>,
+    pub runtime: &'a Runtime,
+    pub store: &'a Store,
+    pub tools: Arc<SessionTools>,
+    pub artifacts: Arc<SessionArtifacts>,
+    pub policy: Arc<CapabilityPolicy>,
+    pub allowlist: HashSet<String>,
+    /// Limits and environment of tool and hook calls.
+    pub tool_spec: ToolSpec,
+    /// The same, plus the API key: driver calls.
+    pub driver_spec: ToolSpec,
+    pub capsule: String,
+    pub version: String,
+    pub session_id: String,
+    pub url: String,
+    /// What the capsule sees as `.` (where `task.md` and `checkpoints/` are).
+    pub workdir: PathBuf,
+    /// The session's bookkeeping dir (`trace.jsonl`, `MURMUR.md`).
+    pub bookkeeping: PathBuf,
+    pub checkpoint_key: Option<CheckpointKey>,
+    pub stop: CancellationToken,
+    /// How long a session without a task waits for one (`MURMUR_A2A_TIMEOUT_SECS`).
+    pub idle_timeout: Duration,
+    /// Tokens and turns the session used before this launch (budgets span restarts).
+    pub used_before: Usage,
+}
+
+/// Where a task came from.
+struct TaskInput {
+    text: String,
+    source: &'static str,
+}
+
+/// One task's outcome, with what it used.
+struct TaskOutcome {
+    result: Result<Option<String>, TaskFailure>,
+    usage: Usage,
+    turns: u32,
+}
+
+enum TaskFailure {
+    Failed(String),
+    Stopped,
+}
+
+/// A driver continuation held for one context.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Continuation {
+    held: Option<(String, String, usize)>,
+}
+
+impl Continuation {
+    /// The held id and acknowledged prefix length, only within the same context.
+    fn active(&self, context_id: &str) -> Option<(&str, usize)> {
+        match &self.held {
+            Some((id, ctx, acked)) if ctx == context_id => Some((id.as_str(), *acked)),
+            _ => None,
+        }
+    }
+
+    fn record(&mut self, id: String, context_id: &str, acked: usize) {
+        self.held = Some((id, context_id.to_string(), acked));
+    }
+
+    fn clear(&mut self) {
+        self.held = None;
+    }
+}
+
+/// Session-wide counters and state shared by every task of a launch.
+struct SessionState {
+    trace: Trace,
+    continuation: Continuation,
+    total_turns: u64,
+    used: Usage,
+}
+
+impl AgentRun<'_> {
+    /// Runs the session: session-start, tasks per the lifecycle, session-end.
+    pub async fn run(self) -> AgentEnd {
+        let mut state = SessionState {
+            trace: Trace::new(&self.bookkeeping, &self.session_id),
+            continuation: Continuation::default(),
+            total_turns: 0,
+            used: self.used_before,
+        };
+        self.verify_checkpoints(&mut state).await;
+        let tools = self.tool_defs();
+        self.write_murmur_md().await;
+        state
+            .trace
+            .event(
+                "session_start",
+                json!({
+                    "capsule": self.capsule, "version": self.version,
+                    "model": self.plan.spec.model, "driver": self.plan.spec.driver,
+                    "tools": tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+                    "capabilities": self.capabilities(),
+                }),
+            )
+            .await;
+        self.hook(&mut state, "session-start", json!({}), None)
+            .await;
+        let end = self.task_loop(&mut state, &tools).await;
+        let exit_status = match &end {
+            AgentEnd::Completed => "ok",
+            AgentEnd::Failed(_) => "failed",
+            AgentEnd::Stopped => "stopped",
+        };
+        let total_turns = state.total_turns;
+        self.hook(
+            &mut state,
+            "session-end",
+            json!({"total_turns": total_turns, "exit_status": exit_status}),
+            None,
+        )
+        .await;
+        self.sign_checkpoints(&mut state).await;
+        state
+            .trace
+            .event(
+                "session_end",
+                json!({
+                    "exit_status": exit_status, "total_turns": total_turns,
+                    "input_tokens": state.used.input_tokens, "output_tokens": state.used.output_tokens,
+                    "error": match &end { AgentEnd::Failed(e) => Some(e.as_str()), _ => None },
+                }),
+            )
+            .await;
+        state.trace.flush().await;
+        end
+    }
+
+    /// Tasks per `lifecycle`: a pre-seeded `task.md` first; then, for sessions
+    /// that take more, waiting for the next (the A2A gateway feeds them).
+    async fn task_loop(&self, state: &mut SessionState, tools: &[ToolDef]) -> AgentEnd {
+        let lifecycle = &self.plan.spec.lifecycle;
+        let task_file = self.workdir.join(TASK_FILE);
+        loop {
+            if self.stop.is_cancelled() {
+                return AgentEnd::Stopped;
+            }
+            let text = match tokio::fs::read(&task_file).await {
+                Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    return AgentEnd::Failed(format!("cannot read {}: {e}", task_file.display()));
+                }
+            };
+            if let Some(text) = text {
+                let input = TaskInput {
+                    text,
+                    source: "task_md",
+                };
+                let outcome = self.run_task(state, tools, input).await;
+                match (lifecycle.task_acceptance, outcome) {
+                    (_, Err(TaskFailure::Stopped)) => return AgentEnd::Stopped,
+                    (_, Err(TaskFailure::Failed(e))) => return AgentEnd::Failed(e),
+                    (TaskAcceptance::None | TaskAcceptance::Single, Ok(())) => {
+                        return AgentEnd::Completed;
+                    }
+                    (TaskAcceptance::Queue, Ok(())) => {
+                        if let Err(e) = tokio::fs::remove_file(&task_file).await
+                            && e.kind() != std::io::ErrorKind::NotFound
+                        {
+                            return AgentEnd::Failed(format!(
+                                "cannot remove {} after running it: {e}",
+                                task_file.display()
+                            ));
+                        }
+                        continue;
+                    }
+                }
+            }
+            if lifecycle.task_acceptance == TaskAcceptance::None {
+                tracing::info!(
+                    "no task.md, and lifecycle task_acceptance none takes no other tasks"
+                );
+                return AgentEnd::Completed;
+            }
+            // Waiting for a task: queue+sleep waits until stopped; everything
+            // else gives up after the idle timeout.
+            if lifecycle.task_acceptance == TaskAcceptance::Queue
+                && lifecycle.after_task == AfterTask::Sleep
+            {
+                self.stop.cancelled().await;
+                return AgentEnd::Stopped;
+            }
+            tokio::select! {
+                () = self.stop.cancelled() => return AgentEnd::Stopped,
+                () = tokio::time::sleep(self.idle_timeout) => {
+                    tracing::info!(
+                        idle_secs = self.idle_timeout.as_secs(),
+                        "no task arrived within the idle timeout (MURMUR_A2A_TIMEOUT_SECS); ending"
+                    );
+                    return AgentEnd::Completed;
+                }
+            }
+        }
+    }
+
+    /// One task: hooks and trace around the turns; usage recorded.
+    async fn run_task(
+        &self,
+        state: &mut SessionState,
+        tools: &[ToolDef],
+        input: TaskInput,
+    ) -> Result<(), TaskFailure> {
+        let task_id = format!("tsk_{}", uuid::Uuid::now_v7().simple());
+        let context_id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
+        let input_bytes = input.text.len() as u64;
+        if let Err(error) = self
+            .store
+            .insert_task(&NewTask {
+                id: &task_id,
+                session_id: &self.session_id,
+                context_id: &context_id,
+                source: input.source,
+                input_bytes,
+            })
+            .await
+        {
+            tracing::warn!(%error, task_id = %task_id, "cannot record task");
+        }
+        let fields = json!({
+            "task_id": task_id, "context_id": context_id,
+            "source": input.source, "input_bytes": input_bytes,
+        });
+        state.trace.event("task_start", fields.clone()).await;
+        self.hook(state, "task-start", fields, Some(&task_id)).await;
+        tracing::info!(task_id = %task_id, source = input.source, input_bytes, "task started");
+
+        let ids = TaskIds {
+            task_id: &task_id,
+            context_id: &context_id,
+        };
+        let outcome = tokio::select! {
+            outcome = self.turns(state, tools, &ids, input.text) => outcome,
+            () = self.stop.cancelled() => TaskOutcome {
+                result: Err(TaskFailure::Stopped),
+                usage: Usage::default(),
+                turns: 0,
+            },
+        };
+        let (exit_status, task_state, error, answer) = match &outcome.result {
+            Ok(answer) => ("ok", "completed", None, answer.clone()),
+            Err(TaskFailure::Failed(e)) => ("failed", "failed", Some(e.clone()), None),
+            Err(TaskFailure::Stopped) => ("stopped", "canceled", Some("stopped".into()), None),
+        };
+        if let Err(e) = self
+            .store
+            .finish_task(&TaskEnd {
+                id: &task_id,
+                session_id: &self.session_id,
+                state: task_state,
+                error: error.as_deref(),
+                input_tokens: outcome.usage.input_tokens,
+                output_tokens: outcome.usage.output_tokens,
+                turns: outcome.turns,
+            })
+            .await
+        {
+            tracing::warn!(error = %e, task_id = %task_id, "cannot record task end");
+        }
+        let fields = json!({
+            "task_id": task_id, "context_id": context_id, "exit_status": exit_status,
+            "turns": outcome.turns,
+            "input_tokens": outcome.usage.input_tokens, "output_tokens": outcome.usage.output_tokens,
+        });
+        let mut traced = fields.clone();
+        traced["answer"] = json!(answer);
+        traced["error"] = json!(error);
+        state.trace.event("task_end", traced).await;
+        self.hook(state, "task-end", fields, Some(&task_id)).await;
+        state.trace.flush().await;
+        tracing::info!(
+            task_id = %task_id,
+            exit_status,
+            turns = outcome.turns,
+            input_tokens = outcome.usage.input_tokens,
+            output_tokens = outcome.usage.output_tokens,
+            error = error.as_deref().unwrap_or(""),
+            "task ended"
+        );
+        outcome.result.map(|_| ())
+    }
+
+    /// The tool-use loop of one task.
+    async fn turns(
+        &self,
+        state: &mut SessionState,
+        tools: &[ToolDef],
+        ids: &TaskIds<'_>,
+        task: String,
+    ) -> TaskOutcome {
+        let spec = &self.plan.spec;
+        let mut messages = vec![Message::user(task.clone())];
+        let mut usage = Usage::default();
+        let mut turns = 0u32;
+        let mut context_tokens = 0u64;
+        let fail = |e: String, usage, turns| TaskOutcome {
+            result: Err(TaskFailure::Failed(e)),
+            usage,
+            turns,
+        };
+        loop {
+            if turns >= spec.max_turns {
+                let asked = messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == "assistant")
+                    .map(|m| {
+                        m.tool_calls
+                            .iter()
+                            .map(|c| c.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                return fail(
+                    format!(
+                        "the model did not finish within inference.max_turns ({}); its last turn \
+                         still called tools ({asked}). Raise max_turns or narrow the task",
+                        spec.max_turns
+                    ),
+                    usage,
+                    turns,
+                );
+            }
+            if spec.context_tokens > 0
+                && context_tokens as f64 > spec.compaction_threshold * spec.context_tokens as f64
+            {
+                match self
+                    .compact(state, ids, &task, &messages, context_tokens)
+                    .await
+                {
+                    Ok((replacement, used)) => {
+                        usage.add(used);
+                        messages = replacement;
+                    }
+                    Err(e) => return fail(e, usage, turns),
+                }
+                if let Err(e) = self.check_budget(state) {
+                    return fail(e, usage, turns);
+                }
+            }
+            turns += 1;
+            state.total_turns += 1;
+            let (sent_from, continuation_id) = match state.continuation.active(ids.context_id) {
+                Some((id, acked)) if acked <= messages.len() => (acked, Some(id.to_string())),
+                _ => (0, None),
+            };
+            let call = self
+                .call_driver(
+                    state,
+                    ids,
+                    DriverCall {
+                        purpose: Purpose::Turn,
+                        model: &spec.model,
+                        messages: &messages[sent_from..],
+                        tools,
+                        continuation_id: continuation_id.as_deref(),
+                        turn: turns,
+                    },
+                )
+                .await;
+            let (response, metadata) = match call {
+                Ok(r) => r,
+                Err(e) => return fail(e, usage, turns),
+            };
+            let used = response.usage.unwrap_or_default();
+            usage.add(used);
+            context_tokens = used.total();
+            // The driver has now seen everything sent plus its own answer.
+            match continuation_of(&metadata) {
+                Some(id) => state
+                    .continuation
+                    .record(id, ids.context_id, messages.len() + 1),
+                None => state.continuation.clear(),
+            }
+            messages.push(Message::assistant(
+                response.text.clone(),
+                response.tool_calls.clone(),
+            ));
+            if let Err(e) = self.check_budget(state) {
+                return fail(e, usage, turns);
+            }
+            if response.tool_calls.is_empty() {
+                return TaskOutcome {
+                    result: Ok(response.text),
+                    usage,
+                    turns,
+                };
+            }
+            for call in &response.tool_calls {
+                let content = self.dispatch(state, ids, turns, call).await;
+                messages.push(Message::tool(call, content));
+            }
+        }
+    }
+
+    /// Fails the task when the session has used more than its token budget.
+    fn check_budget(&self, state: &SessionState) -> Result<(), String> {
+        match self.plan.spec.max_total_tokens {
+            Some(max) if state.used.total() > max => Err(format!(
+                "token budget exhausted: the session has used {} tokens, more than \
+                 inference.budget.max_total_tokens ({max})",
+                state.used.total()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// One model call through the driver: trace, `inference` hook, usage.
+    async fn call_driver(
+        &self,
+        state: &mut SessionState,
+        ids: &TaskIds<'_>,
+        call: DriverCall<'_>,
+    ) -> Result<(Response, Vec<(String, String)>), String> {
+        let spec = &self.plan.spec;
+        let system = self.system_text();
+        let limits = Limits {
+            max_output_tokens: None,
+            context_tokens: (spec.context_tokens > 0).then_some(spec.context_tokens),
+        };
+        let request = Request {
+            protocol: driver::PROTOCOL,
+            purpose: call.purpose,
+            model: call.model,
+            system: system.as_deref(),
+            messages: call.messages,
+            tools: call.tools,
+            limits: &limits,
+            continuation_id: call.continuation_id,
+            stream: true,
+        };
+        let data = serde_json::to_string(&request)
+            .map_err(|e| format!("cannot encode the driver request: {e}"))?;
+        let started = Instant::now();
+        let output = self
+            .runtime
+            .run_tool(
+                &self.plan.driver,
+                &spec.driver,
+                Some(data),
+                &self.driver_spec,
+            )
+            .await;
+        let latency_ms = started.elapsed().as_millis() as u64;
+        let parsed = output.and_then(|out| match out.status {
+            ToolStatus::Passed => Response::parse(out.data.as_deref()).map(|r| (r, out.metadata)),
+            _ => Err(format!(
+                "the driver '{}' reported an error: {}",
+                spec.driver,
+                out.summary.unwrap_or_else(|| "no summary".into())
+            )),
+        });
+        let (response, metadata) = match parsed {
+            Ok(r) => r,
+            Err(error) => {
+                state
+                    .trace
+                    .event(
+                        "inference",
+                        json!({
+                            "task_id": ids.task_id, "context_id": ids.context_id,
+                            "turn": call.turn, "purpose": call.purpose, "model": call.model,
+                            "latency_ms": latency_ms, "error": error,
+                        }),
+                    )
+                    .await;
+                return Err(format!("inference failed on turn {}: {error}", call.turn));
+            }
+        };
+        let used = response.usage.unwrap_or_default();
+        state.used.add(used);
+        let fields = json!({
+            "task_id": ids.task_id, "context_id": ids.context_id,
+            "turn": call.turn, "purpose": call.purpose, "model": call.model,
+            "input_tokens": used.input_tokens, "output_tokens": used.output_tokens,
+            "latency_ms": latency_ms, "stop_reason": response.stop_reason,
+            "tool_calls": response.tool_calls.len(),
+            "continuation": call.continuation_id.is_some(),
+            "messages_sent": call.messages.len(),
+        });
+        state.trace.event("inference", fields.clone()).await;
+        self.hook(state, "inference", fields, Some(ids.task_id))
+            .await;
+        Ok((response, metadata))
+    }
+
+    /// Runs one tool call through the same dispatcher as `invoke`; returns what
+    /// the model is told.
+    async fn dispatch(
+        &self,
+        state: &mut SessionState,
+        ids: &TaskIds<'_>,
+        turn: u32,
+        call: &ToolCall,
+    ) -> String {
+        let started = Instant::now();
+        let include_output = self.plan.spec.trace.include_tool_output;
+        if !self.allowlist.contains(&call.name) {
+            let error = format!(
+                "tool '{}' is not declared in manifest allowlist (`tools:` in murmur.yaml)",
+                call.name
+            );
+            state
+                .trace
+                .event(
+                    "tool_call",
+                    json!({
+                        "task_id": ids.task_id, "turn": turn, "call_id": call.id,
+                        "name": call.name, "status": "denied", "rule": "tools (allow-list)",
+                        "duration_ms": 0, "error": error,
+                    }),
+                )
+                .await;
+            return format!("error: {error}");
+        }
+        let result = self
+            .tools
+            .invoke_data(&call.name, Some(call.arguments.clone()))
+            .await;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let (status, content) = match result {
+            Ok(out) => (status_str(out.status), tool_content(out)),
+            Err(error) => ("dispatch-error", format!("error: {error}")),
+        };
+        let mut fields = json!({
+            "task_id": ids.task_id, "turn": turn, "call_id": call.id, "name": call.name,
+            "status": status, "duration_ms": duration_ms,
+        });
+        if include_output {
+            fields["output"] = json!(content);
+        }
+        state.trace.event("tool_call", fields).await;
+        content
+    }
+
+    /// Replaces the conversation with a shorter one: a compaction hook's
+    /// answer, or a summary from the compaction model. Drops any continuation.
+    async fn compact(
+        &self,
+        state: &mut SessionState,
+        ids: &TaskIds<'_>,
+        task: &str,
+        messages: &[Message],
+        tokens: u64,
+    ) -> Result<(Vec<Message>, Usage), String> {
+        let spec = &self.plan.spec;
+        state.continuation.clear();
+        let payload = json!({
+            "task_id": ids.task_id, "context_id": ids.context_id,
+            "context_tokens": tokens, "max_tokens": spec.context_tokens,
+            "threshold": spec.compaction_threshold, "messages": messages,
+        });
+        let answer = self
+            .hook(state, "compaction", payload, Some(ids.task_id))
+            .await;
+        let mut used = Usage::default();
+        let (replacement, source) = match answer {
+            Some((hook, text)) => (replacement_from_hook(&text, task)?, format!("hook:{hook}")),
+            None => {
+                let model = spec.compaction_model.as_deref().unwrap_or(&spec.model);
+                let mut request = messages.to_vec();
+                request.push(Message::user(COMPACTION_REQUEST));
+                let (response, _) = self
+                    .call_driver(
+                        state,
+                        ids,
+                        DriverCall {
+                            purpose: Purpose::Compaction,
+                            model,
+                            messages: &request,
+                            tools: &[],
+                            continuation_id: None,
+                            turn: 0,
+                        },
+                    )
+                    .await
+                    .map_err(|e| format!("compaction failed: {e}"))?;
+                used = response.usage.unwrap_or_default();
+                let summary = response.text.unwrap_or_default();
+                (
+                    vec![Message::user(compacted(task, &summary))],
+                    format!("model:{model}"),
+                )
+            }
+        };
+        state
+            .trace
+            .event(
+                "compaction",
+                json!({
+                    "task_id": ids.task_id, "context_id": ids.context_id,
+                    "context_tokens": tokens, "source": source,
+                    "messages_before": messages.len(), "messages_after": replacement.len(),
+                }),
+            )
+            .await;
+        tracing::info!(task_id = ids.task_id, source = %source, tokens, "context compacted");
+        Ok((replacement, used))
+    }
+
+    /// Sends `kind` to every hook bound to it, in order; a failing or slow
+    /// hook is logged and traced and the session goes on. Returns the first
+    /// answer (`Ok(Some(json))`) with the hook's name.
+    async fn hook(
+        &self,
+        state: &mut SessionState,
+        kind: &str,
+        mut payload: Value,
+        task_id: Option<&str>,
+    ) -> Option<(String, String)> {
+        payload["session_id"] = json!(self.session_id);
+        payload["capsule"] = json!(self.capsule);
+        let payload = payload.to_string();
+        let mut first = None;
+        for (name, hook, manifest) in &self.plan.hooks {
+            if !handles(manifest, kind) {
+                continue;
+            }
+            let started = Instant::now();
+            match self
+                .runtime
+                .call_hook(hook, kind, &payload, &self.tool_spec)
+                .await
+            {
+                Ok(Some(answer)) if first.is_none() => first = Some((name.clone(), answer)),
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(hook = %name, kind, %error, "hook failed; the session goes on");
+                    state
+                        .trace
+                        .event(
+                            "hook_error",
+                            json!({
+                                "hook": name, "kind": kind, "task_id": task_id, "error": error,
+                                "duration_ms": started.elapsed().as_millis() as u64,
+                            }),
+                        )
+                        .await;
+                }
+            }
+        }
+        first
+    }
+
+    /// The system message: the capsule's prompt, then MURMUR.md.
+    fn system_text(&self) -> Option<String> {
+        let md = self.murmur_md_text();
+        Some(match &self.plan.system_prompt {
+            Some(prompt) => format!("{prompt}\n\n{md}"),
+            None => md,
+        })
+    }
+
+    fn murmur_md_text(&self) -> String {
+        let listed: Vec<murmur_md::Listed> = self
+            .tool_defs()
+            .into_iter()
+            .map(|t| match self.artifacts.target(&t.name, &self.policy) {
+                Target::Skill(_) => murmur_md::Listed {
+                    description: self
+                        .artifacts
+                        .describe(&t.name, &self.policy)
+                        .map(|i| i.description)
+                        .unwrap_or_default(),
+                    name: t.name,
+                    skill: true,
+                },
+                _ => murmur_md::Listed {
+                    name: t.name,
+                    description: t.description,
+                    skill: false,
+                },
+            })
+            .collect();
+        murmur_md::render(
+            &murmur_md::Identity {
+                name: &self.capsule,
+                version: &self.version,
+                session_id: &self.session_id,
+                url: &self.url,
+            },
+            &self.plan.spec,
+            &self.policy,
+            &listed,
+            self.plan.has_compaction_hook(),
+        )
+    }
+
+    async fn write_murmur_md(&self) {
+        let path = self.bookkeeping.join(murmur_md::MURMUR_MD);
+        if let Err(error) = tokio::fs::write(&path, self.murmur_md_text()).await {
+            tracing::warn!(path = %path.display(), %error, "cannot write MURMUR.md");
+        }
+    }
+
+    /// The allow-listed tools the model may call, with their schemas.
+    fn tool_defs(&self) -> Vec<ToolDef> {
+        let mut out = Vec::new();
+        let mut names: Vec<&String> = self.allowlist.iter().collect();
+        names.sort();
+        for name in names {
+            let (description, schema) = match self.artifacts.target(name, &self.policy) {
+                Target::Wasm(_) | Target::Native(_) => {
+                    match self.artifacts.describe(name, &self.policy) {
+                        Ok(info) => (
+                            info.description,
+                            info.input_schema
+                                .and_then(|s| serde_json::from_str(&s).ok())
+                                .unwrap_or_else(|| json!({"type": "object"})),
+                        ),
+                        Err(_) => continue,
+                    }
+                }
+                Target::Skill(_) => {
+                    let description = self
+                        .artifacts
+                        .describe(name, &self.policy)
+                        .map(|i| i.description)
+                        .unwrap_or_default();
+                    (
+                        format!(
+                            "Skill: {description} Call it by name, with no arguments, to load its guidance."
+                        ),
+                        json!({"type": "object", "properties": {}}),
+                    )
+                }
+                Target::Shell => (
+                    format!(
+                        "Run `{name}` (an allow-listed binary) in the workdir; give the command line."
+                    ),
+                    json!({
+                        "type": "object",
+                        "properties": {"command": {"type": "string", "description": format!("the {name} command line")}},
+                        "required": ["command"],
+                    }),
+                ),
+                Target::NotATool(_) | Target::Missing => continue,
+            };
+            out.push(ToolDef {
+                name: name.clone(),
+                description,
+                input_schema: schema,
+            });
+        }
+        out
+    }
+
+    fn capabilities(&self) -> Value {
+        json!({
+            "network": self.policy.network_allow.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "shell": self.policy.shell_allow,
+            "read_only": self.policy.read_only,
+            "read_write": self.policy.read_write,
+        })
+    }
+
+    async fn verify_checkpoints(&self, state: &mut SessionState) {
+        let Some(key) = self.checkpoint_key.clone() else {
+            return;
+        };
+        let workdir = self.workdir.clone();
+        let rejected = tokio::task::spawn_blocking(move || checkpoint::verify(&key, &workdir))
+            .await
+            .unwrap_or_default();
+        for r in rejected {
+            tracing::warn!(
+                path = %r.path,
+                reason = r.reason,
+                "checkpoint rejected: renamed to {}{}",
+                r.path,
+                checkpoint::REJECTED_SUFFIX
+            );
+            state
+                .trace
+                .event(
+                    "checkpoint_rejected",
+                    json!({"path": r.path, "reason": r.reason}),
+                )
+                .await;
+        }
+    }
+
+    async fn sign_checkpoints(&self, state: &mut SessionState) {
+        let Some(key) = self.checkpoint_key.clone() else {
+            return;
+        };
+        let workdir = self.workdir.clone();
+        let signed = tokio::task::spawn_blocking(move || checkpoint::sign(&key, &workdir)).await;
+        match signed {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => {
+                state
+                    .trace
+                    .event("checkpoints_signed", json!({"files": n}))
+                    .await;
+            }
+            Ok(Err(error)) => tracing::warn!(%error, "cannot sign checkpoints"),
+            Err(error) => tracing::warn!(%error, "checkpoint signing task failed"),
+        }
+    }
+}
+
+struct TaskIds<'a> {
+    task_id: &'a str,
+    context_id: &'a str,
+}
+
+struct DriverCall<'a> {
+    purpose: Purpose,
+    model: &'a str,
+    messages: &'a [Message],
+    tools: &'a [ToolDef],
+    continuation_id: Option<&'a str>,
+    turn: u32,
+}
+
+/// What the compaction model is asked.
+const COMPACTION_REQUEST: &str = "Summarise the conversation so far for yourself: the task, \
+what has been done, what was learned from tool results, and what remains. Answer with the \
+summary only.";
+
+fn compacted(task: &str, summary: &str) -> String {
+    format!("{task}\n\n---\nEarlier work on this task was compacted. Summary so far:\n{summary}")
+}
+
+/// A compaction hook answers `{"messages": […]}` (the new conversation) or
+/// `{"summary": "…"}` (or plain text, taken as the summary).
+fn replacement_from_hook(answer: &str, task: &str) -> Result<Vec<Message>, String> {
+    match serde_json::from_str::<Value>(answer) {
+        Ok(Value::Object(map)) => {
+            if let Some(messages) = map.get("messages") {
+                let messages: Vec<Message> = serde_json::from_value(messages.clone())
+                    .map_err(|e| format!("the compaction hook's `messages` are not valid: {e}"))?;
+                if messages.is_empty() {
+                    return Err("the compaction hook answered an empty `messages` list".into());
+                }
+                Ok(messages)
+            } else if let Some(Value::String(summary)) = map.get("summary") {
+                Ok(vec![Message::user(compacted(task, summary))])
+            } else {
+                Err(
+                    "the compaction hook must answer {\"messages\": […]} or {\"summary\": \"…\"}"
+                        .into(),
+                )
+            }
+        }
+        _ => Ok(vec![Message::user(compacted(task, answer))]),
+    }
+}
+
+fn continuation_of(metadata: &[(String, String)]) -> Option<String> {
+    metadata
+        .iter()
+        .find(|(k, v)| k == "continuation_id" && !v.is_empty())
+        .map(|(_, v)| v.clone())
+}
+
+fn status_str(status: ToolStatus) -> &'static str {
+    match status {
+        ToolStatus::Passed => "passed",
+        ToolStatus::Failed => "failed",
+        ToolStatus::Error => "error",
+    }
+}
+
+/// What the model is told a tool answered.
+fn tool_content(out: ToolOutput) -> String {
+    let mut text = match (out.status, out.data, out.summary) {
+        (ToolStatus::Passed, Some(data), _) => data,
+        (ToolStatus::Passed, None, summary) => summary.unwrap_or_default(),
+        (status, data, summary) => format!(
+            "error ({}): {}{}",
+            status_str(status),
+            summary.unwrap_or_default(),
+            data.map(|d| format!("\n{d}")).unwrap_or_default()
+        ),
+    };
+    if out.truncated
+        && let Some(path) = out.data_path
+    {
+        text.push_str(&format!("\n[output truncated; the full text is in {path}]"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_continuation_is_reused_only_within_its_context() {
+        let mut c = Continuation::default();
+        assert_eq!(c.active("ctx_a"), None);
+        c.record("cont-1".into(), "ctx_a", 2);
+        assert_eq!(c.active("ctx_a"), Some(("cont-1", 2)));
+        assert_eq!(c.active("ctx_b"), None, "another context must not reuse it");
+        c.record("cont-2".into(), "ctx_b", 1);
+        assert_eq!(c.active("ctx_a"), None);
+        assert_eq!(c.active("ctx_b"), Some(("cont-2", 1)));
+        c.clear();
+        assert_eq!(c.active("ctx_b"), None);
+    }
+
+    #[test]
+    fn compaction_answers_are_read_as_documented() {
+        let m = replacement_from_hook(r#"{"summary":"did X"}"#, "task").expect("summary");
+        assert_eq!(m.len(), 1);
+        assert!(m[0].content.as_deref().unwrap_or("").contains("did X"));
+        let m = replacement_from_hook(
+            r#"{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}"#,
+            "task",
+        )
+        .expect("messages");
+        assert_eq!(m.len(), 2);
+        assert!(replacement_from_hook(r#"{"messages":[]}"#, "t").is_err());
+        assert!(replacement_from_hook(r#"{"other":1}"#, "t").is_err());
+        let m = replacement_from_hook("plain words", "task").expect("text");
+        assert!(
+            m[0].content
+                .as_deref()
+                .unwrap_or("")
+                .contains("plain words")
+        );
+    }
+
+    #[test]
+    fn tool_results_tell_the_model_what_happened() {
+        let out = |status, data: Option<&str>, summary: Option<&str>| ToolOutput {
+            status,
+            summary: summary.map(str::to_string),
+            data: data.map(str::to_string),
+            data_path: None,
+            truncated: false,
+            metadata: Vec::new(),
+        };
+        assert_eq!(
+            tool_content(out(ToolStatus::Passed, Some("hi"), None)),
+            "hi"
+        );
+        assert_eq!(
+            tool_content(out(ToolStatus::Passed, None, Some("ok"))),
+            "ok"
+        );
+        assert_eq!(
+            tool_content(out(ToolStatus::Error, Some("trace"), Some("boom"))),
+            "error (error): boom\ntrace"
+        );
+        let mut t = out(ToolStatus::Passed, Some("head"), None);
+        t.truncated = true;
+        t.data_path = Some("/x/out.txt".into());
+        assert!(tool_content(t).ends_with("the full text is in /x/out.txt]"));
+    }
+}

@@ -1,0 +1,263 @@
+//! The driver request (`tool-input.data`, protocol 1) and the Chat Completions
+//! body made from it.
+
+use serde::Deserialize;
+use serde_json::error::Category;
+use serde_json::{Map, Value, json};
+
+use crate::config::DriverConfig;
+
+/// The protocol version this driver speaks.
+pub const PROTOCOL: u64 = 1;
+
+#[derive(Debug, Deserialize)]
+pub struct DriverRequest {
+    #[serde(default)]
+    pub protocol: Option<u64>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub system: Option<String>,
+    #[serde(default)]
+    pub messages: Vec<Message>,
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub continuation_id: Option<String>,
+    #[serde(default = "default_stream")]
+    pub stream: bool,
+}
+
+fn default_stream() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    pub role: String,
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// A JSON string.
+    #[serde(default)]
+    pub arguments: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct Limits {
+    #[serde(default)]
+    pub max_output_tokens: Option<u64>,
+}
+
+impl DriverRequest {
+    /// Parses `tool-input.data`; errors say what is wrong with it.
+    pub fn parse(data: Option<&str>) -> Result<Self, String> {
+        let data = data.ok_or("driver request is missing: tool-input.data is empty")?;
+        let request: Self = serde_json::from_str(data).map_err(|e| match e.classify() {
+            Category::Syntax | Category::Eof => format!("driver request is not valid JSON: {e}"),
+            _ => format!("driver request is malformed: {e}"),
+        })?;
+        match request.protocol {
+            Some(version) if version != PROTOCOL => Err(format!(
+                "driver request has protocol {version}; this driver speaks protocol {PROTOCOL}"
+            )),
+            _ => Ok(request),
+        }
+    }
+
+    /// The request's model, else `inference.model`.
+    pub fn model_or<'a>(&'a self, fallback: Option<&'a str>) -> Option<&'a str> {
+        self.model
+            .as_deref()
+            .filter(|model| !model.trim().is_empty())
+            .or(fallback)
+    }
+
+    /// The `POST /chat/completions` body.
+    pub fn chat_body(&self, model: &str, config: &DriverConfig, stream: bool) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), model.into());
+        body.insert("messages".into(), self.chat_messages().into());
+        if !self.tools.is_empty() {
+            let tools = self.tools.iter().map(chat_tool).collect::<Vec<_>>();
+            body.insert("tools".into(), tools.into());
+        }
+        body.insert("stream".into(), stream.into());
+        if stream {
+            body.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        if let Some(temperature) = config.temperature {
+            body.insert("temperature".into(), temperature.into());
+        }
+        if let Some(max_tokens) = config.max_tokens.or(self.limits.max_output_tokens) {
+            body.insert("max_tokens".into(), max_tokens.into());
+        }
+        if let Some(id) = self.continuation(config) {
+            body.insert("previous_response_id".into(), id.into());
+        }
+        Value::Object(body)
+    }
+
+    /// The continuation id to send, when the config says the server keeps conversations.
+    fn continuation(&self, config: &DriverConfig) -> Option<&str> {
+        self.continuation_id
+            .as_deref()
+            .filter(|id| config.continuation && !id.is_empty())
+    }
+
+    /// The system prompt (if any), then the conversation in Chat Completions form.
+    fn chat_messages(&self) -> Vec<Value> {
+        let system = self
+            .system
+            .as_deref()
+            .filter(|system| !system.is_empty())
+            .map(|system| json!({"role": "system", "content": system}));
+        system
+            .into_iter()
+            .chain(self.messages.iter().map(chat_message))
+            .collect()
+    }
+}
+
+fn chat_message(message: &Message) -> Value {
+    let content = message.content.as_deref();
+    match message.role.as_str() {
+        "assistant" if !message.tool_calls.is_empty() => {
+            let calls = message.tool_calls.iter().map(chat_tool_call);
+            json!({
+                "role": "assistant",
+                "content": content,
+                "tool_calls": calls.collect::<Vec<_>>(),
+            })
+        }
+        "tool" => json!({
+            "role": "tool",
+            "tool_call_id": message.tool_call_id.as_deref().unwrap_or_default(),
+            "content": content.unwrap_or_default(),
+        }),
+        role => json!({"role": role, "content": content.unwrap_or_default()}),
+    }
+}
+
+fn chat_tool_call(call: &ToolCall) -> Value {
+    json!({
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": non_empty_arguments(&call.arguments)},
+    })
+}
+
+fn chat_tool(tool: &ToolSpec) -> Value {
+    let schema = tool
+        .input_schema
+        .clone()
+        .unwrap_or_else(|| json!({"type": "object"}));
+    json!({
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": schema},
+    })
+}
+
+/// Tool arguments as a JSON string; a tool without arguments gets `{}`.
+pub fn non_empty_arguments(arguments: &str) -> &str {
+    if arguments.trim().is_empty() {
+        "{}"
+    } else {
+        arguments
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REQUEST: &str = r#"{
+      "protocol": 1, "purpose": "turn", "model": "llama3.1", "system": "Be brief.",
+      "messages": [
+        {"role": "user", "content": "the task text"},
+        {"role": "assistant", "content": null,
+         "tool_calls": [{"id": "call_1", "name": "echo-tool", "arguments": "{\"text\":\"hi\"}"}]},
+        {"role": "tool", "tool_call_id": "call_1", "name": "echo-tool", "content": "hi"}
+      ],
+      "tools": [{"name": "echo-tool", "description": "Echo the input", "input_schema": {"type": "object"}}],
+      "limits": {"max_output_tokens": 256, "context_tokens": 128000},
+      "continuation_id": "resp_7", "stream": true
+    }"#;
+
+    #[test]
+    fn converts_to_chat_completions() {
+        let request = DriverRequest::parse(Some(REQUEST)).expect("valid");
+        let body = request.chat_body("llama3.1", &DriverConfig::default(), true);
+        assert_eq!(
+            body,
+            json!({
+                "model": "llama3.1",
+                "messages": [
+                    {"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": "the task text"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_1", "type": "function",
+                         "function": {"name": "echo-tool", "arguments": "{\"text\":\"hi\"}"}}]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "hi"}
+                ],
+                "tools": [{"type": "function", "function": {
+                    "name": "echo-tool", "description": "Echo the input",
+                    "parameters": {"type": "object"}}}],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 256
+            })
+        );
+    }
+
+    #[test]
+    fn config_overrides_and_continuation() {
+        let request = DriverRequest::parse(Some(REQUEST)).expect("valid");
+        let config = DriverConfig {
+            max_tokens: Some(64),
+            temperature: Some(0.5),
+            continuation: true,
+            ..DriverConfig::default()
+        };
+        let body = request.chat_body("m", &config, false);
+        assert_eq!(body["max_tokens"], 64);
+        assert_eq!(body["temperature"], 0.5);
+        assert_eq!(body["previous_response_id"], "resp_7");
+        assert_eq!(body["stream"], false);
+        assert!(body.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn bad_requests_are_explained() {
+        let err = DriverRequest::parse(Some("{oops")).expect_err("syntax");
+        assert!(
+            err.starts_with("driver request is not valid JSON: "),
+            "{err}"
+        );
+        let err = DriverRequest::parse(Some(r#"{"messages": 3}"#)).expect_err("shape");
+        assert!(err.starts_with("driver request is malformed: "), "{err}");
+        let err = DriverRequest::parse(Some(r#"{"protocol": 2}"#)).expect_err("version");
+        assert!(err.contains("protocol 2"), "{err}");
+        assert!(DriverRequest::parse(None).is_err());
+    }
+}
