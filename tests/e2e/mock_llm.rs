@@ -169,6 +169,12 @@ impl MockLlm {
         self.inner.seen.lock().expect("lock").clone()
     }
 
+    /// Requests being answered now.
+    #[allow(dead_code)]
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
     /// Most requests that were being answered at once.
     pub fn max_in_flight(&self) -> usize {
         self.inner.max_in_flight.load(Ordering::SeqCst)
