@@ -41,13 +41,28 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-fn rss_kib(pid: u32) -> u64 {
+/// `VmRSS`, `RssAnon` and `RssFile` of a process, in KiB.
+fn rss_kib(pid: u32) -> [u64; 3] {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} in /proc/{pid}/status"))
+    };
+    [field("VmRSS:"), field("RssAnon:"), field("RssFile:")]
+}
+
+/// Per-item growth of each RSS figure.
+fn per_item(before: [u64; 3], after: [u64; 3], n: usize) -> String {
+    let d = |i: usize| after[i].saturating_sub(before[i]) as f64 / n as f64;
+    format!(
+        "{:>7.1} KiB (anonymous {:.1}, file-backed {:.1})",
+        d(0),
+        d(1),
+        d(2)
+    )
 }
 
 fn ts_ms(ts: &str) -> f64 {
@@ -158,7 +173,7 @@ async fn main() {
     let cache = tempfile::tempdir().expect("cache");
     let rt = Runtime::new(
         &RuntimeConfig {
-            max_instances: 100,
+            max_instances: 300,
             max_memory_bytes: 256 << 20,
             cache_dir: cache.path().to_path_buf(),
         },
@@ -248,38 +263,117 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = rss_kib(daemon.pid());
+    // Idle blocking-pool threads (used while staging) exit after 10 s; the
+    // figures are taken after that, so they count only what stays.
+    let settle = Duration::from_secs(12);
+    tokio::time::sleep(settle).await;
+    let mut rss = vec![rss_kib(daemon.pid())];
     let mut ids = Vec::new();
-    for i in 0..waiting {
-        let s = daemon
-            .client
-            .start(&StartRequest {
-                task: Some("Wait.".into()),
-                name: Some(format!("waiter-{i}")),
-                ..request(&dir)
-            })
-            .await
-            .expect("start");
-        ids.push(s.id);
+    for round in 0..2 {
+        for i in 0..waiting {
+            let s = daemon
+                .client
+                .start(&StartRequest {
+                    task: Some("Wait.".into()),
+                    name: Some(format!("waiter-{round}-{i}")),
+                    ..request(&dir)
+                })
+                .await
+                .expect("start");
+            ids.push(s.id);
+        }
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while slow.in_flight() < ids.len() + 1 {
+            assert!(
+                Instant::now() < deadline,
+                "only {} waiting",
+                slow.in_flight()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(settle).await;
+        rss.push(rss_kib(daemon.pid()));
     }
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while slow.in_flight() < waiting + 1 {
-        assert!(
-            Instant::now() < deadline,
-            "only {} waiting",
-            slow.in_flight()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let after = rss_kib(daemon.pid());
-    println!("memory, {waiting} agent sessions each waiting on a model call:");
-    println!("  roostd RSS before {before} KiB, with them {after} KiB");
     println!(
-        "  per waiting session     {:>8.1} KiB",
-        (after.saturating_sub(before)) as f64 / waiting as f64
+        "memory, agent sessions each waiting on a model call (RSS after {} s settling):",
+        settle.as_secs()
+    );
+    println!(
+        "  roostd RSS: {} KiB idle, {} KiB with {waiting} waiting, {} KiB with {}",
+        rss[0][0],
+        rss[1][0],
+        rss[2][0],
+        2 * waiting
+    );
+    println!(
+        "  per waiting session, first {waiting}   {}",
+        per_item(rss[0], rss[1], waiting)
+    );
+    println!(
+        "  per waiting session, next {waiting}    {}",
+        per_item(rss[1], rss[2], waiting)
     );
     for id in ids.iter().chain([&warm.id]) {
         let _ = daemon.client.stop(id).await;
+    }
+
+    // The same number of bare driver calls parked on the slow model in this
+    // process: what the driver instances and their HTTP requests cost alone.
+    let parked = MockLlm::start(|_| Reply::text("late").delay(Duration::from_secs(600))).await;
+    let mut bare_spec = spec.clone();
+    bare_spec.env[0].1 = parked.endpoint();
+    let caps: Capabilities = serde_yaml::from_str(&format!(
+        "network: {{allow: [\"http://127.0.0.1:{}\"]}}",
+        parked.port
+    ))
+    .expect("caps");
+    bare_spec.policy = Arc::new(CapabilityPolicy::from_manifest(caps).expect("policy"));
+    // The size of an agent's first request: MURMUR.md as the system message,
+    // the task, one tool definition.
+    let first = serde_json::json!({
+        "protocol": 1, "purpose": "turn", "model": "bench", "system": "x".repeat(1200),
+        "messages": [{"role": "user", "content": "Wait."}],
+        "tools": [{"name": "echo-tool", "description": "", "input_schema": {"type": "object"}}],
+        "limits": {"max_output_tokens": null, "context_tokens": null},
+        "continuation_id": null, "stream": true,
+    })
+    .to_string();
+    let spawn_one = |rt: &Arc<Runtime>| {
+        let rt = Arc::clone(rt);
+        let tool = Arc::clone(&driver_tool);
+        let spec = bare_spec.clone();
+        let data = first.clone();
+        tokio::spawn(async move {
+            let _ = rt.run_tool(&tool, "driver", Some(data), &spec).await;
+        })
+    };
+    let rt = Arc::new(rt);
+    let warm = spawn_one(&rt);
+    while parked.in_flight() < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let me = std::process::id();
+    let before = rss_kib(me);
+    // SAFETY: mallinfo2 only reads allocator statistics.
+    let heap_before = unsafe { libc::mallinfo2() }.uordblks;
+    let calls: Vec<_> = (0..waiting).map(|_| spawn_one(&rt)).collect();
+    while parked.in_flight() < waiting + 1 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(settle).await;
+    let after = rss_kib(me);
+    // SAFETY: as above.
+    let heap_after = unsafe { libc::mallinfo2() }.uordblks;
+    println!(
+        "  floor: a bare driver call parked    {}",
+        per_item(before, after, waiting)
+    );
+    println!(
+        "         of which host heap (malloc)  {:>7.1} KiB",
+        heap_after.saturating_sub(heap_before) as f64 / 1024.0 / waiting as f64
+    );
+    for call in calls.into_iter().chain([warm]) {
+        call.abort();
     }
 }

@@ -834,16 +834,7 @@ impl AgentRun<'_> {
                         json!({"type": "object", "properties": {}}),
                     )
                 }
-                Target::Shell => (
-                    format!(
-                        "Run `{name}` (an allow-listed binary) in the workdir; give the command line."
-                    ),
-                    json!({
-                        "type": "object",
-                        "properties": {"command": {"type": "string", "description": format!("the {name} command line")}},
-                        "required": ["command"],
-                    }),
-                ),
+                Target::Shell => shell_tool(name),
                 Target::NotATool(_) | Target::Missing => continue,
             };
             out.push(ToolDef {
@@ -908,6 +899,28 @@ impl AgentRun<'_> {
             Err(error) => tracing::warn!(%error, "checkpoint signing task failed"),
         }
     }
+}
+
+/// How the model is told to call an allow-listed binary.
+fn shell_tool(name: &str) -> (String, Value) {
+    let interpreter = crate::tools::shell::INTERPRETERS.contains(&name);
+    let (description, command) = if interpreter {
+        (
+            format!("Run a `{name} -c` command line in the workdir."),
+            format!("the command line {name} runs"),
+        )
+    } else {
+        (
+            format!("Run `{name}` in the workdir with the given arguments."),
+            format!("the arguments for {name} (not the program name), quoted as in a shell"),
+        )
+    };
+    let schema = json!({
+        "type": "object",
+        "properties": {"command": {"type": "string", "description": command}},
+        "required": ["command"],
+    });
+    (description, schema)
 }
 
 struct TaskIds<'a> {

@@ -24,7 +24,7 @@ impl Trace {
         Self {
             path: bookkeeping.join(TRACE_FILE),
             session_id: session_id.to_string(),
-            buffer: Vec::with_capacity(4096),
+            buffer: Vec::new(),
         }
     }
 

@@ -68,7 +68,9 @@ impl SessionTask {
         resumed: bool,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
     ) -> Option<Session> {
-        let installed = match self.register(resumed).await {
+        // The phases are boxed so that a long-lived session (an agent waiting on
+        // its model) keeps only the state of the phase it is in.
+        let installed = match Box::pin(self.register(resumed)).await {
             Ok((session, installed)) => {
                 let _ = reply.send(Ok(session));
                 installed
@@ -79,7 +81,7 @@ impl SessionTask {
                 return None;
             }
         };
-        if let Err(error) = self.prepare(installed).await {
+        if let Err(error) = Box::pin(self.prepare(installed)).await {
             tracing::warn!(%error, "staging failed");
             return self
                 .finish(
@@ -93,9 +95,8 @@ impl SessionTask {
         let mut recorded_running = !resumed;
         let (state, error) = loop {
             let started = Instant::now();
-            let end = self
-                .run_once(std::mem::replace(&mut recorded_running, false))
-                .await;
+            let end =
+                Box::pin(self.run_once(std::mem::replace(&mut recorded_running, false))).await;
             let (failed, error) = match &end {
                 RunEnd::Stopped => break (SessionState::Stopped, None),
                 RunEnd::Completed => (false, None),
@@ -395,7 +396,7 @@ impl SessionTask {
         });
         let prepared = match &self.staged.program {
             Program::Script(prepared) => prepared,
-            Program::Agent(plan) => return self.run_agent(plan, tools, log).await,
+            Program::Agent(plan) => return Box::pin(self.run_agent(plan, tools, log)).await,
         };
         tracing::info!(sha256 = prepared.sha256(), "running capsule");
         let launch = ScriptLaunch {
@@ -408,11 +409,12 @@ impl SessionTask {
             policy: Arc::clone(&self.staged.policy),
             log,
         };
-        let result = self
-            .shared
-            .runtime
-            .run_script(prepared, launch, self.stop.clone())
-            .await;
+        let result = Box::pin(
+            self.shared
+                .runtime
+                .run_script(prepared, launch, self.stop.clone()),
+        )
+        .await;
         match result {
             Ok(()) => RunEnd::Completed,
             Err(GuestFailure::Stopped) => RunEnd::Stopped,

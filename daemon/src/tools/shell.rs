@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::{ProcessContext, ToolOutput, ToolRequest, ToolStatus, run_process};
 
 /// Shell interpreters take the command as one `-c` argument.
-const INTERPRETERS: [&str; 6] = ["bash", "sh", "zsh", "dash", "ksh", "fish"];
+pub const INTERPRETERS: [&str; 6] = ["bash", "sh", "zsh", "dash", "ksh", "fish"];
 /// Output kept per stream (for the full-output file).
 const MAX_CAPTURE: usize = 8 << 20;
 /// Inline result text larger than this is truncated.
