@@ -206,6 +206,8 @@ async fn main() {
         log: LogSink::new(&work.path().join("logs"), 1 << 20),
         stop: CancellationToken::new(),
         jail_helper: None,
+        pids: None,
+        denials: None,
     };
     let request_json = serde_json::json!({
         "protocol": 1, "purpose": "turn", "model": "bench", "system": "x".repeat(1200),

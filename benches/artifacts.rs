@@ -90,6 +90,8 @@ fn spec(dir: &Path, policy: &Arc<CapabilityPolicy>) -> ToolSpec {
         log: LogSink::new(&dir.join("logs"), 1 << 20),
         stop: CancellationToken::new(),
         jail_helper: None,
+        pids: None,
+        denials: None,
     }
 }
 

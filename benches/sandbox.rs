@@ -61,9 +61,10 @@ async fn main() {
         timeout: Duration::from_secs(30),
         stop: CancellationToken::new(),
         jail_helper: None,
+        pids: None,
         memory_bytes: 128 << 20,
     };
-    let support = roostd::sandbox::Support::detect();
+    let support = roostd::sandbox::Support::detect(None);
     println!(
         "sandbox benchmark: {n} shell tool calls each; landlock ABI {:?}, seccomp {}",
         support.landlock_abi, support.seccomp

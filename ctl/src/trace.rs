@@ -127,6 +127,13 @@ pub fn render(out: &mut impl Write, jsonl: &[u8]) -> std::io::Result<()> {
                 s("path"),
                 s("reason")
             ),
+            "denied" => format!(
+                "  denied   {} {} (by {}) by {}",
+                s("kind"),
+                s("target"),
+                s("by"),
+                s("rule")
+            ),
             "checkpoints_signed" => format!("checkpoints    {} signed", s("files")),
             other => {
                 let mut rest = event.clone();

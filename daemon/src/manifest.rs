@@ -475,9 +475,11 @@ fn agent_spec(
     if inf.model.trim().is_empty() {
         return Err(("inference.model", "must not be empty".into()));
     }
-    if let Some(endpoint) = &inf.endpoint {
-        check_endpoint(endpoint, policy).map_err(|m| ("inference.endpoint", m))?;
-    }
+    let endpoint = inf.endpoint.as_deref().ok_or((
+        "inference.endpoint",
+        "is required: the model server's base URL, e.g. http://127.0.0.1:11434/v1".to_string(),
+    ))?;
+    check_endpoint(endpoint, policy).map_err(|m| ("inference.endpoint", m))?;
     if let Some(ApiKeySpec::Env(EnvRef { env })) = &inf.api_key
         && (env.is_empty() || env.contains('='))
     {
@@ -830,6 +832,10 @@ mod tests {
                     "version: 0.1.0\ncomponent: hello.wasm\n",
                 ),
                 "cannot be combined with `component`",
+            ),
+            (
+                ("  endpoint: http://127.0.0.1:11434/v1\n", ""),
+                "`inference.endpoint` is required",
             ),
         ] {
             let yaml = AGENT.replace(edit.0, edit.1);

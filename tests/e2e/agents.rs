@@ -125,7 +125,7 @@ async fn an_agent_calls_a_wasm_tool_a_shell_tool_and_a_skill_then_answers() {
         if first_turn(seen) {
             Reply::tools(&[
                 ("echo-tool", r#"{"text":"hi"}"#),
-                ("sh", r#"{"command":"echo shell-ok"}"#),
+                ("sh", r#"{"command":"echo shell-ok; env"}"#),
                 ("guide", "{}"),
             ])
             .usage(100, 20)
@@ -168,6 +168,11 @@ async fn an_agent_calls_a_wasm_tool_a_shell_tool_and_a_skill_then_answers() {
     assert_eq!(results.len(), 3, "{results:?}");
     assert_eq!(results[0], r#"{"text":"hi"}"#);
     assert!(results[1].contains("shell-ok"), "{}", results[1]);
+    assert!(
+        results[1].contains("MURMUR_INFERENCE_MODEL=mock-model") && !results[1].contains(KEY),
+        "tools see the model settings, never the key: {}",
+        results[1]
+    );
     assert!(results[2].contains("Always echo twice."), "{}", results[2]);
 
     // Usage, per session and per task.
@@ -270,6 +275,22 @@ async fn an_agent_calls_a_wasm_tool_a_shell_tool_and_a_skill_then_answers() {
     ] {
         assert!(!text.contains(KEY), "the API key leaked into {what}");
     }
+    // Nor in any file under the state dir (the database and its WAL included).
+    let mut dirs = vec![daemon.state_dir.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(bytes) = std::fs::read(&path) {
+                assert!(
+                    !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()),
+                    "the API key is in {}",
+                    path.display()
+                );
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,7 +299,7 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
     let daemon = agent_daemon().await;
     let mock = MockLlm::start(|seen| {
         if first_turn(seen) {
-            Reply::tools(&[("nope", "{}")])
+            Reply::tools(&[("nope", "{}"), ("echo-tool", "fetch:127.0.0.1:9")])
         } else {
             Reply::text("Refused politely.")
         }
@@ -331,6 +352,15 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
         "{text}"
     );
     assert!(text.contains("answer: Refused politely."), "{text}");
+    // So is a request outside network.allow, with the rule that refused it.
+    let fetched = &mock.seen()[1].tool_results()[1];
+    assert!(fetched.contains("HttpRequestDenied"), "{fetched}");
+    assert!(
+        text.contains(
+            "denied   network http://127.0.0.1:9/ (by echo-tool) by capabilities.network.allow"
+        ),
+        "{text}"
+    );
     let mut out = Vec::new();
     cli_run(
         cli(Command::Status {
@@ -548,6 +578,11 @@ async fn continuations_send_only_new_messages_until_compaction_drops_them() {
     assert!(seen[0].body.get("previous_response_id").is_none());
     // Turn 2 continues resp-1 and sends only the tool result it has not seen.
     assert_eq!(seen[1].body["previous_response_id"], "resp-1");
+    assert_eq!(
+        seen[1].messages()[0]["tool_call_id"],
+        "call_0",
+        "the result answers the call resp-1 made"
+    );
     let sent: Vec<String> = seen[1]
         .messages()
         .iter()
@@ -712,6 +747,23 @@ async fn lifecycles_run_task_md_and_end_or_wait() {
 
     // single without a task waits for one (the idle timeout is 1 s here), then ends.
     let dir = agent(daemon.root.path(), "idle", &mock, "", "");
+    let started = std::time::Instant::now();
+    let s = run(&daemon, request(&dir)).await;
+    assert_eq!(s.state, SessionState::Completed);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "it waited for a task"
+    );
+    assert!(daemon.client.tasks(&s.id).await.expect("tasks").is_empty());
+
+    // none without a task.md has nothing to do.
+    let dir = agent(
+        daemon.root.path(),
+        "nothing",
+        &mock,
+        "",
+        "lifecycle: {task_acceptance: none}\n",
+    );
     let s = run(&daemon, request(&dir)).await;
     assert_eq!(s.state, SessionState::Completed);
     assert!(daemon.client.tasks(&s.id).await.expect("tasks").is_empty());

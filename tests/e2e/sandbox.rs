@@ -19,10 +19,15 @@ async fn jailed_and_control() -> (Daemon, Daemon) {
     )
 }
 
+/// What this host can enforce, as roostd detects it.
+fn host_support() -> roostd::sandbox::Support {
+    roostd::sandbox::Support::detect(roostd::sandbox::cgroup::PidsCgroups::detect().as_ref())
+}
+
 /// Whether this kernel has Landlock; when it does not, the jailed daemon must
 /// say so instead of the tests passing.
 fn landlock_or_reported(daemon: &Daemon) -> bool {
-    let support = roostd::sandbox::Support::detect();
+    let support = host_support();
     if support.landlock_abi.is_none() {
         let log = daemon.log();
         assert!(
@@ -153,7 +158,7 @@ async fn tcp_connect_is_limited_to_allowed_ports() {
     if !landlock_or_reported(&jailed) {
         return;
     }
-    if roostd::sandbox::Support::detect().landlock_abi < Some(4) {
+    if host_support().landlock_abi < Some(4) {
         eprintln!("Landlock ABI < 4 has no TCP rules: roostd reports it (see tier)");
         return;
     }
@@ -192,7 +197,7 @@ async fn udp_sockets_are_refused_unless_dns_is_allowed() {
         return;
     }
     let (jailed, control) = jailed_and_control().await;
-    if !roostd::sandbox::Support::detect().seccomp {
+    if !host_support().seccomp {
         let log = jailed.log();
         assert!(
             log.contains("seccomp (UDP"),
@@ -227,7 +232,7 @@ async fn udp_sockets_are_refused_unless_dns_is_allowed() {
 #[tokio::test]
 async fn start_up_reports_the_enforcement_tier() {
     let daemon = Daemon::start().await;
-    let support = roostd::sandbox::Support::detect();
+    let support = host_support();
     let (tier, _) = support.tier();
     let log = daemon.log();
     assert!(
@@ -274,7 +279,7 @@ async fn doctor_reports_what_the_host_enforces_and_checks_roostd_paths() {
     for name in ["state dir", "control socket", "systemd unit"] {
         assert_eq!(find(name)["verdict"], "ok", "{}", find(name));
     }
-    let support = roostd::sandbox::Support::detect();
+    let support = host_support();
     let landlock = find("landlock");
     match support.landlock_abi {
         Some(abi) => assert!(
@@ -374,7 +379,7 @@ async fn the_control_socket_refuses_other_users_even_if_its_mode_is_opened() {
 #[tokio::test]
 async fn status_records_what_the_jail_enforces_per_session() {
     let (jailed, control) = jailed_and_control().await;
-    let (tier, missing) = roostd::sandbox::Support::detect().tier();
+    let (tier, missing) = host_support().tier();
     let shell = capsule(
         jailed.root.path(),
         "with-shell",
@@ -430,7 +435,7 @@ async fn policy_shows_the_effective_policy_before_running() {
     assert_eq!(report.limits.tool_cpu_secs, 8);
     assert_eq!(report.limits.tool_processes, 32);
     assert_eq!(report.limits.memory_mb, 128, "the daemon's default");
-    let (tier, missing) = roostd::sandbox::Support::detect().tier();
+    let (tier, missing) = host_support().tier();
     assert!(
         report.native_tools.starts_with(tier),
         "{}",
@@ -527,4 +532,52 @@ async fn the_tcp_control_api_requires_the_bearer_token() {
         !daemon.log().contains(token),
         "the token never reaches the log"
     );
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_bounded_by_the_process_limit() {
+    let (jailed, control) = jailed_and_control().await;
+    // A bounded bomb: 40 forks as fast as the shell can; each success is
+    // counted in a file by a builtin (dash aborts at the first failed fork).
+    let script = "for i in $(seq 40); do (exec sleep 3) & echo $i > forked; done";
+    let caps = ", limits: {timeout_secs: 20, processes: 12}";
+    let support = host_support();
+    let count = |w: &tempfile::TempDir| -> u32 {
+        std::fs::read_to_string(w.path().join("forked"))
+            .unwrap_or_default()
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let (result, w) = run_shell(&jailed, "sh", script, caps).await;
+    if support.root && !support.pids_cgroup {
+        // Root ignores RLIMIT_NPROC; without a pids cgroup nothing bounds it,
+        // and the session record must say so.
+        let log = jailed.log();
+        assert!(
+            log.contains("missing=") && log.contains("process limit"),
+            "{log}"
+        );
+        eprintln!("no writable pids cgroup as root: checked that the tier reports it");
+        return;
+    }
+    let forked = count(&w);
+    assert!(
+        (1..12).contains(&forked),
+        "the jail let {forked} of 40 forks through with processes: 12: {result}"
+    );
+    assert!(
+        data(&result).contains("fork"),
+        "the shell says why: {result}"
+    );
+    let (result, w) = run_shell(&control, "sh", script, caps).await;
+    if support.root {
+        assert_eq!(
+            count(&w),
+            40,
+            "control (root, no jail) forks freely: {result}"
+        );
+    } else {
+        eprintln!("not root: RLIMIT_NPROC bounds the control too; control skipped");
+    }
 }

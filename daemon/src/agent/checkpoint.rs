@@ -138,10 +138,24 @@ fn walk(root: &Path) -> (Vec<String>, Vec<String>) {
 }
 
 fn read_signatures(workdir: &Path) -> BTreeMap<String, String> {
-    std::fs::read(workdir.join(SIGNATURES))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(workdir.join(SIGNATURES))
+    else {
+        return BTreeMap::new();
+    };
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return BTreeMap::new();
+    }
+    serde_json::from_slice(&bytes).unwrap_or_default()
+}
+
+/// A real directory (not a link a tool may have planted to point elsewhere).
+fn real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 /// One checkpoint that failed verification and was renamed.
@@ -157,7 +171,7 @@ pub struct Rejected {
 /// renames each file that fails to `*.rejected` and returns them.
 pub fn verify(key: &CheckpointKey, workdir: &Path) -> Vec<Rejected> {
     let root = workdir.join(CHECKPOINT_DIR);
-    if !root.is_dir() {
+    if !real_dir(&root) {
         return Vec::new();
     }
     let signatures = read_signatures(workdir);
@@ -189,7 +203,15 @@ pub fn verify(key: &CheckpointKey, workdir: &Path) -> Vec<Rejected> {
 pub fn sign(key: &CheckpointKey, workdir: &Path) -> std::io::Result<usize> {
     let root = workdir.join(CHECKPOINT_DIR);
     let path = workdir.join(SIGNATURES);
-    if !root.is_dir() {
+    if let Some(dir) = path.parent()
+        && std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir())
+    {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory; checkpoints are not signed",
+            dir.display()
+        )));
+    }
+    if !real_dir(&root) {
         // Nothing to vouch for; drop signatures of files that are gone.
         return match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
@@ -208,7 +230,16 @@ pub fn sign(key: &CheckpointKey, workdir: &Path) -> std::io::Result<usize> {
     }
     let tmp = path.with_extension("json.tmp");
     let json = serde_json::to_vec_pretty(&signatures).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, json)?;
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    // create_new never follows a link planted at the temporary name.
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    file.write_all(&json)?;
     std::fs::rename(&tmp, &path)?;
     Ok(signatures.len())
 }

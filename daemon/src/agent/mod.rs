@@ -176,7 +176,11 @@ struct SessionState {
     trace: Trace,
     continuation: Continuation,
     total_turns: u64,
+    /// The session's tokens (all tasks, all launches): what budgets count.
     used: Usage,
+    /// The current task's tokens and model calls so far.
+    task_used: Usage,
+    task_turns: u32,
 }
 
 impl AgentRun<'_> {
@@ -187,6 +191,8 @@ impl AgentRun<'_> {
             continuation: Continuation::default(),
             total_turns: 0,
             used: self.used_before,
+            task_used: Usage::default(),
+            task_turns: 0,
         };
         self.verify_checkpoints(&mut state).await;
         let tools = self.tool_defs();
@@ -244,12 +250,11 @@ impl AgentRun<'_> {
             if self.stop.is_cancelled() {
                 return AgentEnd::Stopped;
             }
-            let text = match tokio::fs::read(&task_file).await {
-                Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => {
-                    return AgentEnd::Failed(format!("cannot read {}: {e}", task_file.display()));
-                }
+            let path = task_file.clone();
+            let text = match tokio::task::spawn_blocking(move || read_task(&path)).await {
+                Ok(Ok(text)) => text,
+                Ok(Err(e)) => return AgentEnd::Failed(e),
+                Err(e) => return AgentEnd::Failed(format!("task.md reader failed: {e}")),
             };
             if let Some(text) = text {
                 let input = TaskInput {
@@ -338,13 +343,16 @@ impl AgentRun<'_> {
             task_id: &task_id,
             context_id: &context_id,
         };
-        let outcome = tokio::select! {
-            outcome = self.turns(state, tools, &ids, input.text) => outcome,
-            () = self.stop.cancelled() => TaskOutcome {
-                result: Err(TaskFailure::Stopped),
-                usage: Usage::default(),
-                turns: 0,
-            },
+        state.task_used = Usage::default();
+        state.task_turns = 0;
+        let result = tokio::select! {
+            result = self.turns(state, tools, &ids, input.text) => result,
+            () = self.stop.cancelled() => Err(TaskFailure::Stopped),
+        };
+        let outcome = TaskOutcome {
+            result,
+            usage: state.task_used,
+            turns: state.task_turns,
         };
         let (exit_status, task_state, error, answer) = match &outcome.result {
             Ok(answer) => ("ok", "completed", None, answer.clone()),
@@ -389,26 +397,25 @@ impl AgentRun<'_> {
         outcome.result.map(|_| ())
     }
 
-    /// The tool-use loop of one task.
+    /// The tool-use loop of one task; its tokens and turns accumulate in
+    /// `state` as they happen, so a stopped task still accounts for them.
     async fn turns(
         &self,
         state: &mut SessionState,
         tools: &[ToolDef],
         ids: &TaskIds<'_>,
         task: String,
-    ) -> TaskOutcome {
+    ) -> Result<Option<String>, TaskFailure> {
         let spec = &self.plan.spec;
+        let fail = |e: String| Err(TaskFailure::Failed(e));
         let mut messages = vec![Message::user(task.clone())];
-        let mut usage = Usage::default();
-        let mut turns = 0u32;
         let mut context_tokens = 0u64;
-        let fail = |e: String, usage, turns| TaskOutcome {
-            result: Err(TaskFailure::Failed(e)),
-            usage,
-            turns,
-        };
         loop {
-            if turns >= spec.max_turns {
+            // A spent budget stops the session before it pays for another call.
+            if let Err(e) = self.check_budget(state) {
+                return fail(e);
+            }
+            if state.task_turns >= spec.max_turns {
                 let asked = messages
                     .iter()
                     .rev()
@@ -421,15 +428,11 @@ impl AgentRun<'_> {
                             .join(", ")
                     })
                     .unwrap_or_default();
-                return fail(
-                    format!(
-                        "the model did not finish within inference.max_turns ({}); its last turn \
-                         still called tools ({asked}). Raise max_turns or narrow the task",
-                        spec.max_turns
-                    ),
-                    usage,
-                    turns,
-                );
+                return fail(format!(
+                    "the model did not finish within inference.max_turns ({}); its last turn \
+                     still called tools ({asked}). Raise max_turns or narrow the task",
+                    spec.max_turns
+                ));
             }
             if spec.context_tokens > 0
                 && context_tokens as f64 > spec.compaction_threshold * spec.context_tokens as f64
@@ -438,18 +441,16 @@ impl AgentRun<'_> {
                     .compact(state, ids, &task, &messages, context_tokens)
                     .await
                 {
-                    Ok((replacement, used)) => {
-                        usage.add(used);
-                        messages = replacement;
-                    }
-                    Err(e) => return fail(e, usage, turns),
+                    Ok(replacement) => messages = replacement,
+                    Err(e) => return fail(e),
                 }
                 if let Err(e) = self.check_budget(state) {
-                    return fail(e, usage, turns);
+                    return fail(e);
                 }
             }
-            turns += 1;
+            state.task_turns += 1;
             state.total_turns += 1;
+            let turn = state.task_turns;
             let (sent_from, continuation_id) = match state.continuation.active(ids.context_id) {
                 Some((id, acked)) if acked <= messages.len() => (acked, Some(id.to_string())),
                 _ => (0, None),
@@ -464,17 +465,15 @@ impl AgentRun<'_> {
                         messages: &messages[sent_from..],
                         tools,
                         continuation_id: continuation_id.as_deref(),
-                        turn: turns,
+                        turn,
                     },
                 )
                 .await;
             let (response, metadata) = match call {
                 Ok(r) => r,
-                Err(e) => return fail(e, usage, turns),
+                Err(e) => return fail(e),
             };
-            let used = response.usage.unwrap_or_default();
-            usage.add(used);
-            context_tokens = used.total();
+            context_tokens = response.usage.unwrap_or_default().total();
             // The driver has now seen everything sent plus its own answer.
             match continuation_of(&metadata) {
                 Some(id) => state
@@ -487,17 +486,13 @@ impl AgentRun<'_> {
                 response.tool_calls.clone(),
             ));
             if let Err(e) = self.check_budget(state) {
-                return fail(e, usage, turns);
+                return fail(e);
             }
             if response.tool_calls.is_empty() {
-                return TaskOutcome {
-                    result: Ok(response.text),
-                    usage,
-                    turns,
-                };
+                return Ok(response.text);
             }
             for call in &response.tool_calls {
-                let content = self.dispatch(state, ids, turns, call).await;
+                let content = self.dispatch(state, ids, turn, call).await;
                 messages.push(Message::tool(call, content));
             }
         }
@@ -552,6 +547,7 @@ impl AgentRun<'_> {
             )
             .await;
         let latency_ms = started.elapsed().as_millis() as u64;
+        self.trace_denials(state, ids, &spec.driver).await;
         let parsed = output.and_then(|out| match out.status {
             ToolStatus::Passed => Response::parse(out.data.as_deref()).map(|r| (r, out.metadata)),
             _ => Err(format!(
@@ -579,6 +575,7 @@ impl AgentRun<'_> {
         };
         let used = response.usage.unwrap_or_default();
         state.used.add(used);
+        state.task_used.add(used);
         let fields = json!({
             "task_id": ids.task_id, "context_id": ids.context_id,
             "turn": call.turn, "purpose": call.purpose, "model": call.model,
@@ -628,6 +625,7 @@ impl AgentRun<'_> {
             .invoke_data(&call.name, Some(call.arguments.clone()))
             .await;
         let duration_ms = started.elapsed().as_millis() as u64;
+        self.trace_denials(state, ids, &call.name).await;
         let (status, content) = match result {
             Ok(out) => (status_str(out.status), tool_content(out)),
             Err(error) => ("dispatch-error", format!("error: {error}")),
@@ -643,6 +641,25 @@ impl AgentRun<'_> {
         content
     }
 
+    /// Records what the policy refused a guest during the last call.
+    async fn trace_denials(&self, state: &mut SessionState, ids: &TaskIds<'_>, by: &str) {
+        let Some(denials) = &self.driver_spec.denials else {
+            return;
+        };
+        for denial in denials.take() {
+            state
+                .trace
+                .event(
+                    "denied",
+                    json!({
+                        "task_id": ids.task_id, "by": by, "kind": "network",
+                        "target": denial.target, "rule": denial.rule,
+                    }),
+                )
+                .await;
+        }
+    }
+
     /// Replaces the conversation with a shorter one: a compaction hook's
     /// answer, or a summary from the compaction model. Drops any continuation.
     async fn compact(
@@ -652,7 +669,7 @@ impl AgentRun<'_> {
         task: &str,
         messages: &[Message],
         tokens: u64,
-    ) -> Result<(Vec<Message>, Usage), String> {
+    ) -> Result<Vec<Message>, String> {
         let spec = &self.plan.spec;
         state.continuation.clear();
         let payload = json!({
@@ -663,7 +680,6 @@ impl AgentRun<'_> {
         let answer = self
             .hook(state, "compaction", payload, Some(ids.task_id))
             .await;
-        let mut used = Usage::default();
         let (replacement, source) = match answer {
             Some((hook, text)) => (replacement_from_hook(&text, task)?, format!("hook:{hook}")),
             None => {
@@ -685,7 +701,6 @@ impl AgentRun<'_> {
                     )
                     .await
                     .map_err(|e| format!("compaction failed: {e}"))?;
-                used = response.usage.unwrap_or_default();
                 let summary = response.text.unwrap_or_default();
                 (
                     vec![Message::user(compacted(task, &summary))],
@@ -705,7 +720,7 @@ impl AgentRun<'_> {
             )
             .await;
         tracing::info!(task_id = ids.task_id, source = %source, tokens, "context compacted");
-        Ok((replacement, used))
+        Ok(replacement)
     }
 
     /// Sends `kind` to every hook bound to it, in order; a failing or slow
@@ -721,17 +736,24 @@ impl AgentRun<'_> {
         payload["session_id"] = json!(self.session_id);
         payload["capsule"] = json!(self.capsule);
         let payload = payload.to_string();
+        // After a stop the end-of-task and end-of-session events still reach
+        // hooks: they run under their own deadline, not the cancelled token.
+        let stopped_spec;
+        let spec = if self.stop.is_cancelled() {
+            let mut fresh = self.tool_spec.clone();
+            fresh.stop = CancellationToken::new();
+            stopped_spec = fresh;
+            &stopped_spec
+        } else {
+            &self.tool_spec
+        };
         let mut first = None;
         for (name, hook, manifest) in &self.plan.hooks {
             if !handles(manifest, kind) {
                 continue;
             }
             let started = Instant::now();
-            match self
-                .runtime
-                .call_hook(hook, kind, &payload, &self.tool_spec)
-                .await
-            {
+            match self.runtime.call_hook(hook, kind, &payload, spec).await {
                 Ok(Some(answer)) if first.is_none() => first = Some((name.clone(), answer)),
                 Ok(_) => {}
                 Err(error) => {
@@ -798,7 +820,22 @@ impl AgentRun<'_> {
 
     async fn write_murmur_md(&self) {
         let path = self.bookkeeping.join(murmur_md::MURMUR_MD);
-        if let Err(error) = tokio::fs::write(&path, self.murmur_md_text()).await {
+        let text = self.murmur_md_text();
+        let written = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            // Never through a link a tool may have planted.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(|e| (path, e))
+        })
+        .await;
+        if let Ok(Err((path, error))) = written {
             tracing::warn!(path = %path.display(), %error, "cannot write MURMUR.md");
         }
     }
@@ -935,6 +972,46 @@ struct DriverCall<'a> {
     tools: &'a [ToolDef],
     continuation_id: Option<&'a str>,
     turn: u32,
+}
+
+/// Reads `task.md`: a regular file (never followed through a link a tool may
+/// have planted) of at most [`crate::staging::MAX_TASK_BYTES`]; `None` when absent.
+fn read_task(path: &std::path::Path) -> Result<Option<String>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match file {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "cannot open {}: {e} (it must be a regular file)",
+                path.display()
+            ));
+        }
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let max = crate::staging::MAX_TASK_BYTES as u64;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > max {
+        return Err(format!(
+            "{} is {} bytes; a task may be at most {max} bytes",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(max)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// What the compaction model is asked.

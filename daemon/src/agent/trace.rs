@@ -50,9 +50,11 @@ impl Trace {
         if self.buffer.is_empty() {
             return;
         }
+        // Never through a link a tool may have planted in the bookkeeping dir.
         let file = tokio::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&self.path)
             .await;
         let written = match file {

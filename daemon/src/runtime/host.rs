@@ -35,6 +35,10 @@ pub struct ToolSpec {
     /// roostd's own binary, which jails native and shell tools before exec
     /// (`None`: tools run unjailed).
     pub jail_helper: Option<PathBuf>,
+    /// Per-call pids cgroups for jailed tools, where the host allows them.
+    pub pids: Option<Arc<crate::sandbox::cgroup::PidsCgroups>>,
+    /// Where guests' refused requests are collected (agents trace them).
+    pub denials: Option<Arc<super::Denials>>,
 }
 
 /// One session's tools: the `tools:` allow-list, its artifacts, and how to run them.
@@ -84,6 +88,7 @@ impl SessionTools {
             timeout: self.spec.timeout,
             stop: self.spec.stop.clone(),
             jail_helper: self.spec.jail_helper.clone(),
+            pids: self.spec.pids.clone(),
             memory_bytes: self.spec.memory_bytes,
         };
         let (kind, result) = match self.artifacts.target(name, &self.spec.policy) {
@@ -269,6 +274,7 @@ where
             log: spec.log.clone(),
             stop: spec.stop.child_token(),
             tools: None,
+            denials: spec.denials.clone(),
         })
         .map_err(|f| format!("{what} failed: {f}"))?;
     let timeout_secs = spec.timeout.as_secs();

@@ -6,10 +6,41 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use crate::policy::{CapabilityPolicy, default_port};
 
+/// A request the policy refused: what was asked and the rule that refused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    pub target: String,
+    pub rule: &'static str,
+}
+
+/// Where a session collects its guests' denials (the agent loop traces them).
+#[derive(Debug, Default)]
+pub struct Denials(std::sync::Mutex<Vec<Denial>>);
+
+impl Denials {
+    fn push(&self, denial: Denial) {
+        if let Ok(mut list) = self.0.lock() {
+            // Bounded: a guest hammering a denied host cannot grow it forever.
+            if list.len() < 1000 {
+                list.push(denial);
+            }
+        }
+    }
+
+    /// Everything recorded since the last call.
+    pub fn take(&self) -> Vec<Denial> {
+        self.0
+            .lock()
+            .map(|mut list| std::mem::take(&mut *list))
+            .unwrap_or_default()
+    }
+}
+
 /// Hooks installed in every guest's wasi-http context.
 pub(crate) struct NetworkPolicyHooks {
     pub(crate) policy: Arc<CapabilityPolicy>,
     pub(crate) session_id: Arc<str>,
+    pub(crate) denials: Option<Arc<Denials>>,
 }
 
 type SendFuture = Box<
@@ -50,6 +81,12 @@ impl WasiHttpHooks for NetworkPolicyHooks {
                 uri = %request.uri(),
                 "outgoing HTTP denied: not in capabilities.network.allow"
             );
+            if let Some(denials) = &self.denials {
+                denials.push(Denial {
+                    target: request.uri().to_string(),
+                    rule: "capabilities.network.allow",
+                });
+            }
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
         _ = fut;

@@ -23,6 +23,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
 pub use host::{SessionTools, ToolSpec};
+pub use http::{Denial, Denials};
 pub use limits::GuestFailure;
 pub use state::SessionState;
 
@@ -273,6 +274,7 @@ impl Runtime {
             log: launch.log,
             stop: stop.clone(),
             tools: launch.tools,
+            denials: None,
         })?;
         // Host-side waits (e.g. an HTTP response) do not tick the epoch, so the
         // wall clock also bounds both phases together.
@@ -315,6 +317,7 @@ pub(crate) struct StoreSpec<'a> {
     log: LogSink,
     stop: CancellationToken,
     tools: Option<Arc<SessionTools>>,
+    denials: Option<Arc<Denials>>,
 }
 
 impl Core {
@@ -417,6 +420,7 @@ impl Core {
             hooks: http::NetworkPolicyHooks {
                 policy: spec.policy,
                 session_id: spec.session_id.into(),
+                denials: spec.denials,
             },
             table: ResourceTable::new(),
             limiter: limits::StoreLimiter::new(memory_limit),

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod cgroup;
 mod seccomp;
 
 /// First argument that turns roostd into the jail helper.
@@ -74,6 +75,10 @@ pub struct JailSpec {
     #[serde(default)]
     pub allow_udp: bool,
     pub rlimits: Rlimits,
+    /// `cgroup.procs` of the call's pids cgroup, joined first (before the
+    /// Landlock rules that would forbid writing it).
+    #[serde(default)]
+    pub cgroup_procs: Option<PathBuf>,
 }
 
 /// What this host can enforce.
@@ -83,13 +88,21 @@ pub struct Support {
     pub landlock_abi: Option<i32>,
     /// Whether seccomp filters can be installed.
     pub seccomp: bool,
+    /// Whether each tool call gets a pids cgroup (`pids.max`).
+    pub pids_cgroup: bool,
+    /// Whether roostd runs as root, whom RLIMIT_NPROC does not bind.
+    pub root: bool,
 }
 
 impl Support {
-    pub fn detect() -> Self {
+    /// This host's facts; `pids` is the per-tool cgroup support found at start-up.
+    pub fn detect(pids: Option<&cgroup::PidsCgroups>) -> Self {
         Self {
             landlock_abi: roost_ctl::host::landlock_abi(),
             seccomp: roost_ctl::host::seccomp_available(),
+            pids_cgroup: pids.is_some(),
+            // SAFETY: geteuid has no preconditions.
+            root: unsafe { libc::geteuid() } == 0,
         }
     }
 
@@ -109,6 +122,12 @@ impl Support {
         }
         if !self.seccomp {
             missing.push("seccomp (UDP, io_uring, ptrace, mount, …)");
+        }
+        if self.root && !self.pids_cgroup {
+            missing.push(
+                "process limit (roostd runs as root, whom RLIMIT_NPROC does not bind, and has \
+                 no writable pids cgroup)",
+            );
         }
         let tier = match (self.landlock_abi, missing.is_empty()) {
             (None, _) if !self.seccomp => "rlimits-only",
@@ -199,6 +218,9 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
     // SAFETY: plain syscalls on this process; no memory is shared.
     if unsafe { libc::setsid() } < 0 {
         return Err(os("setsid")(std::io::Error::last_os_error()));
+    }
+    if let Some(procs) = &spec.cgroup_procs {
+        std::fs::write(procs, std::process::id().to_string()).map_err(os("join pids cgroup"))?;
     }
     set_rlimits(&spec.rlimits)?;
     // SAFETY: as above.
@@ -305,6 +327,8 @@ mod tests {
         let none = Support {
             landlock_abi: None,
             seccomp: false,
+            pids_cgroup: false,
+            root: false,
         };
         let (text, missing) = assess(true, true, &none);
         assert!(text.starts_with("rlimits-only: missing landlock"), "{text}");
@@ -312,6 +336,8 @@ mod tests {
         let old = Support {
             landlock_abi: Some(3),
             seccomp: true,
+            pids_cgroup: true,
+            root: true,
         };
         let (text, _) = assess(true, true, &old);
         assert!(
@@ -321,8 +347,25 @@ mod tests {
         let full = Support {
             landlock_abi: Some(7),
             seccomp: true,
+            pids_cgroup: true,
+            root: true,
         };
         assert_eq!(assess(true, true, &full), ("full".to_string(), Vec::new()));
+        let root_without_cgroup = Support {
+            pids_cgroup: false,
+            ..full.clone()
+        };
+        let (text, _) = assess(true, true, &root_without_cgroup);
+        assert!(text.starts_with("partial: missing process limit"), "{text}");
+        let user_without_cgroup = Support {
+            root: false,
+            ..root_without_cgroup
+        };
+        assert_eq!(
+            assess(true, true, &user_without_cgroup).0,
+            "full",
+            "RLIMIT_NPROC binds users"
+        );
         assert_eq!(assess(false, true, &none).0, "no native tools (WASM only)");
         assert!(
             assess(true, false, &none).1.is_empty(),

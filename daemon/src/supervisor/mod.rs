@@ -53,6 +53,8 @@ pub struct Shared {
     pub jail_helper: Option<std::path::PathBuf>,
     /// What this host can enforce for tools (detected once).
     pub support: crate::sandbox::Support,
+    /// Per-tool pids cgroups, where this host lets roostd make them.
+    pub pids: Option<Arc<crate::sandbox::cgroup::PidsCgroups>>,
     /// Artifacts already verified and compiled on this runtime, by bundle hash.
     pub bundles: Arc<crate::artifacts::BundleMemo>,
     /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
@@ -155,7 +157,8 @@ impl Supervisor {
             tracing::info!(helper = %helper.display(), "tool jail helper");
         }
         // Detected once: the start-up report and every session's record use it.
-        let support = crate::sandbox::Support::detect();
+        let pids = crate::sandbox::cgroup::PidsCgroups::detect().map(Arc::new);
+        let support = crate::sandbox::Support::detect(pids.as_deref());
         let (tier, missing) = support.tier();
         tracing::info!(
             tier,
@@ -173,6 +176,7 @@ impl Supervisor {
                 }
             };
         let shared = Arc::new(Shared {
+            pids,
             checkpoint_key,
             support,
             jail_helper,

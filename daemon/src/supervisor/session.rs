@@ -170,12 +170,29 @@ impl SessionTask {
             .then(|| self.staged.request.task.clone())
             .flatten()
             .map(|text| (self.workdir.join(crate::agent::TASK_FILE), text));
-        let copy_manifest = self.staged.user_workdir.as_ref().map(|w| {
-            (
-                self.staged.manifest.manifest_path.clone(),
-                w.join(crate::manifest::MANIFEST_FILENAME),
-            )
-        });
+        // A manifest holding a literal API key stays out of the workdir, where
+        // the model's tools could read it.
+        let literal_key = matches!(
+            &self.staged.manifest.kind,
+            crate::manifest::CapsuleKind::Agent(spec)
+                if matches!(spec.api_key, Some(crate::manifest::ApiKeySpec::Literal(_)))
+        );
+        if literal_key && self.staged.user_workdir.is_some() {
+            tracing::info!(
+                "murmur.yaml is not copied into the workdir: it holds a literal inference.api_key"
+            );
+        }
+        let copy_manifest = self
+            .staged
+            .user_workdir
+            .as_ref()
+            .filter(|_| !literal_key)
+            .map(|w| {
+                (
+                    self.staged.manifest.manifest_path.clone(),
+                    w.join(crate::manifest::MANIFEST_FILENAME),
+                )
+            });
         let install = tokio::task::spawn_blocking(move || -> Result<(), String> {
             std::fs::create_dir_all(&dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -337,6 +354,8 @@ impl SessionTask {
             log,
             stop: self.stop.clone(),
             jail_helper: self.shared.jail_helper.clone(),
+            pids: self.shared.pids.clone(),
+            denials: None,
         }
     }
 
@@ -387,16 +406,21 @@ impl SessionTask {
             return RunEnd::Failed(format!("cannot record running state: {e}"));
         }
         self.shared.metrics.session_started();
+        let mut spec = self.tool_spec(log.clone());
+        if matches!(self.staged.program, Program::Agent(_)) {
+            // An agent's trace records what the policy refused its guests.
+            spec.denials = Some(Arc::default());
+        }
         let tools = self.artifacts.as_ref().map(|artifacts| {
             self.shared.runtime.session_tools(
-                self.tool_spec(log.clone()),
+                spec.clone(),
                 self.staged.allowlist.clone(),
                 Arc::clone(artifacts),
             )
         });
         let prepared = match &self.staged.program {
             Program::Script(prepared) => prepared,
-            Program::Agent(plan) => return Box::pin(self.run_agent(plan, tools, log)).await,
+            Program::Agent(plan) => return Box::pin(self.run_agent(plan, tools, spec)).await,
         };
         tracing::info!(sha256 = prepared.sha256(), "running capsule");
         let launch = ScriptLaunch {
@@ -430,7 +454,7 @@ impl SessionTask {
         &self,
         plan: &Arc<AgentPlan>,
         tools: Option<Arc<SessionTools>>,
-        log: LogSink,
+        tool_spec: ToolSpec,
     ) -> RunEnd {
         let (Some(tools), Some(artifacts)) = (tools, self.artifacts.clone()) else {
             return RunEnd::Failed("agent session has no tool table (staging incomplete)".into());
@@ -443,7 +467,6 @@ impl SessionTask {
             },
             _ => Usage::default(),
         };
-        let tool_spec = self.tool_spec(log);
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
         let run = AgentRun {

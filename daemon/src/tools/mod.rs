@@ -62,6 +62,8 @@ pub struct ProcessContext {
     /// The roostd binary that sets up the jail before exec; `None` runs tools
     /// unjailed (operator setting `sandbox.jail_tools: false`).
     pub jail_helper: Option<PathBuf>,
+    /// Where each jailed call gets its own pids cgroup (`limits.processes`).
+    pub pids: Option<std::sync::Arc<crate::sandbox::cgroup::PidsCgroups>>,
     pub memory_bytes: u64,
 }
 
@@ -145,11 +147,21 @@ pub async fn run_process(
         return Err(format!("cannot create {}: {e}", home.display()));
     }
     let started = Instant::now();
+    // The call's pids cgroup: removed (and emptied) when this guard goes.
+    let mut cgroup = None;
     let mut command = match &ctx.jail_helper {
         Some(helper) => {
-            let (helper, argv) =
-                crate::sandbox::jailed_command(helper, &jail_spec(ctx), program, args)
-                    .map_err(|e| e.to_string())?;
+            let mut spec = jail_spec(ctx);
+            if let Some(pids) = &ctx.pids {
+                let max = spec.rlimits.processes.unwrap_or(DEFAULT_PROCESSES);
+                let group = pids
+                    .create(max)
+                    .map_err(|e| format!("cannot create the tool's pids cgroup: {e}"))?;
+                spec.cgroup_procs = Some(group.procs_file());
+                cgroup = Some(CgroupGuard(Some(group)));
+            }
+            let (helper, argv) = crate::sandbox::jailed_command(helper, &spec, program, args)
+                .map_err(|e| e.to_string())?;
             let mut command = tokio::process::Command::new(helper);
             // The helper starts its own session (and so its process group).
             command.args(argv);
@@ -209,6 +221,8 @@ pub async fn run_process(
     }
     // Reaped: the group id may be reused from here on.
     group.pgid = None;
+    // Children that left the process group die with the cgroup.
+    drop(cgroup);
     let code = child.try_wait().ok().flatten().and_then(|s| s.code());
     let join = |h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async move {
         match h {
@@ -246,6 +260,7 @@ fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
         tcp_connect_ports: ctx.policy.tcp_connect_ports(),
         allow_udp: ctx.policy.tools_may_use_udp(),
         rlimits: rlimits(&ctx.policy, ctx.timeout, ctx.memory_bytes),
+        cgroup_procs: None,
     }
 }
 
@@ -264,7 +279,7 @@ pub fn rlimits(
                 .unwrap_or_else(|| timeout.as_secs().saturating_add(1)),
         ),
         address_space_bytes: Some(memory_bytes.max(MIN_ADDRESS_SPACE)),
-        processes: Some(limits.processes.unwrap_or(1024)),
+        processes: Some(limits.processes.unwrap_or(DEFAULT_PROCESSES)),
         open_files: Some(limits.open_files.unwrap_or(1024)),
         file_size_bytes: Some(limits.output_bytes.unwrap_or(MAX_FILE_SIZE)),
     }
@@ -275,6 +290,25 @@ pub fn rlimits(
 const MIN_ADDRESS_SPACE: u64 = 512 << 20;
 /// Largest file a tool may write.
 const MAX_FILE_SIZE: u64 = 256 << 20;
+
+/// Processes (and threads) a tool may have when the capsule names no limit.
+const DEFAULT_PROCESSES: u64 = 1024;
+
+/// Empties and removes a call's pids cgroup off the async runtime's threads.
+struct CgroupGuard(Option<crate::sandbox::cgroup::ToolCgroup>);
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        if let Some(group) = self.0.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    handle.spawn_blocking(move || drop(group));
+                }
+                Err(_) => drop(group),
+            }
+        }
+    }
+}
 
 /// Kills a tool's process group on demand or when dropped.
 struct GroupKill {
@@ -335,6 +369,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             stop: CancellationToken::new(),
             jail_helper: None,
+            pids: None,
             memory_bytes: 128 << 20,
         }
     }

@@ -1,5 +1,7 @@
 //! Test tool (`murmur:tool/run@0.1.0`): echoes its input. `data` of `spin` loops
-//! forever (deadline tests), `panic` panics, `chunks` streams two text chunks.
+//! forever (deadline tests), `panic` panics, `chunks` streams two text chunks,
+//! `fetch:<authority>` makes a wasi:http GET to `http://<authority>/` and
+//! answers with the outcome.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -25,6 +27,17 @@ impl Guest for Tool {
             }
             _ => {}
         }
+        if let Some(authority) = data.strip_prefix("fetch:") {
+            let outcome = fetch(authority);
+            return ToolResult {
+                status: Status::Passed,
+                summary: Some("fetch".into()),
+                data: Some(outcome),
+                data_path: None,
+                truncated: false,
+                metadata: Vec::new(),
+            };
+        }
         ToolResult {
             status: Status::Passed,
             summary: Some("echo".into()),
@@ -33,6 +46,29 @@ impl Guest for Tool {
             truncated: false,
             metadata: vec![("tool".into(), "echo-tool".into())],
         }
+    }
+}
+
+/// One GET of `http://<authority>/`: `status:<code>` or `error:<why>`.
+fn fetch(authority: &str) -> String {
+    use wasi::http::outgoing_handler;
+    use wasi::http::types::{Fields, OutgoingRequest, Scheme};
+    let request = OutgoingRequest::new(Fields::new());
+    if request.set_scheme(Some(&Scheme::Http)).is_err()
+        || request.set_authority(Some(authority)).is_err()
+        || request.set_path_with_query(Some("/")).is_err()
+    {
+        return "error:invalid request".into();
+    }
+    let future = match outgoing_handler::handle(request, None) {
+        Ok(f) => f,
+        Err(e) => return format!("error:{e:?}"),
+    };
+    future.subscribe().block();
+    match future.get() {
+        Some(Ok(Ok(response))) => format!("status:{}", response.status()),
+        Some(Ok(Err(e))) => format!("error:{e:?}"),
+        _ => "error:no response".into(),
     }
 }
 
