@@ -44,6 +44,17 @@ pub struct DaemonConfig {
     pub artifacts: ArtifactsConfig,
     pub sandbox: SandboxConfig,
     pub control: ControlConfig,
+    pub a2a: A2aConfig,
+}
+
+/// The A2A gateway's access.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct A2aConfig {
+    /// File holding a bearer token every A2A request (but the agent card)
+    /// must send; declared in the agent cards' security schemes. Not
+    /// readable by other users; at least 16 characters.
+    pub token_file: Option<PathBuf>,
 }
 
 /// Who may use the control API: the Unix socket (root, the daemon's own user,
@@ -156,6 +167,7 @@ impl Default for DaemonConfig {
             artifacts: ArtifactsConfig::default(),
             sandbox: SandboxConfig::default(),
             control: ControlConfig::default(),
+            a2a: A2aConfig::default(),
         }
     }
 }

@@ -82,7 +82,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let control = unix::bind(&config.socket).await?;
     let control_tcp = match &config.control.tcp_listen {
         Some(addr) => {
-            let token = read_token(config.control.token_file.as_deref())?;
+            let token = read_token(config.control.token_file.as_deref(), "control.token_file")?;
             let listener = TcpListener::bind(addr).await.map_err(|e| {
                 DaemonError::Control(format!("cannot listen for control on {addr}: {e}"))
             })?;
@@ -91,6 +91,10 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
                 .map_err(|e| DaemonError::Control(e.to_string()))?;
             Some((listener, bound, token))
         }
+        None => None,
+    };
+    let a2a_token = match &config.a2a.token_file {
+        Some(path) => Some(read_token(Some(path), "a2a.token_file")?),
         None => None,
     };
     let socket_path = config.socket.clone();
@@ -131,7 +135,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             .await
     });
     let a2a_stop = servers.clone();
-    let a2a_app = crate::a2a::app(supervisor.clone());
+    let a2a_app = crate::a2a::app(supervisor.clone(), a2a_token);
     let a2a_task = tokio::spawn(async move {
         axum::serve(a2a_listener, a2a_app)
             .with_graceful_shutdown(a2a_stop.cancelled_owned())
@@ -204,12 +208,11 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     Ok(())
 }
 
-/// The TCP control API's bearer token: from a file other users cannot read.
-fn read_token(path: Option<&std::path::Path>) -> Result<Arc<str>, DaemonError> {
+/// A bearer token (TCP control API, A2A gateway): from a file other users cannot read.
+fn read_token(path: Option<&std::path::Path>, what: &str) -> Result<Arc<str>, DaemonError> {
     use std::os::unix::fs::MetadataExt;
-    let path = path.ok_or_else(|| DaemonError::Control("control.token_file is required".into()))?;
-    let fail =
-        |why: String| DaemonError::Control(format!("control.token_file {}: {why}", path.display()));
+    let path = path.ok_or_else(|| DaemonError::Control(format!("{what} is required")))?;
+    let fail = |why: String| DaemonError::Control(format!("{what} {}: {why}", path.display()));
     let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
     if meta.mode() & 0o077 != 0 {
         return Err(fail(format!(

@@ -16,6 +16,7 @@
 //! - [`store`]: the only module that knows SQL.
 //! - [`api`], [`a2a`]: the only modules that serve HTTP; [`registry`] is the
 //!   only HTTP client (besides guests' wasi-http in [`runtime`]).
+//! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
 //! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
 
 pub mod a2a;
@@ -35,4 +36,5 @@ pub mod sandbox;
 pub mod staging;
 pub mod store;
 pub mod supervisor;
+pub mod tasks;
 pub mod tools;

@@ -12,6 +12,8 @@ use roost_ctl::api::{
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
+use crate::tasks::{A2aTask, EventKind, TaskEvent, TaskState};
+
 /// A database problem; the message names what failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -66,12 +68,34 @@ pub struct NewTask<'a> {
 pub struct TaskEnd<'a> {
     pub id: &'a str,
     pub session_id: &'a str,
-    /// `completed`, `failed` or `canceled`.
-    pub state: &'a str,
+    /// `completed`, `failed` or `canceled`; `None` leaves the state to the
+    /// task's event log (A2A tasks).
+    pub state: Option<&'a str>,
     pub error: Option<&'a str>,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub turns: u32,
+}
+
+/// A new A2A task (state `submitted`) and the message that created it.
+pub struct NewA2aTask<'a> {
+    pub id: &'a str,
+    pub session_id: &'a str,
+    pub route: &'a str,
+    pub context_id: &'a str,
+    pub message_id: &'a str,
+    pub text: &'a str,
+    pub message_json: &'a str,
+}
+
+/// Which tasks `a2a_tasks` returns.
+#[derive(Debug, Default)]
+pub struct TaskFilter<'a> {
+    pub session_id: Option<&'a str>,
+    pub context_id: Option<&'a str>,
+    pub state: Option<TaskState>,
+    pub limit: u32,
+    pub offset: u32,
 }
 
 /// A session the daemon should bring back at start-up.
@@ -357,8 +381,9 @@ impl Store {
         let output = i64::try_from(end.output_tokens).unwrap_or(i64::MAX);
         let mut tx = self.writer.begin().await?;
         sqlx::query(
-            "UPDATE tasks SET state = ?1, error = ?2, input_tokens = ?3, output_tokens = ?4, \
-             turns = ?5, updated_at = ?6, ended_at = ?6 WHERE id = ?7",
+            "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
+             input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
+             ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
         )
         .bind(end.state)
         .bind(end.error)
@@ -381,6 +406,179 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// Records an A2A task as `submitted`, with its first event, in one
+    /// transaction: once this returns, the task survives a crash.
+    pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
+        let at = now();
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
+             created_at, updated_at, route, message_json) \
+             VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
+        )
+        .bind(t.id)
+        .bind(t.session_id)
+        .bind(t.context_id)
+        .bind(t.text.len() as i64)
+        .bind(&at)
+        .bind(t.route)
+        .bind(t.message_json)
+        .execute(&mut *tx)
+        .await?;
+        let first = EventKind::Status {
+            state: TaskState::Submitted,
+            message: None,
+        };
+        sqlx::query("INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, 1, ?2, ?3)")
+            .bind(t.id)
+            .bind(event_json(&first)?)
+            .bind(&at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(A2aTask {
+            id: t.id.to_string(),
+            context_id: t.context_id.to_string(),
+            session_id: t.session_id.to_string(),
+            route: t.route.to_string(),
+            state: TaskState::Submitted,
+            text: t.text.to_string(),
+            message_id: t.message_id.to_string(),
+            status_message: None,
+            answer: None,
+            created_at: at.clone(),
+            updated_at: at,
+        })
+    }
+
+    /// Appends an event to a task's log (and applies a status change to the
+    /// task) in one transaction. A task that has ended takes no more: `None`.
+    pub async fn append_task_event(
+        &self,
+        task_id: &str,
+        kind: &EventKind,
+        answer: Option<&str>,
+    ) -> Result<Option<TaskEvent>, StoreError> {
+        let at = now();
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(
+            "SELECT state, (SELECT COALESCE(MAX(seq), 0) FROM task_events WHERE task_id = ?1) \
+             AS last FROM tasks WHERE id = ?1",
+        )
+        .bind(task_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let state: String = row.try_get("state")?;
+        if TaskState::parse(&state).is_some_and(TaskState::is_terminal) {
+            return Ok(None);
+        }
+        let seq = row.try_get::<i64, _>("last")? + 1;
+        sqlx::query(
+            "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .bind(task_id)
+        .bind(seq)
+        .bind(event_json(kind)?)
+        .bind(&at)
+        .execute(&mut *tx)
+        .await?;
+        if let EventKind::Status { state, message } = kind {
+            let ended = state.is_terminal().then_some(at.as_str());
+            sqlx::query(
+                "UPDATE tasks SET state = ?1, error = CASE WHEN ?1 IN ('failed', 'rejected') \
+                 THEN ?2 ELSE error END, updated_at = ?3, ended_at = COALESCE(?4, ended_at), \
+                 answer = COALESCE(?5, answer) WHERE id = ?6",
+            )
+            .bind(state.as_str())
+            .bind(message)
+            .bind(&at)
+            .bind(ended)
+            .bind(answer)
+            .bind(task_id)
+            .execute(&mut *tx)
+            .await?;
+        } else if answer.is_some() {
+            sqlx::query("UPDATE tasks SET answer = ?1, updated_at = ?2 WHERE id = ?3")
+                .bind(answer)
+                .bind(&at)
+                .bind(task_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(Some(TaskEvent {
+            seq: seq.max(0) as u64,
+            at,
+            kind: kind.clone(),
+        }))
+    }
+
+    /// One A2A task with its last status message.
+    pub async fn a2a_task(&self, id: &str) -> Result<Option<A2aTask>, StoreError> {
+        let sql = format!("SELECT {A2A_COLUMNS} FROM tasks t WHERE t.id = ?1 AND t.source = 'a2a'");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|r| a2a_from_row(&r)).transpose()
+    }
+
+    /// A2A tasks, newest first, and how many match in all.
+    pub async fn a2a_tasks(&self, f: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), StoreError> {
+        let cond = "t.source = 'a2a' AND (?1 IS NULL OR t.session_id = ?1) \
+             AND (?2 IS NULL OR t.context_id = ?2) AND (?3 IS NULL OR t.state = ?3)";
+        let sql = format!(
+            "SELECT {A2A_COLUMNS} FROM tasks t WHERE {cond} \
+             ORDER BY t.updated_at DESC, t.id DESC LIMIT ?4 OFFSET ?5"
+        );
+        let state = f.state.map(TaskState::as_str);
+        let rows = sqlx::query(&sql)
+            .bind(f.session_id)
+            .bind(f.context_id)
+            .bind(state)
+            .bind(f.limit)
+            .bind(f.offset)
+            .fetch_all(&self.reader)
+            .await?;
+        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM tasks t WHERE {cond}"))
+            .bind(f.session_id)
+            .bind(f.context_id)
+            .bind(state)
+            .fetch_one(&self.reader)
+            .await?;
+        let tasks = rows.iter().map(a2a_from_row).collect::<Result<_, _>>()?;
+        Ok((tasks, total.max(0) as u64))
+    }
+
+    /// A task's events after `after` (0: all), in order.
+    pub async fn task_events(
+        &self,
+        task_id: &str,
+        after: u64,
+    ) -> Result<Vec<TaskEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, body_json, at FROM task_events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq",
+        )
+        .bind(task_id)
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let body: String = r.try_get("body_json")?;
+                Ok(TaskEvent {
+                    seq: r.try_get::<i64, _>("seq")?.max(0) as u64,
+                    at: r.try_get("at")?,
+                    kind: serde_json::from_str(&body)
+                        .map_err(|e| StoreError::Corrupt(format!("task event: {e}")))?,
+                })
+            })
+            .collect()
     }
 
     /// A session's tasks, oldest first.
@@ -456,6 +654,48 @@ fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Session, StoreError
             turns: row.try_get::<i64, _>("turns")?.max(0) as u64,
         },
     })
+}
+
+const A2A_COLUMNS: &str = "t.id, t.context_id, t.session_id, t.route, t.state, t.message_json, \
+     t.answer, t.created_at, t.updated_at, \
+     (SELECT body_json FROM task_events e WHERE e.task_id = t.id AND body_json LIKE '{\"type\":\"status\"%' \
+      ORDER BY seq DESC LIMIT 1) AS last_status";
+
+fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
+    let state: String = row.try_get("state")?;
+    let message: Option<String> = row.try_get("message_json")?;
+    let message: serde_json::Value = message
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
+    let last: Option<String> = row.try_get("last_status")?;
+    let status_message = last
+        .and_then(|b| serde_json::from_str::<EventKind>(&b).ok())
+        .and_then(|k| match k {
+            EventKind::Status { message, .. } => message,
+            EventKind::Artifact { .. } => None,
+        });
+    Ok(A2aTask {
+        id: row.try_get("id")?,
+        context_id: row.try_get("context_id")?,
+        session_id: row.try_get("session_id")?,
+        route: row.try_get("route")?,
+        state: TaskState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("task state '{state}'")))?,
+        text: crate::tasks::message_text(&message),
+        message_id: message["messageId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        status_message,
+        answer: row.try_get("answer")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn event_json(kind: &EventKind) -> Result<String, StoreError> {
+    serde_json::to_string(kind).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 fn artifacts_json(artifacts: &[ArtifactRecord]) -> Result<String, StoreError> {
@@ -579,7 +819,7 @@ mod tests {
                 .finish_task(&TaskEnd {
                     id,
                     session_id: "ses_1",
-                    state: "completed",
+                    state: Some("completed"),
                     error: None,
                     input_tokens: tokens,
                     output_tokens: 1,

@@ -11,10 +11,10 @@ use serde_json::Value;
 use crate::harness::{Daemon, TEST_CONFIG, artifact_dir, guest, openai_driver, publish, request};
 use crate::mock_llm::{MockLlm, Reply, Seen};
 
-const KEY: &str = "sk-e2e-secret-4242";
+pub(crate) const KEY: &str = "sk-e2e-secret-4242";
 
 /// Publishes the driver, echo-tool, the guide skill and a hook bound to every event.
-async fn publish_agent_artifacts(daemon: &Daemon) {
+pub(crate) async fn publish_agent_artifacts(daemon: &Daemon) {
     let root = daemon.root.path();
     let registry = daemon.state_dir.join("registry");
     let (driver_manifest, driver) = openai_driver();
@@ -49,7 +49,13 @@ async fn publish_agent_artifacts(daemon: &Daemon) {
 
 /// An agent capsule using the mock: `inference` lines are added to the
 /// inference section, `extra` at the top level.
-fn agent(root: &Path, name: &str, mock: &MockLlm, inference: &str, extra: &str) -> PathBuf {
+pub(crate) fn agent(
+    root: &Path,
+    name: &str,
+    mock: &MockLlm,
+    inference: &str,
+    extra: &str,
+) -> PathBuf {
     let dir = root.join(format!("agent-{name}"));
     std::fs::create_dir_all(&dir).expect("capsule dir");
     let manifest = format!(
@@ -88,7 +94,7 @@ async fn agent_daemon() -> Daemon {
     daemon
 }
 
-fn with_task(dir: &Path, task: &str) -> StartRequest {
+pub(crate) fn with_task(dir: &Path, task: &str) -> StartRequest {
     StartRequest {
         task: Some(task.to_string()),
         ..request(dir)

@@ -2,6 +2,7 @@
 //! through the roostctl library, running guest components built from
 //! `tests/guests`.
 
+mod a2a;
 mod agents;
 mod api_errors;
 mod artifacts;

@@ -127,12 +127,18 @@ pub struct AgentRun<'a> {
     pub idle_timeout: Duration,
     /// Tokens and turns the session used before this launch (budgets span restarts).
     pub used_before: Usage,
+    /// A2A tasks: where they are recorded and streamed.
+    pub broker: Arc<crate::tasks::Broker>,
+    /// This launch's A2A inbox (taken when the run starts).
+    pub inbox: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>>,
 }
 
 /// Where a task came from.
 struct TaskInput {
     text: String,
     source: &'static str,
+    /// An A2A task's ids (its row exists) and the token that cancels it.
+    a2a: Option<(String, String, CancellationToken)>,
 }
 
 /// One task's outcome, with what it used.
@@ -144,7 +150,10 @@ struct TaskOutcome {
 
 enum TaskFailure {
     Failed(String),
+    /// The session was stopped.
     Stopped,
+    /// The A2A client canceled the task (the session goes on).
+    Canceled,
 }
 
 /// A driver continuation held for one context.
@@ -181,6 +190,8 @@ struct SessionState {
     /// The current task's tokens and model calls so far.
     task_used: Usage,
     task_turns: u32,
+    /// A2A tasks for this session (none for `task_acceptance: none`).
+    inbox: Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>,
 }
 
 impl AgentRun<'_> {
@@ -193,6 +204,7 @@ impl AgentRun<'_> {
             used: self.used_before,
             task_used: Usage::default(),
             task_turns: 0,
+            inbox: self.inbox.lock().ok().and_then(|mut i| i.take()),
         };
         self.verify_checkpoints(&mut state).await;
         let tools = self.tool_defs();
@@ -212,6 +224,9 @@ impl AgentRun<'_> {
         self.hook(&mut state, "session-start", json!({}), None)
             .await;
         let end = self.task_loop(&mut state, &tools).await;
+        if let Some(inbox) = state.inbox.take() {
+            self.broker.close_inbox(&self.session_id, inbox).await;
+        }
         let exit_status = match &end {
             AgentEnd::Completed => "ok",
             AgentEnd::Failed(_) => "failed",
@@ -260,15 +275,19 @@ impl AgentRun<'_> {
                 let input = TaskInput {
                     text,
                     source: "task_md",
+                    a2a: None,
                 };
                 let outcome = self.run_task(state, tools, input).await;
                 match (lifecycle.task_acceptance, outcome) {
                     (_, Err(TaskFailure::Stopped)) => return AgentEnd::Stopped,
                     (_, Err(TaskFailure::Failed(e))) => return AgentEnd::Failed(e),
-                    (TaskAcceptance::None | TaskAcceptance::Single, Ok(())) => {
+                    (
+                        TaskAcceptance::None | TaskAcceptance::Single,
+                        Ok(_) | Err(TaskFailure::Canceled),
+                    ) => {
                         return AgentEnd::Completed;
                     }
-                    (TaskAcceptance::Queue, Ok(())) => {
+                    (TaskAcceptance::Queue, Ok(_) | Err(TaskFailure::Canceled)) => {
                         if let Err(e) = tokio::fs::remove_file(&task_file).await
                             && e.kind() != std::io::ErrorKind::NotFound
                         {
@@ -287,25 +306,114 @@ impl AgentRun<'_> {
                 );
                 return AgentEnd::Completed;
             }
-            // Waiting for a task: queue+sleep waits until stopped; everything
-            // else gives up after the idle timeout.
-            if lifecycle.task_acceptance == TaskAcceptance::Queue
-                && lifecycle.after_task == AfterTask::Sleep
-            {
-                self.stop.cancelled().await;
-                return AgentEnd::Stopped;
-            }
-            tokio::select! {
+            // Waiting for an A2A task: queue+sleep waits until stopped;
+            // everything else gives up after the idle timeout.
+            let forever = lifecycle.task_acceptance == TaskAcceptance::Queue
+                && lifecycle.after_task == AfterTask::Sleep;
+            let idle = async {
+                if forever {
+                    std::future::pending::<()>().await;
+                }
+                tokio::time::sleep(self.idle_timeout).await;
+            };
+            let next = async {
+                match state.inbox.as_mut() {
+                    Some(inbox) => inbox.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let incoming = tokio::select! {
                 () = self.stop.cancelled() => return AgentEnd::Stopped,
-                () = tokio::time::sleep(self.idle_timeout) => {
+                () = idle => {
                     tracing::info!(
                         idle_secs = self.idle_timeout.as_secs(),
                         "no task arrived within the idle timeout (MURMUR_A2A_TIMEOUT_SECS); ending"
                     );
                     return AgentEnd::Completed;
                 }
+                incoming = next => match incoming {
+                    Some(incoming) => incoming,
+                    None => return AgentEnd::Completed,
+                },
+            };
+            let outcome = self.run_a2a(state, tools, incoming).await;
+            let ends = lifecycle.task_acceptance == TaskAcceptance::Single
+                || lifecycle.after_task == AfterTask::Exit;
+            match outcome {
+                Some(Err(TaskFailure::Stopped)) => return AgentEnd::Stopped,
+                Some(Err(TaskFailure::Failed(e))) if ends => return AgentEnd::Failed(e),
+                Some(_) if ends => return AgentEnd::Completed,
+                // Skipped (canceled while waiting) or done: the next one.
+                _ => {}
             }
         }
+    }
+
+    /// One A2A task from the inbox: working, the turns, the answer as the
+    /// task's artifact, then its final state. `None` when it was canceled
+    /// before it started.
+    async fn run_a2a(
+        &self,
+        state: &mut SessionState,
+        tools: &[ToolDef],
+        incoming: crate::tasks::Incoming,
+    ) -> Option<Result<Option<String>, TaskFailure>> {
+        use crate::tasks::{EventKind, TaskState};
+        let broker = &self.broker;
+        let id = incoming.task_id.clone();
+        // Registered before the state is read, so a cancel in between is seen.
+        let cancel = broker.running(&id);
+        let current = self.store.a2a_task(&id).await.ok().flatten();
+        if current.is_none_or(|t| t.state.is_terminal()) {
+            broker.done(&id);
+            return None;
+        }
+        let working = EventKind::Status {
+            state: TaskState::Working,
+            message: None,
+        };
+        if let Err(error) = broker.publish(&id, working, None).await {
+            tracing::warn!(%error, task_id = %id, "cannot record the task as working");
+        }
+        // As upstream: the task's text is also in task.md for the agent's tools.
+        let task_file = self.workdir.join(TASK_FILE);
+        if let Err(error) = tokio::fs::write(&task_file, &incoming.text).await {
+            tracing::warn!(%error, "cannot write task.md for an A2A task");
+        }
+        let input = TaskInput {
+            text: incoming.text,
+            source: "a2a",
+            a2a: Some((id.clone(), incoming.context_id, cancel)),
+        };
+        let outcome = self.run_task(state, tools, input).await;
+        let (end, message) = match &outcome {
+            Ok(answer) => {
+                let text = answer.clone().unwrap_or_default();
+                let artifact = EventKind::Artifact {
+                    artifact_id: crate::a2a::wire::ANSWER_ARTIFACT.into(),
+                    text: text.clone(),
+                    append: false,
+                    last_chunk: true,
+                };
+                if let Err(error) = broker.publish(&id, artifact, Some(&text)).await {
+                    tracing::warn!(%error, task_id = %id, "cannot record the answer");
+                }
+                (TaskState::Completed, None)
+            }
+            Err(TaskFailure::Failed(e)) => (TaskState::Failed, Some(e.clone())),
+            Err(TaskFailure::Canceled) => {
+                (TaskState::Canceled, Some("canceled by the client".into()))
+            }
+            Err(TaskFailure::Stopped) => {
+                (TaskState::Failed, Some("the session was stopped".into()))
+            }
+        };
+        if let Err(error) = broker.finish(&id, end, message.as_deref()).await {
+            tracing::warn!(%error, task_id = %id, "cannot record the task's end");
+        }
+        broker.done(&id);
+        let _ = tokio::fs::remove_file(&task_file).await;
+        Some(outcome)
     }
 
     /// One task: hooks and trace around the turns; usage recorded.
@@ -314,20 +422,28 @@ impl AgentRun<'_> {
         state: &mut SessionState,
         tools: &[ToolDef],
         input: TaskInput,
-    ) -> Result<(), TaskFailure> {
-        let task_id = format!("tsk_{}", uuid::Uuid::now_v7().simple());
-        let context_id = format!("ctx_{}", uuid::Uuid::now_v7().simple());
+    ) -> Result<Option<String>, TaskFailure> {
+        let (task_id, context_id, cancel) = match input.a2a {
+            Some(ids) => ids,
+            None => (
+                format!("tsk_{}", uuid::Uuid::now_v7().simple()),
+                format!("ctx_{}", uuid::Uuid::now_v7().simple()),
+                CancellationToken::new(),
+            ),
+        };
+        let recorded = input.source == "a2a";
         let input_bytes = input.text.len() as u64;
-        if let Err(error) = self
-            .store
-            .insert_task(&NewTask {
-                id: &task_id,
-                session_id: &self.session_id,
-                context_id: &context_id,
-                source: input.source,
-                input_bytes,
-            })
-            .await
+        if !recorded
+            && let Err(error) = self
+                .store
+                .insert_task(&NewTask {
+                    id: &task_id,
+                    session_id: &self.session_id,
+                    context_id: &context_id,
+                    source: input.source,
+                    input_bytes,
+                })
+                .await
         {
             tracing::warn!(%error, task_id = %task_id, "cannot record task");
         }
@@ -348,6 +464,7 @@ impl AgentRun<'_> {
         let result = tokio::select! {
             result = self.turns(state, tools, &ids, input.text) => result,
             () = self.stop.cancelled() => Err(TaskFailure::Stopped),
+            () = cancel.cancelled() => Err(TaskFailure::Canceled),
         };
         let outcome = TaskOutcome {
             result,
@@ -358,13 +475,19 @@ impl AgentRun<'_> {
             Ok(answer) => ("ok", "completed", None, answer.clone()),
             Err(TaskFailure::Failed(e)) => ("failed", "failed", Some(e.clone()), None),
             Err(TaskFailure::Stopped) => ("stopped", "canceled", Some("stopped".into()), None),
+            Err(TaskFailure::Canceled) => (
+                "canceled",
+                "canceled",
+                Some("canceled by the client".into()),
+                None,
+            ),
         };
         if let Err(e) = self
             .store
             .finish_task(&TaskEnd {
                 id: &task_id,
                 session_id: &self.session_id,
-                state: task_state,
+                state: (!recorded).then_some(task_state),
                 error: error.as_deref(),
                 input_tokens: outcome.usage.input_tokens,
                 output_tokens: outcome.usage.output_tokens,
@@ -394,7 +517,7 @@ impl AgentRun<'_> {
             error = error.as_deref().unwrap_or(""),
             "task ended"
         );
-        outcome.result.map(|_| ())
+        outcome.result
     }
 
     /// The tool-use loop of one task; its tokens and turns accumulate in

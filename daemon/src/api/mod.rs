@@ -71,7 +71,7 @@ pub fn tcp_app(state: ApiState, token: Arc<str>) -> Router {
 }
 
 /// Compares without leaking where the first difference is.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -59,6 +59,8 @@ pub struct Shared {
     pub bundles: Arc<crate::artifacts::BundleMemo>,
     /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
     pub a2a_base: String,
+    /// A2A tasks: accepted durably, delivered to sessions, streamed to clients.
+    pub tasks: Arc<crate::tasks::Broker>,
     /// Signs agents' checkpoints (`None` if the key could not be read or made).
     pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
     live_count: AtomicU64,
@@ -175,7 +177,9 @@ impl Supervisor {
                     None
                 }
             };
+        let tasks = Arc::new(crate::tasks::Broker::new(store.clone()));
         let shared = Arc::new(Shared {
+            tasks,
             pids,
             checkpoint_key,
             support,

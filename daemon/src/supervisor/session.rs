@@ -467,6 +467,18 @@ impl SessionTask {
             },
             _ => Usage::default(),
         };
+        let lifecycle = &plan.spec.lifecycle;
+        let inbox = match lifecycle.task_acceptance {
+            crate::manifest::TaskAcceptance::None => None,
+            crate::manifest::TaskAcceptance::Single => {
+                Some(self.shared.tasks.open_inbox(&self.id, 1))
+            }
+            crate::manifest::TaskAcceptance::Queue => Some(
+                self.shared
+                    .tasks
+                    .open_inbox(&self.id, lifecycle.queue_depth as usize),
+            ),
+        };
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
         let run = AgentRun {
@@ -489,6 +501,8 @@ impl SessionTask {
             stop: self.stop.clone(),
             idle_timeout: idle_timeout(),
             used_before,
+            broker: Arc::clone(&self.shared.tasks),
+            inbox: std::sync::Mutex::new(inbox),
         };
         match run.run().await {
             AgentEnd::Completed => RunEnd::Completed,

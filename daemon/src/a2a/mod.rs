@@ -1,0 +1,331 @@
+//! The A2A gateway (`--a2a-listen`): with `api`, the only module that serves
+//! HTTP. Each live agent session is an A2A agent at `/a2a/<route>` (its name or
+//! id): the agent card at `/a2a/<route>/.well-known/agent-card.json`, JSON-RPC
+//! by POST to `/a2a/<route>`, and the HTTP+JSON binding under it. Protocol 1.0
+//! with `A2A-Version: 1.0`; 0.3 semantics without the header. Tasks are
+//! accepted and stored through [`crate::tasks::Broker`].
+
+mod rpc;
+pub mod wire;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use roost_ctl::api::Session;
+use serde_json::{Value, json};
+
+use crate::supervisor::Supervisor;
+use crate::tasks::{A2aTask, Broker, TaskState};
+use wire::Dialect;
+
+/// Largest request body the gateway reads.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long a blocking SendMessage waits for the task to end before
+/// answering with the task as it is.
+const BLOCKING_WAIT: Duration = Duration::from_secs(600);
+
+#[derive(Clone)]
+struct Gateway {
+    supervisor: Supervisor,
+    token: Option<Arc<str>>,
+}
+
+/// The gateway; with `token`, every request but the agent card needs
+/// `Authorization: Bearer <token>` (and the card declares the scheme).
+pub fn app(supervisor: Supervisor, token: Option<Arc<str>>) -> Router {
+    let gw = Gateway { supervisor, token };
+    Router::new()
+        .route("/a2a/{route}", any(root))
+        .route("/a2a/{route}/", any(root))
+        .route("/a2a/{route}/{*rest}", any(rest))
+        .fallback(|| async {
+            problem(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "A2A agents are addressed at /a2a/<session name or id>",
+            )
+        })
+        .layer(middleware::from_fn_with_state(gw.clone(), auth))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(gw)
+}
+
+fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({"error": {"code": code, "message": message.into()}});
+    (status, axum::Json(body)).into_response()
+}
+
+async fn auth(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
+    let Some(token) = &gw.token else {
+        return next.run(request).await;
+    };
+    if request
+        .uri()
+        .path()
+        .ends_with("/.well-known/agent-card.json")
+    {
+        return next.run(request).await;
+    }
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given.is_some_and(|g| crate::api::constant_time_eq(g.as_bytes(), token.as_bytes())) {
+        return next.run(request).await;
+    }
+    tracing::warn!(path = %request.uri().path(), "A2A request without a valid bearer token");
+    let mut response = problem(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "send `Authorization: Bearer <token>` (the agent card's securitySchemes)",
+    );
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// A live session that takes A2A tasks, by route.
+async fn agent(gw: &Gateway, route: &str) -> Result<Session, Response> {
+    match gw.supervisor.get(route).await {
+        Ok(s) if !s.state.is_ended() => Ok(s),
+        _ => Err(problem(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no live session is routed at /a2a/{route}"),
+        )),
+    }
+}
+
+fn dialect(headers: &HeaderMap) -> Result<Dialect, String> {
+    let value = headers.get("a2a-version").and_then(|v| v.to_str().ok());
+    Dialect::from_header(value)
+}
+
+async fn root(
+    State(gw): State<Gateway>,
+    Path(route): Path<String>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let session = match agent(&gw, &route).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if method != Method::POST {
+        return problem(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "JSON-RPC requests are POSTed here; the agent card is at .well-known/agent-card.json",
+        );
+    }
+    rpc::jsonrpc(&gw, &session, &headers, &body).await
+}
+
+async fn rest(
+    State(gw): State<Gateway>,
+    Path((route, rest)): Path<(String, String)>,
+    method: Method,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    let session = match agent(&gw, &route).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if rest == ".well-known/agent-card.json" && method == Method::GET {
+        return axum::Json(card(&gw, &session)).into_response();
+    }
+    rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await
+}
+
+/// The agent card of a session (protocol 1.0 shape).
+fn card(gw: &Gateway, session: &Session) -> Value {
+    let base = format!("{}/a2a/{}", gw.supervisor.shared().a2a_base, session.name);
+    let skills: Vec<Value> = session
+        .artifacts
+        .iter()
+        .filter(|a| a.runtime == "tool" || a.runtime == "skill")
+        .map(|a| {
+            json!({
+                "id": a.name, "name": a.name,
+                "description": format!("{} {} {}", a.runtime, a.name, a.version),
+                "tags": [a.runtime],
+            })
+        })
+        .collect();
+    let mut card = json!({
+        "name": session.name,
+        "description": format!(
+            "{} {}: an agent capsule hosted by roostd", session.capsule, session.version
+        ),
+        "version": session.version,
+        "supportedInterfaces": [
+            {"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills,
+    });
+    if gw.token.is_some() {
+        card["securitySchemes"] = json!({
+            "bearer": {"httpAuthSecurityScheme": {
+                "scheme": "Bearer",
+                "description": "the token in roostd's a2a.token_file",
+            }}
+        });
+        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+    }
+    card
+}
+
+/// Waits until the task has ended (or the wait runs out) and returns it.
+async fn wait_until_ended(broker: &Broker, task: A2aTask) -> A2aTask {
+    if task.state.is_terminal() || task.state == TaskState::InputRequired {
+        return task;
+    }
+    let mut live = broker.subscribe(&task.id);
+    let deadline = tokio::time::Instant::now() + BLOCKING_WAIT;
+    loop {
+        // Re-read after subscribing: an end that came first is not missed.
+        if let Ok(Some(now)) = broker.store().a2a_task(&task.id).await
+            && (now.state.is_terminal() || now.state == TaskState::InputRequired)
+        {
+            return now;
+        }
+        match tokio::time::timeout_at(deadline, live.recv()).await {
+            Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Err(_)) | Err(_) => {
+                return broker
+                    .store()
+                    .a2a_task(&task.id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or(task);
+            }
+        }
+    }
+}
+
+/// A server-sent-event stream of a task: its current snapshot first, then
+/// every event after `after` from the log, then live events, until it ends.
+fn task_stream(
+    broker: Arc<Broker>,
+    task: A2aTask,
+    after: u64,
+    d: Dialect,
+    frame: impl Fn(Value) -> Value + Send + 'static,
+) -> Response {
+    let stream = async_stream(broker, task, after, d, frame);
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-store")
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn async_stream(
+    broker: Arc<Broker>,
+    task: A2aTask,
+    after: u64,
+    d: Dialect,
+    frame: impl Fn(Value) -> Value + Send + 'static,
+) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
+    struct St<F> {
+        broker: Arc<Broker>,
+        task: A2aTask,
+        seq: u64,
+        d: Dialect,
+        frame: F,
+        live: Option<tokio::sync::broadcast::Receiver<crate::tasks::TaskEvent>>,
+        pending: std::collections::VecDeque<Value>,
+        started: bool,
+        done: bool,
+    }
+    let st = St {
+        live: Some(broker.subscribe(&task.id)),
+        broker,
+        task,
+        seq: after,
+        d,
+        frame,
+        pending: Default::default(),
+        started: false,
+        done: false,
+    };
+    futures::stream::unfold(st, |mut st| async move {
+        loop {
+            if let Some(v) = st.pending.pop_front() {
+                let line = format!("data: {}\n\n", (st.frame)(v));
+                return Some((Ok(Bytes::from(line)), st));
+            }
+            if st.done {
+                return None;
+            }
+            if !st.started {
+                st.started = true;
+                st.pending.push_back(wire::task_result(&st.task, st.d));
+                if st.task.state.is_terminal() {
+                    st.done = true;
+                    continue;
+                }
+            }
+            // The log first (what was missed), then live events.
+            let logged = st
+                .broker
+                .store()
+                .task_events(&st.task.id, st.seq)
+                .await
+                .unwrap_or_default();
+            if !logged.is_empty() {
+                for e in logged {
+                    st.seq = e.seq;
+                    let ended = matches!(&e.kind, crate::tasks::EventKind::Status { state, .. }
+                        if state.is_terminal() || *state == TaskState::InputRequired);
+                    st.pending.push_back(wire::event(&st.task, &e, st.d));
+                    if ended {
+                        st.done = true;
+                        break;
+                    }
+                }
+                continue;
+            }
+            let live = st.live.as_mut()?;
+            match tokio::time::timeout(Duration::from_secs(15), live.recv()).await {
+                Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(_)) => {
+                    // The task ended (its channel closed): drain the log once more.
+                    st.live = None;
+                    let rest = st
+                        .broker
+                        .store()
+                        .task_events(&st.task.id, st.seq)
+                        .await
+                        .unwrap_or_default();
+                    for e in rest {
+                        st.seq = e.seq;
+                        st.pending.push_back(wire::event(&st.task, &e, st.d));
+                    }
+                    st.done = true;
+                }
+                // Keep the connection alive through proxies.
+                Err(_) => return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), st)),
+            }
+        }
+    })
+}

@@ -1,0 +1,543 @@
+//! The A2A operations behind both bindings: JSON-RPC 2.0 (1.0 method names,
+//! and 0.3's `message/send`… without `A2A-Version`) and HTTP+JSON (1.0), each
+//! with its own error shape; one implementation of each operation.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use roost_ctl::api::Session;
+use serde_json::{Value, json};
+
+use super::wire::{self, Dialect, Shape};
+use super::{Gateway, task_stream, wait_until_ended};
+use crate::store::TaskFilter;
+use crate::tasks::{A2aTask, NewTask, SubmitError};
+
+/// An A2A error, before it is rendered for a binding.
+#[derive(Debug)]
+pub(super) enum A2aError {
+    Parse(String),
+    InvalidRequest(String),
+    MethodNotFound(String),
+    InvalidParams(String),
+    Internal(String),
+    TaskNotFound(String),
+    NotCancelable(String),
+    PushNotSupported,
+    Unsupported(String),
+    ExtendedCardNotConfigured,
+    Version(String),
+}
+
+impl A2aError {
+    fn code(&self) -> i64 {
+        match self {
+            Self::Parse(_) => -32700,
+            Self::InvalidRequest(_) => -32600,
+            Self::MethodNotFound(_) => -32601,
+            Self::InvalidParams(_) => -32602,
+            Self::Internal(_) => -32603,
+            Self::TaskNotFound(_) => -32001,
+            Self::NotCancelable(_) => -32002,
+            Self::PushNotSupported => -32003,
+            Self::Unsupported(_) => -32004,
+            Self::ExtendedCardNotConfigured => -32007,
+            Self::Version(_) => -32009,
+        }
+    }
+
+    fn reason(&self) -> Option<&'static str> {
+        Some(match self {
+            Self::TaskNotFound(_) => "TASK_NOT_FOUND",
+            Self::NotCancelable(_) => "TASK_NOT_CANCELABLE",
+            Self::PushNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            Self::Unsupported(_) => "UNSUPPORTED_OPERATION",
+            Self::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            Self::Version(_) => "VERSION_NOT_SUPPORTED",
+            _ => return None,
+        })
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::Parse(m)
+            | Self::InvalidRequest(m)
+            | Self::MethodNotFound(m)
+            | Self::InvalidParams(m)
+            | Self::Internal(m)
+            | Self::TaskNotFound(m)
+            | Self::NotCancelable(m)
+            | Self::Unsupported(m)
+            | Self::Version(m) => m.clone(),
+            Self::PushNotSupported => "push notifications are not supported by this agent".into(),
+            Self::ExtendedCardNotConfigured => "this agent has no extended agent card".into(),
+        }
+    }
+
+    fn http_status(&self) -> StatusCode {
+        match self {
+            Self::TaskNotFound(_) | Self::MethodNotFound(_) => StatusCode::NOT_FOUND,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    fn error_info(&self) -> Option<Value> {
+        self.reason().map(|reason| {
+            json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                   "reason": reason, "domain": "a2a-protocol.org"})
+        })
+    }
+
+    /// The JSON-RPC error object.
+    fn rpc(&self, d: Dialect) -> Value {
+        let mut e = json!({"code": self.code(), "message": self.message()});
+        if d == Dialect::V10
+            && let Some(info) = self.error_info()
+        {
+            e["data"] = json!([info]);
+        }
+        e
+    }
+
+    /// The HTTP+JSON error response (`google.rpc.Status` shape).
+    fn http(&self) -> Response {
+        let status = self.http_status();
+        let mut e = json!({
+            "code": status.as_u16(),
+            "status": status.canonical_reason().unwrap_or("ERROR").to_ascii_uppercase().replace(' ', "_"),
+            "message": self.message(),
+        });
+        if let Some(info) = self.error_info() {
+            e["details"] = json!([info]);
+        }
+        (status, axum::Json(json!({"error": e}))).into_response()
+    }
+}
+
+impl From<crate::store::StoreError> for A2aError {
+    fn from(e: crate::store::StoreError) -> Self {
+        tracing::error!(error = %e, "A2A request failed in the store");
+        Self::Internal("the task store failed; see roostd's log".into())
+    }
+}
+
+fn rpc_ok(id: &Value, result: Value) -> Response {
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+}
+
+fn rpc_err(id: &Value, e: &A2aError, d: Dialect) -> Response {
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": e.rpc(d)})).into_response()
+}
+
+/// What an operation answers: a JSON value, or a stream.
+enum Answer {
+    Value(Value),
+    Stream(Box<A2aTask>, u64),
+}
+
+/// `POST /a2a/<route>`: one JSON-RPC request.
+pub(super) async fn jsonrpc(
+    gw: &Gateway,
+    session: &Session,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let null = Value::Null;
+    let d = match super::dialect(headers) {
+        Ok(d) => d,
+        Err(m) => return rpc_err(&null, &A2aError::Version(m), Dialect::V10),
+    };
+    let request: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => return rpc_err(&null, &A2aError::Parse(format!("invalid JSON: {e}")), d),
+    };
+    let id = request.get("id").cloned().unwrap_or(Value::Null);
+    let valid_id = matches!(id, Value::String(_) | Value::Number(_) | Value::Null);
+    let method = request.get("method").and_then(Value::as_str);
+    let (Some(method), true, Some("2.0")) = (
+        method,
+        valid_id,
+        request.get("jsonrpc").and_then(Value::as_str),
+    ) else {
+        let e = A2aError::InvalidRequest(
+            "a JSON-RPC 2.0 request needs \"jsonrpc\": \"2.0\", a string \"method\" and a string or number \"id\"".into(),
+        );
+        return rpc_err(&id, &e, d);
+    };
+    let params = request.get("params").cloned().unwrap_or(json!({}));
+    if !params.is_object() {
+        return rpc_err(
+            &id,
+            &A2aError::InvalidParams("params must be an object".into()),
+            d,
+        );
+    }
+    let op = match (d, method) {
+        (Dialect::V10, "SendMessage") | (Dialect::V03, "message/send") => Op::Send,
+        (Dialect::V10, "SendStreamingMessage") | (Dialect::V03, "message/stream") => Op::Stream,
+        (Dialect::V10, "GetTask") | (Dialect::V03, "tasks/get") => Op::Get,
+        (Dialect::V10, "ListTasks") | (Dialect::V03, "tasks/list") => Op::List,
+        (Dialect::V10, "CancelTask") | (Dialect::V03, "tasks/cancel") => Op::Cancel,
+        (Dialect::V10, "SubscribeToTask") | (Dialect::V03, "tasks/resubscribe") => Op::Subscribe,
+        (Dialect::V10, "GetExtendedAgentCard")
+        | (Dialect::V03, "agent/getAuthenticatedExtendedCard") => {
+            return rpc_err(&id, &A2aError::ExtendedCardNotConfigured, d);
+        }
+        (_, m) if m.contains("ushNotificationConfig") => {
+            return rpc_err(&id, &A2aError::PushNotSupported, d);
+        }
+        (_, m) => {
+            let hint = match d {
+                Dialect::V10 => {
+                    "SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask"
+                }
+                Dialect::V03 => {
+                    "message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe (send A2A-Version: 1.0 for the 1.0 names)"
+                }
+            };
+            return rpc_err(
+                &id,
+                &A2aError::MethodNotFound(format!(
+                    "method '{m}' not found; this agent serves {hint}"
+                )),
+                d,
+            );
+        }
+    };
+    match run(gw, session, d, op, &params).await {
+        Ok(Answer::Value(v)) => rpc_ok(&id, v),
+        Ok(Answer::Stream(task, after)) => {
+            let id = id.clone();
+            task_stream(
+                Arc::clone(&gw.supervisor.shared().tasks),
+                *task,
+                after,
+                d,
+                move |v| json!({"jsonrpc": "2.0", "id": id, "result": v}),
+            )
+        }
+        Err(e) => rpc_err(&id, &e, d),
+    }
+}
+
+/// The HTTP+JSON binding (1.0) under `/a2a/<route>/`.
+pub(super) async fn rest(
+    gw: &Gateway,
+    session: &Session,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
+    let d = match super::dialect(headers) {
+        Ok(d) => d,
+        Err(m) => return A2aError::Version(m).http(),
+    };
+    let body_json = || -> Result<Value, A2aError> {
+        if body.is_empty() {
+            return Ok(json!({}));
+        }
+        serde_json::from_slice(body).map_err(|e| A2aError::Parse(format!("invalid JSON: {e}")))
+    };
+    let query: Value = Value::Object(
+        query
+            .map(|q| {
+                q.split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .map(|(k, v)| (k.to_string(), Value::String(percent_decode(v))))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    );
+    let (op, params) = match (method.as_str(), path) {
+        ("POST", "message:send") => (Op::Send, body_json()),
+        ("POST", "message:stream") => (Op::Stream, body_json()),
+        ("GET", "tasks") => (Op::List, Ok(query)),
+        (m, p) if p.starts_with("tasks/") => {
+            let rest = &p["tasks/".len()..];
+            match (m, rest.split_once(':')) {
+                ("GET", None) if !rest.contains('/') => {
+                    let mut q = query;
+                    q["id"] = json!(rest);
+                    (Op::Get, Ok(q))
+                }
+                ("POST", Some((id, "cancel"))) => (Op::Cancel, Ok(json!({"id": id}))),
+                ("GET" | "POST", Some((id, "subscribe"))) => (Op::Subscribe, Ok(json!({"id": id}))),
+                _ if rest.contains("pushNotificationConfigs") => {
+                    return A2aError::PushNotSupported.http();
+                }
+                _ => {
+                    return A2aError::MethodNotFound(format!("no A2A operation is {m} /{p}")).http();
+                }
+            }
+        }
+        ("GET", "extendedAgentCard") => return A2aError::ExtendedCardNotConfigured.http(),
+        (m, p) => return A2aError::MethodNotFound(format!("no A2A operation is {m} /{p}")).http(),
+    };
+    let params = match params {
+        Ok(p) if p.is_object() => p,
+        Ok(_) => return A2aError::InvalidParams("the body must be a JSON object".into()).http(),
+        Err(e) => return e.http(),
+    };
+    // The HTTP+JSON binding is served in its 1.0 form only.
+    let _ = d;
+    match run(gw, session, Dialect::V10, op, &params).await {
+        Ok(Answer::Value(v)) => axum::Json(v).into_response(),
+        Ok(Answer::Stream(task, after)) => task_stream(
+            Arc::clone(&gw.supervisor.shared().tasks),
+            *task,
+            after,
+            Dialect::V10,
+            |v| v,
+        ),
+        Err(e) => e.http(),
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escaped = (b == b'%')
+            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
+            .flatten();
+        match (b, escaped) {
+            (_, Some((hi, lo))) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 2;
+            }
+            (b'+', None) => out.push(b' '),
+            (b, None) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Send,
+    Stream,
+    Get,
+    List,
+    Cancel,
+    Subscribe,
+}
+
+fn field<'a>(params: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
+    params.get(camel).or_else(|| params.get(snake))
+}
+
+fn task_id(params: &Value) -> Result<String, A2aError> {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| A2aError::InvalidParams("params.id (the task id) is required".into()))
+}
+
+fn int(v: Option<&Value>) -> Option<i64> {
+    v.and_then(|v| {
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+    })
+}
+
+/// A task of this session, or TaskNotFound.
+async fn own_task(gw: &Gateway, session: &Session, id: &str) -> Result<A2aTask, A2aError> {
+    match gw.supervisor.shared().tasks.store().a2a_task(id).await? {
+        Some(t) if t.session_id == session.id => Ok(t),
+        _ => Err(A2aError::TaskNotFound(format!(
+            "no task '{id}' at this agent"
+        ))),
+    }
+}
+
+async fn run(
+    gw: &Gateway,
+    session: &Session,
+    d: Dialect,
+    op: Op,
+    params: &Value,
+) -> Result<Answer, A2aError> {
+    let broker = &gw.supervisor.shared().tasks;
+    match op {
+        Op::Send | Op::Stream => {
+            let message = params
+                .get("message")
+                .ok_or_else(|| A2aError::InvalidParams("params.message is required".into()))?;
+            let m = wire::parse_message(message).map_err(A2aError::InvalidParams)?;
+            if let Some(existing) = &m.task_id {
+                let t = own_task(gw, session, existing).await?;
+                return Err(A2aError::Unsupported(if t.state.is_terminal() {
+                    format!(
+                        "task '{existing}' has ended ({}); send a new message without taskId",
+                        t.state.as_str()
+                    )
+                } else {
+                    format!(
+                        "task '{existing}' is {}; it does not take more messages now",
+                        t.state.as_str()
+                    )
+                }));
+            }
+            let canonical = m.canonical.to_string();
+            let task = broker
+                .submit(NewTask {
+                    session_id: &session.id,
+                    route: &session.name,
+                    message_id: &m.message_id,
+                    context_id: m.context_id.as_deref(),
+                    text: &m.text,
+                    message_json: &canonical,
+                })
+                .await
+                .map_err(|e| match e {
+                    SubmitError::Store(s) => A2aError::from(s),
+                    other => A2aError::Unsupported(other.to_string()),
+                })?;
+            tracing::info!(task_id = %task.id, route = %session.name, "A2A task accepted");
+            if matches!(op, Op::Stream) {
+                return Ok(Answer::Stream(Box::new(task), 1));
+            }
+            let config = params.get("configuration");
+            let return_now = match d {
+                Dialect::V10 => config
+                    .and_then(|c| field(c, "returnImmediately", "return_immediately"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                Dialect::V03 => !config
+                    .and_then(|c| c.get("blocking"))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true),
+            };
+            let task = if return_now {
+                task
+            } else {
+                wait_until_ended(broker, task).await
+            };
+            Ok(Answer::Value(wire::task_result(&task, d)))
+        }
+        Op::Get => {
+            let t = own_task(gw, session, &task_id(params)?).await?;
+            let history =
+                int(field(params, "historyLength", "history_length")).map(|n| n.max(0) as usize);
+            Ok(Answer::Value(wire::task(
+                &t,
+                d,
+                Shape {
+                    history,
+                    artifacts: true,
+                },
+            )))
+        }
+        Op::List => {
+            let page_size = int(field(params, "pageSize", "page_size")).unwrap_or(50);
+            if !(1..=100).contains(&page_size) {
+                return Err(A2aError::InvalidParams(
+                    "pageSize must be between 1 and 100".into(),
+                ));
+            }
+            let offset: u32 = match field(params, "pageToken", "page_token").and_then(Value::as_str)
+            {
+                None | Some("") => 0,
+                Some(token) => token.parse().map_err(|_| {
+                    A2aError::InvalidParams(format!(
+                        "pageToken '{token}' is not one this server issued"
+                    ))
+                })?,
+            };
+            let state =
+                match field(params, "status", "status").and_then(Value::as_str) {
+                    None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
+                    Some(s) => Some(wire::parse_state(s).ok_or_else(|| {
+                        A2aError::InvalidParams(format!("unknown task state '{s}'"))
+                    })?),
+                };
+            let context = field(params, "contextId", "context_id").and_then(Value::as_str);
+            let include_artifacts = field(params, "includeArtifacts", "include_artifacts")
+                .map(|v| v.as_bool().unwrap_or_else(|| v.as_str() == Some("true")))
+                .unwrap_or(false);
+            let history =
+                int(field(params, "historyLength", "history_length")).map(|n| n.max(0) as usize);
+            let (tasks, total) = broker
+                .store()
+                .a2a_tasks(&TaskFilter {
+                    session_id: Some(&session.id),
+                    context_id: context,
+                    state,
+                    limit: page_size as u32,
+                    offset,
+                })
+                .await?;
+            let next = offset as u64 + tasks.len() as u64;
+            let shape = Shape {
+                history,
+                artifacts: include_artifacts,
+            };
+            Ok(Answer::Value(json!({
+                "tasks": tasks.iter().map(|t| wire::task(t, d, shape)).collect::<Vec<_>>(),
+                "nextPageToken": if next < total { next.to_string() } else { String::new() },
+                "pageSize": page_size,
+                "totalSize": total,
+            })))
+        }
+        Op::Cancel => {
+            let id = task_id(params)?;
+            let t = own_task(gw, session, &id).await?;
+            if t.state.is_terminal() {
+                return Err(A2aError::NotCancelable(format!(
+                    "task '{id}' has already ended ({})",
+                    t.state.as_str()
+                )));
+            }
+            broker.cancel(&id).await?;
+            let t = wait_until_ended(broker, t).await;
+            Ok(Answer::Value(wire::task(&t, d, Shape::default())))
+        }
+        Op::Subscribe => {
+            let id = task_id(params)?;
+            let t = own_task(gw, session, &id).await?;
+            if t.state.is_terminal() {
+                return Err(A2aError::Unsupported(format!(
+                    "task '{id}' has ended ({}); GetTask returns its result",
+                    t.state.as_str()
+                )));
+            }
+            // The snapshot is current; everything logged so far is in it.
+            let after = broker
+                .store()
+                .task_events(&id, 0)
+                .await?
+                .last()
+                .map_or(0, |e| e.seq);
+            Ok(Answer::Stream(Box::new(t), after))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_carry_codes_and_error_info() {
+        let e = A2aError::TaskNotFound("no task".into());
+        let v = e.rpc(Dialect::V10);
+        assert_eq!(v["code"], -32001);
+        assert_eq!(v["data"][0]["reason"], "TASK_NOT_FOUND");
+        assert!(e.rpc(Dialect::V03).get("data").is_none());
+        assert_eq!(A2aError::Parse("x".into()).code(), -32700);
+        assert_eq!(e.http_status(), StatusCode::NOT_FOUND);
+        assert_eq!(percent_decode("a%20b+c%3D"), "a b c=");
+        assert_eq!(percent_decode("100%"), "100%");
+    }
+}

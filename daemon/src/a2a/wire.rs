@@ -1,0 +1,299 @@
+//! The A2A wire formats: requests parsed into roostd's terms, tasks and
+//! events rendered for protocol 1.0 (ProtoJSON: camelCase, `TASK_STATE_*`,
+//! no `kind`) or 0.3 (lowercase states, `kind` discriminators).
+
+use serde_json::{Value, json};
+
+use crate::tasks::{A2aTask, EventKind, TaskEvent, TaskState};
+
+/// Which protocol version a request speaks (`A2A-Version`; absent means 0.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    V03,
+    V10,
+}
+
+impl Dialect {
+    /// From the `A2A-Version` header: empty or absent is 0.3, any 1.x is 1.0.
+    pub fn from_header(value: Option<&str>) -> Result<Self, String> {
+        match value.map(str::trim) {
+            None | Some("") => Ok(Self::V03),
+            Some(v) if v.split('.').next() == Some("1") => Ok(Self::V10),
+            Some(v) if v.starts_with("0.3") => Ok(Self::V03),
+            Some(v) => Err(format!(
+                "A2A-Version {v} is not supported: this server speaks 1.0 (and 0.3 without the header)"
+            )),
+        }
+    }
+}
+
+/// An incoming message reduced to what roostd uses, plus its canonical JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InMessage {
+    pub message_id: String,
+    pub context_id: Option<String>,
+    pub task_id: Option<String>,
+    pub text: String,
+    /// `{messageId, contextId?, role, parts:[{text}]}` as stored with the task.
+    pub canonical: Value,
+}
+
+/// Reads `params.message` of either dialect; the error says what is wrong.
+pub fn parse_message(message: &Value) -> Result<InMessage, String> {
+    let obj = message
+        .as_object()
+        .ok_or("params.message is required and must be an object")?;
+    let get = |camel: &str, snake: &str| {
+        obj.get(camel)
+            .or_else(|| obj.get(snake))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let message_id = get("messageId", "message_id").ok_or("message.messageId is required")?;
+    let parts = obj
+        .get("parts")
+        .and_then(Value::as_array)
+        .filter(|p| !p.is_empty())
+        .ok_or("message.parts must be a non-empty list")?;
+    let mut texts = Vec::new();
+    for part in parts {
+        if let Some(text) = part.get("text").and_then(Value::as_str) {
+            texts.push(text.to_string());
+        } else if let Some(data) = part.get("data") {
+            texts.push(data.to_string());
+        }
+    }
+    if texts.is_empty() {
+        return Err("message has no text or data part; this agent reads text".into());
+    }
+    let text = texts.join("\n\n");
+    let context_id = get("contextId", "context_id");
+    let canonical = json!({
+        "messageId": message_id,
+        "contextId": context_id,
+        "role": "ROLE_USER",
+        "parts": texts.iter().map(|t| json!({"text": t})).collect::<Vec<_>>(),
+    });
+    Ok(InMessage {
+        message_id,
+        context_id,
+        task_id: get("taskId", "task_id"),
+        text,
+        canonical,
+    })
+}
+
+pub fn state_name(state: TaskState, d: Dialect) -> &'static str {
+    match d {
+        Dialect::V03 => state.as_str(),
+        Dialect::V10 => match state {
+            TaskState::Submitted => "TASK_STATE_SUBMITTED",
+            TaskState::Working => "TASK_STATE_WORKING",
+            TaskState::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            TaskState::Completed => "TASK_STATE_COMPLETED",
+            TaskState::Failed => "TASK_STATE_FAILED",
+            TaskState::Canceled => "TASK_STATE_CANCELED",
+            TaskState::Rejected => "TASK_STATE_REJECTED",
+        },
+    }
+}
+
+/// A state from a filter: either spelling.
+pub fn parse_state(s: &str) -> Option<TaskState> {
+    TaskState::parse(s).or_else(|| {
+        let rest = s.strip_prefix("TASK_STATE_")?;
+        TaskState::parse(&rest.to_ascii_lowercase().replace('_', "-"))
+    })
+}
+
+fn text_part(text: &str, d: Dialect) -> Value {
+    match d {
+        Dialect::V10 => json!({"text": text}),
+        Dialect::V03 => json!({"kind": "text", "text": text}),
+    }
+}
+
+fn agent_message(task: &A2aTask, id_suffix: &str, text: &str, d: Dialect) -> Value {
+    let mut m = json!({
+        "messageId": format!("{}-{id_suffix}", task.id),
+        "contextId": task.context_id,
+        "taskId": task.id,
+        "role": if d == Dialect::V10 { "ROLE_AGENT" } else { "agent" },
+        "parts": [text_part(text, d)],
+    });
+    if d == Dialect::V03 {
+        m["kind"] = json!("message");
+    }
+    m
+}
+
+fn user_message(task: &A2aTask, d: Dialect) -> Value {
+    let mut m = json!({
+        "messageId": task.message_id,
+        "contextId": task.context_id,
+        "taskId": task.id,
+        "role": if d == Dialect::V10 { "ROLE_USER" } else { "user" },
+        "parts": [text_part(&task.text, d)],
+    });
+    if d == Dialect::V03 {
+        m["kind"] = json!("message");
+    }
+    m
+}
+
+/// The artifact every finished agent task has: its answer.
+pub const ANSWER_ARTIFACT: &str = "answer";
+
+fn artifact(text: &str, d: Dialect) -> Value {
+    json!({"artifactId": ANSWER_ARTIFACT, "name": ANSWER_ARTIFACT, "parts": [text_part(text, d)]})
+}
+
+fn status(task_state: TaskState, message: Option<Value>, at: &str, d: Dialect) -> Value {
+    let mut s = json!({"state": state_name(task_state, d), "timestamp": at});
+    if let Some(m) = message {
+        s["message"] = m;
+    }
+    s
+}
+
+/// How much of a task to render.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// `None`: all history; `Some(0)`: none.
+    pub history: Option<usize>,
+    pub artifacts: bool,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Self {
+            history: None,
+            artifacts: true,
+        }
+    }
+}
+
+pub fn task(t: &A2aTask, d: Dialect, shape: Shape) -> Value {
+    let message = t
+        .status_message
+        .as_deref()
+        .map(|m| agent_message(t, "status", m, d));
+    let mut v = json!({
+        "id": t.id,
+        "contextId": t.context_id,
+        "status": status(t.state, message, &t.updated_at, d),
+    });
+    if shape.artifacts
+        && let Some(answer) = &t.answer
+    {
+        v["artifacts"] = json!([artifact(answer, d)]);
+    }
+    if shape.history != Some(0) {
+        v["history"] = json!([user_message(t, d)]);
+    }
+    if d == Dialect::V03 {
+        v["kind"] = json!("task");
+    }
+    v
+}
+
+/// One stream event of a task (`None` for nothing to send).
+pub fn event(t: &A2aTask, e: &TaskEvent, d: Dialect) -> Value {
+    match &e.kind {
+        EventKind::Status { state, message } => {
+            let message = message
+                .as_deref()
+                .map(|m| agent_message(t, &e.seq.to_string(), m, d));
+            let mut u = json!({
+                "taskId": t.id,
+                "contextId": t.context_id,
+                "status": status(*state, message, &e.at, d),
+            });
+            match d {
+                Dialect::V10 => json!({"statusUpdate": u}),
+                Dialect::V03 => {
+                    u["kind"] = json!("status-update");
+                    u["final"] = json!(state.is_terminal());
+                    u
+                }
+            }
+        }
+        EventKind::Artifact {
+            artifact_id,
+            text,
+            append,
+            last_chunk,
+        } => {
+            let mut u = json!({
+                "taskId": t.id,
+                "contextId": t.context_id,
+                "artifact": {"artifactId": artifact_id, "name": artifact_id, "parts": [text_part(text, d)]},
+            });
+            if *append {
+                u["append"] = json!(true);
+            }
+            if *last_chunk {
+                u["lastChunk"] = json!(true);
+            }
+            match d {
+                Dialect::V10 => json!({"artifactUpdate": u}),
+                Dialect::V03 => {
+                    u["kind"] = json!("artifact-update");
+                    u
+                }
+            }
+        }
+    }
+}
+
+/// A task as the first event of a stream or the result of SendMessage.
+pub fn task_result(t: &A2aTask, d: Dialect) -> Value {
+    match d {
+        Dialect::V10 => json!({"task": task(t, d, Shape::default())}),
+        Dialect::V03 => task(t, d, Shape::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_follow_the_header() {
+        assert_eq!(Dialect::from_header(None), Ok(Dialect::V03));
+        assert_eq!(Dialect::from_header(Some("")), Ok(Dialect::V03));
+        assert_eq!(Dialect::from_header(Some("1.0")), Ok(Dialect::V10));
+        assert_eq!(Dialect::from_header(Some("1.2")), Ok(Dialect::V10));
+        assert!(Dialect::from_header(Some("99.0")).is_err());
+    }
+
+    #[test]
+    fn messages_of_both_dialects_parse_and_bad_ones_say_why() {
+        let m = parse_message(&json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}], "contextId": "c"}))
+            .expect("1.0");
+        assert_eq!(
+            (m.text.as_str(), m.context_id.as_deref()),
+            ("hi", Some("c"))
+        );
+        let m = parse_message(&json!({"kind": "message", "message_id": "m2", "role": "user", "parts": [{"kind": "text", "text": "yo"}], "taskId": "t"}))
+            .expect("0.3");
+        assert_eq!((m.text.as_str(), m.task_id.as_deref()), ("yo", Some("t")));
+        for (bad, needle) in [
+            (json!(null), "must be an object"),
+            (json!({"parts": [{"text": "x"}]}), "messageId is required"),
+            (json!({"messageId": "m", "parts": []}), "non-empty"),
+            (
+                json!({"messageId": "m", "parts": [{"url": "x"}]}),
+                "no text",
+            ),
+        ] {
+            assert!(parse_message(&bad).expect_err("bad").contains(needle));
+        }
+        assert_eq!(
+            parse_state("TASK_STATE_INPUT_REQUIRED"),
+            Some(TaskState::InputRequired)
+        );
+        assert_eq!(parse_state("working"), Some(TaskState::Working));
+    }
+}
