@@ -208,6 +208,7 @@ async fn main() {
         jail_helper: None,
         pids: None,
         denials: None,
+        chunks: None,
     };
     let request_json = serde_json::json!({
         "protocol": 1, "purpose": "turn", "model": "bench", "system": "x".repeat(1200),

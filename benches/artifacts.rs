@@ -92,6 +92,7 @@ fn spec(dir: &Path, policy: &Arc<CapabilityPolicy>) -> ToolSpec {
         jail_helper: None,
         pids: None,
         denials: None,
+        chunks: None,
     }
 }
 

@@ -94,6 +94,26 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Send a message to an agent session over A2A (its reply, or the stream with --stream).
+    Send {
+        route: String,
+        text: String,
+        /// Print each event as it streams (SendStreamingMessage).
+        #[arg(long)]
+        stream: bool,
+        /// Continue this task.
+        #[arg(long)]
+        task_id: Option<String>,
+        /// Print the JSON results.
+        #[arg(long)]
+        json: bool,
+    },
+    /// An agent session's tasks: states, times and token use.
+    Tasks {
+        id_or_name: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Show an agent session's trace (inference calls, tool calls, tasks).
     Trace {
         id_or_name: String,
@@ -191,6 +211,85 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             if !json {
                 let tasks = client.tasks(&session.id).await?;
                 print_usage(out, &session, &tasks)?;
+            }
+            Ok(0)
+        }
+        Command::Send {
+            route,
+            text,
+            stream,
+            task_id,
+            json,
+        } => {
+            let health = client.health().await?;
+            let token = std::env::var("ROOST_A2A_TOKEN").ok();
+            let mut failed = None;
+            crate::a2a::send(
+                &crate::a2a::Send {
+                    addr: &health.a2a_addr,
+                    route: &route,
+                    text: &text,
+                    task_id: task_id.as_deref(),
+                    stream,
+                    token: token.as_deref(),
+                },
+                |event| {
+                    let line = if json {
+                        event.to_string()
+                    } else if event.get("artifactUpdate").is_some() {
+                        // Streamed text is printed as it comes, without newlines.
+                        let chunk = crate::a2a::describe(event);
+                        let last = event["artifactUpdate"]["lastChunk"] == true;
+                        let write = if last { "\n".to_string() } else { chunk };
+                        if failed.is_none()
+                            && let Err(e) =
+                                out.write_all(write.as_bytes()).and_then(|()| out.flush())
+                        {
+                            failed = Some(e);
+                        }
+                        return;
+                    } else {
+                        crate::a2a::describe(event)
+                    };
+                    if failed.is_none()
+                        && let Err(e) = writeln!(out, "{line}")
+                    {
+                        failed = Some(e);
+                    }
+                },
+            )
+            .await?;
+            match failed {
+                Some(e) => Err(e.into()),
+                None => Ok(0),
+            }
+        }
+        Command::Tasks { id_or_name, json } => {
+            let tasks = client.tasks(&id_or_name).await?;
+            if json {
+                serde_json::to_writer_pretty(&mut *out, &tasks)
+                    .map_err(|e| CliError::Usage(e.to_string()))?;
+                writeln!(out)?;
+            } else {
+                writeln!(
+                    out,
+                    "{:<36} {:<10} {:<8} {:<24} {:<24} {:>8} {:>8} {:>5}",
+                    "TASK", "STATE", "SOURCE", "CREATED", "ENDED", "IN", "OUT", "TURNS"
+                )?;
+                for t in &tasks {
+                    writeln!(
+                        out,
+                        "{:<36} {:<10} {:<8} {:<24} {:<24} {:>8} {:>8} {:>5}",
+                        t.id,
+                        t.state,
+                        t.source,
+                        t.created_at,
+                        t.ended_at.as_deref().unwrap_or("-"),
+                        t.input_tokens,
+                        t.output_tokens,
+                        t.turns
+                    )?;
+                }
             }
             Ok(0)
         }

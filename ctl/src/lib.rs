@@ -5,6 +5,7 @@
 //! exactly one definition, and for [`artifact`], the bundle, lock and registry
 //! layout that `roostctl publish` writes and staging reads.
 
+pub mod a2a;
 pub mod api;
 pub mod artifact;
 pub mod cli;

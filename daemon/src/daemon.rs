@@ -106,7 +106,21 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         metrics,
         format!("http://{a2a_addr}"),
     );
+    let recovered = supervisor.shared().tasks.recover().await?;
+    if recovered > 0 {
+        tracing::warn!(
+            tasks = recovered,
+            "A2A tasks interrupted by the last stop were failed"
+        );
+    }
     let resumed = supervisor.resume_all().await?;
+    let orphans = supervisor.shared().tasks.fail_orphans().await?;
+    if orphans > 0 {
+        tracing::warn!(
+            tasks = orphans,
+            "queued A2A tasks whose session did not come back were failed"
+        );
+    }
 
     let servers = CancellationToken::new();
     let state = ApiState {

@@ -518,6 +518,43 @@ impl Store {
         }))
     }
 
+    /// Ids of A2A tasks in `states` (all sessions), oldest first; with
+    /// `ended_sessions`, only those whose session is no longer live.
+    pub async fn a2a_task_ids(
+        &self,
+        states: &[TaskState],
+        ended_sessions: bool,
+    ) -> Result<Vec<String>, StoreError> {
+        let list = states
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let ended = if ended_sessions {
+            "AND session_id IN (SELECT id FROM sessions WHERE state NOT IN ('starting', 'running'))"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT id FROM tasks WHERE source = 'a2a' AND state IN ({list}) {ended} \
+             ORDER BY created_at, id"
+        );
+        Ok(sqlx::query_scalar(&sql).fetch_all(&self.reader).await?)
+    }
+
+    /// A session's A2A tasks that were accepted but never started, oldest first.
+    pub async fn pending_a2a_tasks(&self, session_id: &str) -> Result<Vec<A2aTask>, StoreError> {
+        let sql = format!(
+            "SELECT {A2A_COLUMNS} FROM tasks t WHERE t.source = 'a2a' AND t.session_id = ?1 \
+             AND t.state = 'submitted' ORDER BY t.created_at, t.id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(a2a_from_row).collect()
+    }
+
     /// One A2A task with its last status message.
     pub async fn a2a_task(&self, id: &str) -> Result<Option<A2aTask>, StoreError> {
         let sql = format!("SELECT {A2A_COLUMNS} FROM tasks t WHERE t.id = ?1 AND t.source = 'a2a'");

@@ -330,6 +330,63 @@ impl Broker {
         Ok(())
     }
 
+    /// At start-up, before any session runs: tasks that were running when
+    /// roostd stopped are failed visibly (re-running them could repeat their
+    /// tools' side effects); tasks that never started stay queued for their
+    /// session. Returns how many were failed.
+    pub async fn recover(&self) -> Result<usize, StoreError> {
+        let ids = self
+            .store
+            .a2a_task_ids(&[TaskState::Working, TaskState::InputRequired], false)
+            .await?;
+        for id in &ids {
+            self.finish(
+                id,
+                TaskState::Failed,
+                Some("interrupted: roostd stopped while the task was running; send it again"),
+            )
+            .await?;
+        }
+        Ok(ids.len())
+    }
+
+    /// After sessions were resumed: queued tasks whose session did not come
+    /// back fail visibly.
+    pub async fn fail_orphans(&self) -> Result<usize, StoreError> {
+        let ids = self
+            .store
+            .a2a_task_ids(&[TaskState::Submitted], true)
+            .await?;
+        for id in &ids {
+            self.finish(
+                id,
+                TaskState::Failed,
+                Some("its session did not come back after roostd restarted"),
+            )
+            .await?;
+        }
+        Ok(ids.len())
+    }
+
+    /// Tasks accepted for a session that never started (delivered first when
+    /// the session runs again).
+    pub async fn pending(&self, session_id: &str) -> Vec<Incoming> {
+        match self.store.pending_a2a_tasks(session_id).await {
+            Ok(tasks) => tasks
+                .into_iter()
+                .map(|t| Incoming {
+                    task_id: t.id,
+                    context_id: t.context_id,
+                    text: t.text,
+                })
+                .collect(),
+            Err(error) => {
+                tracing::error!(%error, "cannot read queued tasks");
+                Vec::new()
+            }
+        }
+    }
+
     pub fn store(&self) -> &Store {
         &self.store
     }

@@ -312,6 +312,69 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
     )
     .await;
     assert_eq!(status, 404);
+    // roostctl send (plain and streamed) and roostctl tasks.
+    use roost_ctl::cli::{Cli, Command, run as cli_run};
+    let cli = |command| Cli {
+        socket: Some(daemon.socket.clone()),
+        command,
+    };
+    let mut out = Vec::new();
+    let code = cli_run(
+        cli(Command::Send {
+            route: "helper".into(),
+            text: "cli job".into(),
+            stream: false,
+            task_id: None,
+            json: false,
+        }),
+        &mut out,
+    )
+    .await
+    .expect("send");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(code, 0);
+    assert!(
+        text.starts_with("task tsk_") && text.contains("completed\ndone: cli job"),
+        "{text}"
+    );
+    let mut out = Vec::new();
+    cli_run(
+        cli(Command::Send {
+            route: "helper".into(),
+            text: "cli stream".into(),
+            stream: true,
+            task_id: None,
+            json: false,
+        }),
+        &mut out,
+    )
+    .await
+    .expect("send --stream");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert!(
+        text.contains("status working")
+            && text.contains("done: cli stream")
+            && text.contains("status completed"),
+        "{text}"
+    );
+    let mut out = Vec::new();
+    cli_run(
+        cli(Command::Tasks {
+            id_or_name: "helper".into(),
+            json: false,
+        }),
+        &mut out,
+    )
+    .await
+    .expect("tasks");
+    let text = String::from_utf8(out).expect("utf-8");
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains(" completed ") && l.contains(" a2a "))
+            .count(),
+        5,
+        "{text}"
+    );
     // Every task the gateway acknowledged is in the session's task list.
     let tasks = daemon.client.tasks("helper").await.expect("tasks");
     assert_eq!(
@@ -319,7 +382,7 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
             .iter()
             .filter(|t| t.source == "a2a" && t.state == "completed")
             .count(),
-        3
+        5
     );
 }
 
@@ -373,10 +436,22 @@ async fn streams_replay_the_task_log_and_cancel_and_overflow_behave() {
         ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"],
         "{body}"
     );
-    let artifact = results
+    // The driver's streamed deltas arrive as appended chunks of the answer,
+    // then the whole answer as the last chunk.
+    let updates: Vec<&Value> = results
         .iter()
-        .find_map(|r| r["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str());
-    assert_eq!(artifact, Some("done: stream me"));
+        .map(|r| &r["artifactUpdate"])
+        .filter(|u| u.is_object())
+        .collect();
+    let streamed: String = updates
+        .iter()
+        .filter(|u| u["append"] == true)
+        .filter_map(|u| u["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, "done: stream me", "{body}");
+    let last = updates.last().expect("artifact updates");
+    assert_eq!(last["lastChunk"], true);
+    assert_eq!(last["artifact"]["parts"][0]["text"], "done: stream me");
     assert!(events.iter().all(|e| e["id"] == 3));
     // Subscribing to a finished task is an error; its result stays readable.
     let r = rpc(
@@ -540,4 +615,87 @@ async fn the_gateway_requires_its_bearer_token_and_the_card_declares_it() {
         !daemon.log().contains(token),
         "the token never reaches the log"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_acknowledged_task_is_lost_to_kill_9() {
+    let (mut daemon, addr) = gateway(TEST_CONFIG).await;
+    let mock = MockLlm::start(|seen| {
+        let task = seen.messages()[0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        Reply::text(&format!("done: {task}")).delay(Duration::from_millis(20))
+    })
+    .await;
+    let dir = agent(
+        daemon.root.path(),
+        "durable",
+        &mock,
+        "",
+        "lifecycle: {task_acceptance: queue, after_task: sleep, queue_depth: 256}\n",
+    );
+    let s = daemon
+        .client
+        .start(&roost_ctl::api::StartRequest {
+            restart: roost_ctl::api::RestartPolicy::Always,
+            ..request(&dir)
+        })
+        .await
+        .expect("start");
+    for _ in 0..200 {
+        if daemon.client.get(&s.id).await.expect("get").state
+            == roost_ctl::api::SessionState::Running
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // 200 tasks, each acknowledged (returnImmediately) before the next is sent.
+    let mut acked = Vec::new();
+    for i in 0..200 {
+        let r = rpc(&addr, "durable", Some("1.0"), "SendMessage", json!({"message": message(&format!("k-{i}"), &format!("job {i}")), "configuration": {"returnImmediately": true}})).await;
+        let id = r["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not acknowledged: {r}"));
+        acked.push(id.to_string());
+    }
+    daemon.kill9();
+    daemon.spawn().await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    // Every acknowledged task is there and ends: the queued ones run after the
+    // restart, the one that was running fails visibly as interrupted.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut states = std::collections::HashMap::new();
+    for id in &acked {
+        loop {
+            let r = rpc(&addr, "durable", Some("1.0"), "GetTask", json!({"id": id})).await;
+            let state = r["result"]["status"]["state"]
+                .as_str()
+                .unwrap_or_else(|| panic!("task {id} lost: {r}"))
+                .to_string();
+            if state == "TASK_STATE_COMPLETED" || state == "TASK_STATE_FAILED" {
+                if state == "TASK_STATE_FAILED" {
+                    let why = r["result"]["status"]["message"]["parts"][0]["text"]
+                        .as_str()
+                        .unwrap_or("");
+                    assert!(why.starts_with("interrupted"), "{r}");
+                }
+                *states.entry(state).or_insert(0) += 1;
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "task {id} never ended: {r}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert_eq!(states.values().sum::<u32>(), 200);
+    assert!(
+        states.get("TASK_STATE_FAILED").copied().unwrap_or(0) <= 1,
+        "at most the running one: {states:?}"
+    );
+    eprintln!("after kill -9: {states:?}");
 }

@@ -271,7 +271,8 @@ pub(super) async fn rest(
                     return A2aError::PushNotSupported.http();
                 }
                 _ => {
-                    return A2aError::MethodNotFound(format!("no A2A operation is {m} /{p}")).http();
+                    return A2aError::MethodNotFound(format!("no A2A operation is {m} /{p}"))
+                        .http();
                 }
             }
         }

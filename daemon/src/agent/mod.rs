@@ -92,6 +92,93 @@ fn handles(manifest: &ArtifactManifest, kind: &str) -> bool {
     manifest.hook.as_ref().is_some_and(|h| h.handles(kind))
 }
 
+/// Streams the driver's text chunks of the current A2A task to its
+/// subscribers, in order: text as `append` updates of the answer artifact,
+/// thinking as `working` status messages.
+pub struct ChunkRelay {
+    current: Arc<std::sync::Mutex<Option<String>>>,
+    tx: tokio::sync::mpsc::UnboundedSender<Relay>,
+}
+
+enum Relay {
+    Chunk {
+        task_id: String,
+        text: String,
+        thinking: bool,
+    },
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+impl ChunkRelay {
+    /// The relay and the sink to give the driver's calls.
+    pub fn start(broker: Arc<crate::tasks::Broker>) -> (Self, crate::runtime::ChunkSink) {
+        use crate::tasks::{EventKind, TaskState};
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Relay>();
+        tokio::spawn(async move {
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    Relay::Chunk {
+                        task_id,
+                        text,
+                        thinking,
+                    } => {
+                        let kind = if thinking {
+                            EventKind::Status {
+                                state: TaskState::Working,
+                                message: Some(text),
+                            }
+                        } else {
+                            EventKind::Artifact {
+                                artifact_id: crate::a2a::wire::ANSWER_ARTIFACT.into(),
+                                text,
+                                append: true,
+                                last_chunk: false,
+                            }
+                        };
+                        if let Err(error) = broker.publish(&task_id, kind, None).await {
+                            tracing::warn!(%error, %task_id, "cannot record a text chunk");
+                        }
+                    }
+                    Relay::Flush(done) => {
+                        let _ = done.send(());
+                    }
+                }
+            }
+        });
+        let current: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+        let slot = Arc::clone(&current);
+        let sender = tx.clone();
+        let sink: crate::runtime::ChunkSink = Arc::new(move |text: &str, thinking: bool| {
+            let task = slot.lock().ok().and_then(|c| c.clone());
+            if let Some(task_id) = task {
+                let _ = sender.send(Relay::Chunk {
+                    task_id,
+                    text: text.to_string(),
+                    thinking,
+                });
+            }
+        });
+        (Self { current, tx }, sink)
+    }
+
+    fn begin(&self, task_id: &str) {
+        if let Ok(mut c) = self.current.lock() {
+            *c = Some(task_id.to_string());
+        }
+    }
+
+    /// Stops relaying and waits until every chunk sent so far is recorded.
+    async fn end(&self) {
+        if let Ok(mut c) = self.current.lock() {
+            *c = None;
+        }
+        let (done, wait) = tokio::sync::oneshot::channel();
+        if self.tx.send(Relay::Flush(done)).is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
 /// How an agent session ended.
 #[derive(Debug)]
 pub enum AgentEnd {
@@ -129,6 +216,8 @@ pub struct AgentRun<'a> {
     pub used_before: Usage,
     /// A2A tasks: where they are recorded and streamed.
     pub broker: Arc<crate::tasks::Broker>,
+    /// Streams the driver's chunks to the current A2A task's subscribers.
+    pub relay: ChunkRelay,
     /// This launch's A2A inbox (taken when the run starts).
     pub inbox: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>>,
 }
@@ -192,6 +281,8 @@ struct SessionState {
     task_turns: u32,
     /// A2A tasks for this session (none for `task_acceptance: none`).
     inbox: Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>,
+    /// Tasks accepted before this launch that never started (run first).
+    pending: std::collections::VecDeque<crate::tasks::Incoming>,
 }
 
 impl AgentRun<'_> {
@@ -205,7 +296,11 @@ impl AgentRun<'_> {
             task_used: Usage::default(),
             task_turns: 0,
             inbox: self.inbox.lock().ok().and_then(|mut i| i.take()),
+            pending: Default::default(),
         };
+        if state.inbox.is_some() {
+            state.pending = self.broker.pending(&self.session_id).await.into();
+        }
         self.verify_checkpoints(&mut state).await;
         let tools = self.tool_defs();
         self.write_murmur_md().await;
@@ -224,6 +319,16 @@ impl AgentRun<'_> {
         self.hook(&mut state, "session-start", json!({}), None)
             .await;
         let end = self.task_loop(&mut state, &tools).await;
+        for task in std::mem::take(&mut state.pending) {
+            let _ = self
+                .broker
+                .finish(
+                    &task.task_id,
+                    crate::tasks::TaskState::Failed,
+                    Some("the session ended before the task ran"),
+                )
+                .await;
+        }
         if let Some(inbox) = state.inbox.take() {
             self.broker.close_inbox(&self.session_id, inbox).await;
         }
@@ -310,31 +415,36 @@ impl AgentRun<'_> {
             // everything else gives up after the idle timeout.
             let forever = lifecycle.task_acceptance == TaskAcceptance::Queue
                 && lifecycle.after_task == AfterTask::Sleep;
-            let idle = async {
-                if forever {
-                    std::future::pending::<()>().await;
+            let incoming = match state.pending.pop_front() {
+                Some(task) => task,
+                None => {
+                    let idle = async {
+                        if forever {
+                            std::future::pending::<()>().await;
+                        }
+                        tokio::time::sleep(self.idle_timeout).await;
+                    };
+                    let next = async {
+                        match state.inbox.as_mut() {
+                            Some(inbox) => inbox.recv().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        () = self.stop.cancelled() => return AgentEnd::Stopped,
+                        () = idle => {
+                            tracing::info!(
+                                idle_secs = self.idle_timeout.as_secs(),
+                                "no task arrived within the idle timeout (MURMUR_A2A_TIMEOUT_SECS); ending"
+                            );
+                            return AgentEnd::Completed;
+                        }
+                        incoming = next => match incoming {
+                            Some(incoming) => incoming,
+                            None => return AgentEnd::Completed,
+                        },
+                    }
                 }
-                tokio::time::sleep(self.idle_timeout).await;
-            };
-            let next = async {
-                match state.inbox.as_mut() {
-                    Some(inbox) => inbox.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let incoming = tokio::select! {
-                () = self.stop.cancelled() => return AgentEnd::Stopped,
-                () = idle => {
-                    tracing::info!(
-                        idle_secs = self.idle_timeout.as_secs(),
-                        "no task arrived within the idle timeout (MURMUR_A2A_TIMEOUT_SECS); ending"
-                    );
-                    return AgentEnd::Completed;
-                }
-                incoming = next => match incoming {
-                    Some(incoming) => incoming,
-                    None => return AgentEnd::Completed,
-                },
             };
             let outcome = self.run_a2a(state, tools, incoming).await;
             let ends = lifecycle.task_acceptance == TaskAcceptance::Single
@@ -385,7 +495,9 @@ impl AgentRun<'_> {
             source: "a2a",
             a2a: Some((id.clone(), incoming.context_id, cancel)),
         };
+        self.relay.begin(&id);
         let outcome = self.run_task(state, tools, input).await;
+        self.relay.end().await;
         let (end, message) = match &outcome {
             Ok(answer) => {
                 let text = answer.clone().unwrap_or_default();

@@ -17,6 +17,9 @@ use crate::logs::{LogSink, Stream};
 use crate::policy::CapabilityPolicy;
 use crate::tools::{self, ToolOutput, ToolRequest, ToolStatus};
 
+/// Receives a guest's text chunks: `(text, thinking)`.
+pub type ChunkSink = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
 /// Limits and surroundings of every tool or hook call of one session.
 #[derive(Clone)]
 pub struct ToolSpec {
@@ -39,6 +42,9 @@ pub struct ToolSpec {
     pub pids: Option<Arc<crate::sandbox::cgroup::PidsCgroups>>,
     /// Where guests' refused requests are collected (agents trace them).
     pub denials: Option<Arc<super::Denials>>,
+    /// Also receives `murmur:text/chunks` output (`thinking` for
+    /// `emit-thinking-chunk`): an agent streams it to A2A subscribers.
+    pub chunks: Option<ChunkSink>,
 }
 
 /// One session's tools: the `tools:` allow-list, its artifacts, and how to run them.
@@ -275,6 +281,7 @@ where
             stop: spec.stop.child_token(),
             tools: None,
             denials: spec.denials.clone(),
+            chunks: spec.chunks.clone(),
         })
         .map_err(|f| format!("{what} failed: {f}"))?;
     let timeout_secs = spec.timeout.as_secs();
@@ -426,10 +433,16 @@ impl manage::Host for SessionState {
 impl murmur::text::chunks::Host for SessionState {
     async fn emit_chunk(&mut self, chunk: String) {
         self.log.write(Stream::Stdout, chunk.as_bytes());
+        if let Some(sink) = &self.chunks {
+            sink(&chunk, false);
+        }
     }
 
     async fn emit_thinking_chunk(&mut self, chunk: String) {
         self.log.write(Stream::Stdout, chunk.as_bytes());
+        if let Some(sink) = &self.chunks {
+            sink(&chunk, true);
+        }
     }
 }
 

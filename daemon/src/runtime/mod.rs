@@ -22,7 +22,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
-pub use host::{SessionTools, ToolSpec};
+pub use host::{ChunkSink, SessionTools, ToolSpec};
 pub use http::{Denial, Denials};
 pub use limits::GuestFailure;
 pub use state::SessionState;
@@ -275,6 +275,7 @@ impl Runtime {
             stop: stop.clone(),
             tools: launch.tools,
             denials: None,
+            chunks: None,
         })?;
         // Host-side waits (e.g. an HTTP response) do not tick the epoch, so the
         // wall clock also bounds both phases together.
@@ -318,6 +319,7 @@ pub(crate) struct StoreSpec<'a> {
     stop: CancellationToken,
     tools: Option<Arc<SessionTools>>,
     denials: Option<Arc<Denials>>,
+    chunks: Option<host::ChunkSink>,
 }
 
 impl Core {
@@ -426,6 +428,7 @@ impl Core {
             limiter: limits::StoreLimiter::new(memory_limit),
             guard,
             log: spec.log,
+            chunks: spec.chunks,
             tools: spec.tools,
         };
         let mut store = Store::new(&self.engine, state);

@@ -21,6 +21,8 @@ pub struct SessionState {
     pub(crate) guard: EpochGuard,
     /// Where guest output and text chunks go.
     pub(crate) log: crate::logs::LogSink,
+    /// Also receives text chunks (agents stream them to A2A subscribers).
+    pub(crate) chunks: Option<super::host::ChunkSink>,
     /// The session's tools and artifacts; `None` inside a tool or hook, which
     /// cannot invoke tools themselves.
     pub(crate) tools: Option<Arc<SessionTools>>,

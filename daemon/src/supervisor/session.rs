@@ -356,6 +356,7 @@ impl SessionTask {
             jail_helper: self.shared.jail_helper.clone(),
             pids: self.shared.pids.clone(),
             denials: None,
+            chunks: None,
         }
     }
 
@@ -481,6 +482,8 @@ impl SessionTask {
         };
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
+        let (relay, sink) = crate::agent::ChunkRelay::start(Arc::clone(&self.shared.tasks));
+        driver_spec.chunks = Some(sink);
         let run = AgentRun {
             plan: Arc::clone(plan),
             runtime: &self.shared.runtime,
@@ -502,6 +505,7 @@ impl SessionTask {
             idle_timeout: idle_timeout(),
             used_before,
             broker: Arc::clone(&self.shared.tasks),
+            relay,
             inbox: std::sync::Mutex::new(inbox),
         };
         match run.run().await {
