@@ -103,18 +103,9 @@ async fn start_agent(daemon: &Daemon, mock: &MockLlm, name: &str, lifecycle: &st
         "",
         &format!("lifecycle: {lifecycle}\n"),
     );
-    let s = daemon.client.start(&request(&dir)).await.expect("start");
-    // The inbox opens when the agent's run starts.
-    for _ in 0..200 {
-        if daemon.client.get(&s.id).await.expect("get").state
-            == roost_ctl::api::SessionState::Running
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("agent {name} never ran");
+    // No waiting: the inbox is open once `start` returns, so a task sent now
+    // waits for the agent to be ready.
+    daemon.client.start(&request(&dir)).await.expect("start");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,28 +18,36 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
+/// Builds the wasm32-wasip2 workspace or crate at `manifest` (release) into
+/// the guests' target dir; returns the dir its components land in.
+fn build_wasm(manifest: &Path, what: &str) -> PathBuf {
+    let target = repo().join("tests").join("guests").join("target");
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--release",
+            "--target",
+            "wasm32-wasip2",
+            "--manifest-path",
+        ])
+        .arg(manifest)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo to build {what}: {e}"));
+    assert!(status.success(), "building {what} failed");
+    target.join("wasm32-wasip2").join("release")
+}
+
 /// The compiled guest `name` (built once per test process).
 pub fn guest(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
-        let guests = repo().join("tests").join("guests");
-        let target = guests.join("target");
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(guests.join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", &target)
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .status()
-            .expect("run cargo to build guests");
-        assert!(status.success(), "building guest components failed");
-        target.join("wasm32-wasip2").join("release")
+        build_wasm(
+            &repo().join("tests").join("guests").join("Cargo.toml"),
+            "the guest components",
+        )
     });
     let path = dir.join(format!("{name}.wasm"));
     assert!(path.is_file(), "guest {} missing", path.display());
@@ -55,26 +63,7 @@ pub fn openai_driver() -> (String, Vec<u8>) {
         .join("artifacts")
         .join("openai-driver");
     let wasm = BUILT.get_or_init(|| {
-        let target = repo().join("tests").join("guests").join("target");
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--manifest-path",
-            ])
-            .arg(dir.join("Cargo.toml"))
-            .env("CARGO_TARGET_DIR", &target)
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .status()
-            .expect("run cargo to build the openai driver");
-        assert!(status.success(), "building the openai driver failed");
-        target
-            .join("wasm32-wasip2")
-            .join("release")
-            .join("openai_driver.wasm")
+        build_wasm(&dir.join("Cargo.toml"), "the openai driver").join("openai_driver.wasm")
     });
     let manifest = std::fs::read_to_string(dir.join("murmur.yaml")).expect("driver manifest");
     (manifest, std::fs::read(wasm).expect("driver component"))

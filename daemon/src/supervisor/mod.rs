@@ -468,6 +468,7 @@ impl Owner {
             by_shutdown,
             restart_count,
             artifacts: None,
+            inbox: std::sync::Mutex::new(None),
         };
         let tx = self.tx.clone();
         let resumed = resume.is_some();

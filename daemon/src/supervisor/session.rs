@@ -33,6 +33,9 @@ pub(super) struct SessionTask {
     pub(super) restart_count: u32,
     /// The session's artifact table, once staged files are installed.
     pub(super) artifacts: Option<Arc<SessionArtifacts>>,
+    /// An agent's A2A inbox, open from the moment the session exists (tasks
+    /// sent while it stages wait there) until a launch ends.
+    pub(super) inbox: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>>,
 }
 
 /// Name of the staging log in a session's `logs/` dir.
@@ -70,6 +73,12 @@ impl SessionTask {
     ) -> Option<Session> {
         // The phases are boxed so that a long-lived session (an agent waiting on
         // its model) keeps only the state of the phase it is in.
+        // Open before the session is reported, so a client can send it a
+        // task as soon as `start` returns.
+        let inbox = self.open_inbox();
+        if let Ok(mut slot) = self.inbox.lock() {
+            *slot = inbox;
+        }
         let installed = match Box::pin(self.register(resumed)).await {
             Ok((session, installed)) => {
                 let _ = reply.send(Ok(session));
@@ -468,18 +477,14 @@ impl SessionTask {
             },
             _ => Usage::default(),
         };
-        let lifecycle = &plan.spec.lifecycle;
-        let inbox = match lifecycle.task_acceptance {
-            crate::manifest::TaskAcceptance::None => None,
-            crate::manifest::TaskAcceptance::Single => {
-                Some(self.shared.tasks.open_inbox(&self.id, 1))
-            }
-            crate::manifest::TaskAcceptance::Queue => Some(
-                self.shared
-                    .tasks
-                    .open_inbox(&self.id, lifecycle.queue_depth as usize),
-            ),
-        };
+        // The inbox opened with the session, or a fresh one for a restart
+        // (the previous launch closed its own).
+        let inbox = self
+            .inbox
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .or_else(|| self.open_inbox());
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
         let (relay, sink) = crate::agent::ChunkRelay::start(Arc::clone(&self.shared.tasks));
@@ -518,6 +523,21 @@ impl SessionTask {
         }
     }
 
+    /// An inbox for A2A tasks, sized by the agent's lifecycle (`None` for
+    /// script capsules and `task_acceptance: none`).
+    fn open_inbox(&self) -> Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>> {
+        let Program::Agent(plan) = &self.staged.program else {
+            return None;
+        };
+        let lifecycle = &plan.spec.lifecycle;
+        let depth = match lifecycle.task_acceptance {
+            crate::manifest::TaskAcceptance::None => return None,
+            crate::manifest::TaskAcceptance::Single => 1,
+            crate::manifest::TaskAcceptance::Queue => lifecycle.queue_depth as usize,
+        };
+        Some(self.shared.tasks.open_inbox(&self.id, depth))
+    }
+
     fn capsule_url(&self) -> String {
         format!("{}/a2a/{}", self.shared.a2a_base, self.name)
     }
@@ -548,6 +568,11 @@ impl SessionTask {
     }
 
     async fn finish(&self, state: SessionState, error: Option<&str>) -> Option<Session> {
+        // Tasks still waiting for a session that never ran them fail visibly.
+        let inbox = self.inbox.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(inbox) = inbox {
+            self.shared.tasks.close_inbox(&self.id, inbox).await;
+        }
         let stop_reason = (state == SessionState::Stopped).then(|| {
             if self.by_shutdown.load(Ordering::Relaxed) {
                 StopReason::Shutdown
