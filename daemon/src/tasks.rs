@@ -4,7 +4,7 @@
 //! work. It knows no HTTP (the gateway, `a2a`, renders it) and no SQL (`store`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
@@ -160,6 +160,26 @@ struct Inbox {
     depth: usize,
 }
 
+/// Live events of one task; dropping the last one frees the channel (so a
+/// subscription to a task that has already ended leaks nothing).
+pub struct Subscription {
+    pub rx: broadcast::Receiver<TaskEvent>,
+    broker: Arc<Broker>,
+    task_id: String,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut live = lock(&self.broker.live);
+        if live
+            .get(&self.task_id)
+            .is_some_and(|tx| tx.receiver_count() <= 1)
+        {
+            live.remove(&self.task_id);
+        }
+    }
+}
+
 /// Accepts tasks, delivers them, and fans their events out.
 pub struct Broker {
     store: Store,
@@ -298,11 +318,22 @@ impl Broker {
     }
 
     /// Live events of a task from now on (replay the log from the store first).
-    pub fn subscribe(&self, task_id: &str) -> broadcast::Receiver<TaskEvent> {
-        lock(&self.live)
+    pub fn subscribe(self: &Arc<Self>, task_id: &str) -> Subscription {
+        let rx = lock(&self.live)
             .entry(task_id.to_string())
-            .or_insert_with(|| broadcast::channel(256).0)
-            .subscribe()
+            .or_insert_with(|| broadcast::channel(64).0)
+            .subscribe();
+        Subscription {
+            rx,
+            broker: Arc::clone(self),
+            task_id: task_id.to_string(),
+        }
+    }
+
+    /// Stops relaying to queued sessions' inbox without failing its tasks
+    /// (a shutdown: they stay queued and are delivered after the restart).
+    pub fn detach_inbox(&self, session_id: &str) {
+        lock(&self.inboxes).remove(session_id);
     }
 
     /// A session starts running a task: the token is cancelled by [`Broker::cancel`].

@@ -652,6 +652,19 @@ async fn no_acknowledged_task_is_lost_to_kill_9() {
             .unwrap_or_else(|| panic!("not acknowledged: {r}"));
         acked.push(id.to_string());
     }
+    // Most are still queued when roostd dies.
+    let last = rpc(
+        &addr,
+        "durable",
+        Some("1.0"),
+        "GetTask",
+        json!({"id": acked[199]}),
+    )
+    .await;
+    assert_eq!(
+        last["result"]["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{last}"
+    );
     daemon.kill9();
     daemon.spawn().await;
     let addr = daemon.client.health().await.expect("health").a2a_addr;
@@ -689,4 +702,14 @@ async fn no_acknowledged_task_is_lost_to_kill_9() {
         "at most the running one: {states:?}"
     );
     eprintln!("after kill -9: {states:?}");
+    // And none ran twice: each job reached the model at most once.
+    let mut jobs = std::collections::HashMap::new();
+    for seen in mock.seen() {
+        let job = seen.messages()[0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        *jobs.entry(job).or_insert(0) += 1;
+    }
+    assert!(jobs.values().all(|n| *n == 1), "a task ran twice: {jobs:?}");
 }

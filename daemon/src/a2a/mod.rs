@@ -194,7 +194,7 @@ fn card(gw: &Gateway, session: &Session) -> Value {
 }
 
 /// Waits until the task has ended (or the wait runs out) and returns it.
-async fn wait_until_ended(broker: &Broker, task: A2aTask) -> A2aTask {
+async fn wait_until_ended(broker: &Arc<Broker>, task: A2aTask) -> A2aTask {
     if task.state.is_terminal() || task.state == TaskState::InputRequired {
         return task;
     }
@@ -207,7 +207,7 @@ async fn wait_until_ended(broker: &Broker, task: A2aTask) -> A2aTask {
         {
             return now;
         }
-        match tokio::time::timeout_at(deadline, live.recv()).await {
+        match tokio::time::timeout_at(deadline, live.rx.recv()).await {
             Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
             Ok(Err(_)) | Err(_) => {
                 return broker
@@ -252,7 +252,7 @@ fn async_stream(
         seq: u64,
         d: Dialect,
         frame: F,
-        live: Option<tokio::sync::broadcast::Receiver<crate::tasks::TaskEvent>>,
+        live: Option<crate::tasks::Subscription>,
         pending: std::collections::VecDeque<Value>,
         started: bool,
         done: bool,
@@ -306,7 +306,7 @@ fn async_stream(
                 continue;
             }
             let live = st.live.as_mut()?;
-            match tokio::time::timeout(Duration::from_secs(15), live.recv()).await {
+            match tokio::time::timeout(Duration::from_secs(15), live.rx.recv()).await {
                 Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
                 Ok(Err(_)) => {
                     // The task ended (its channel closed): drain the log once more.

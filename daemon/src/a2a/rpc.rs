@@ -506,6 +506,14 @@ async fn run(
         }
         Op::Subscribe => {
             let id = task_id(params)?;
+            // Where the log stands is read before the snapshot: an event in
+            // between is sent again (in order) rather than missed.
+            let after = broker
+                .store()
+                .task_events(&id, 0)
+                .await?
+                .last()
+                .map_or(0, |e| e.seq);
             let t = own_task(gw, session, &id).await?;
             if t.state.is_terminal() {
                 return Err(A2aError::Unsupported(format!(
@@ -513,13 +521,6 @@ async fn run(
                     t.state.as_str()
                 )));
             }
-            // The snapshot is current; everything logged so far is in it.
-            let after = broker
-                .store()
-                .task_events(&id, 0)
-                .await?
-                .last()
-                .map_or(0, |e| e.seq);
             Ok(Answer::Stream(Box::new(t), after))
         }
     }

@@ -218,6 +218,8 @@ pub struct AgentRun<'a> {
     pub broker: Arc<crate::tasks::Broker>,
     /// Streams the driver's chunks to the current A2A task's subscribers.
     pub relay: ChunkRelay,
+    /// Set when roostd is shutting down (queued tasks are kept for the restart).
+    pub shutdown: Arc<std::sync::atomic::AtomicBool>,
     /// This launch's A2A inbox (taken when the run starts).
     pub inbox: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>>,
 }
@@ -319,6 +321,13 @@ impl AgentRun<'_> {
         self.hook(&mut state, "session-start", json!({}), None)
             .await;
         let end = self.task_loop(&mut state, &tools).await;
+        // On a shutdown, queued tasks stay queued: the restarted session runs them.
+        if self.shutdown.load(std::sync::atomic::Ordering::Relaxed) {
+            state.pending.clear();
+            if state.inbox.take().is_some() {
+                self.broker.detach_inbox(&self.session_id);
+            }
+        }
         for task in std::mem::take(&mut state.pending) {
             let _ = self
                 .broker
@@ -482,13 +491,25 @@ impl AgentRun<'_> {
             state: TaskState::Working,
             message: None,
         };
-        if let Err(error) = broker.publish(&id, working, None).await {
-            tracing::warn!(%error, task_id = %id, "cannot record the task as working");
-        }
-        // As upstream: the task's text is also in task.md for the agent's tools.
-        let task_file = self.workdir.join(TASK_FILE);
-        if let Err(error) = tokio::fs::write(&task_file, &incoming.text).await {
-            tracing::warn!(%error, "cannot write task.md for an A2A task");
+        match broker.publish(&id, working, None).await {
+            Ok(Some(_)) => {}
+            // Canceled (or ended) between the check and now: it must not run.
+            Ok(None) => {
+                broker.done(&id);
+                return None;
+            }
+            Err(error) => {
+                tracing::warn!(%error, task_id = %id, "cannot record the task as working");
+                broker.done(&id);
+                let _ = broker
+                    .finish(
+                        &id,
+                        TaskState::Failed,
+                        Some("the task store failed; see roostd's log"),
+                    )
+                    .await;
+                return None;
+            }
         }
         let input = TaskInput {
             text: incoming.text,
@@ -524,7 +545,6 @@ impl AgentRun<'_> {
             tracing::warn!(%error, task_id = %id, "cannot record the task's end");
         }
         broker.done(&id);
-        let _ = tokio::fs::remove_file(&task_file).await;
         Some(outcome)
     }
 

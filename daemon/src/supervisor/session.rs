@@ -511,6 +511,7 @@ impl SessionTask {
             used_before,
             broker: Arc::clone(&self.shared.tasks),
             relay,
+            shutdown: Arc::clone(&self.by_shutdown),
             inbox: std::sync::Mutex::new(inbox),
         };
         match run.run().await {
@@ -568,10 +569,26 @@ impl SessionTask {
     }
 
     async fn finish(&self, state: SessionState, error: Option<&str>) -> Option<Session> {
-        // Tasks still waiting for a session that never ran them fail visibly.
+        // Tasks still waiting for a session that ends fail visibly (on a
+        // shutdown they stay queued for the restarted session).
         let inbox = self.inbox.lock().ok().and_then(|mut slot| slot.take());
-        if let Some(inbox) = inbox {
-            self.shared.tasks.close_inbox(&self.id, inbox).await;
+        if self.by_shutdown.load(Ordering::Relaxed) {
+            self.shared.tasks.detach_inbox(&self.id);
+        } else {
+            if let Some(inbox) = inbox {
+                self.shared.tasks.close_inbox(&self.id, inbox).await;
+            }
+            for task in self.shared.tasks.pending(&self.id).await {
+                let _ = self
+                    .shared
+                    .tasks
+                    .finish(
+                        &task.task_id,
+                        crate::tasks::TaskState::Failed,
+                        Some("the session ended before the task ran"),
+                    )
+                    .await;
+            }
         }
         let stop_reason = (state == SessionState::Stopped).then(|| {
             if self.by_shutdown.load(Ordering::Relaxed) {
