@@ -120,6 +120,9 @@ pub fn message_text(message: &serde_json::Value) -> String {
         .unwrap_or_default()
 }
 
+/// Why a task accepted for a session that ended was failed.
+pub const NEVER_RAN: &str = "the session ended before the task ran";
+
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {
@@ -219,15 +222,11 @@ impl Broker {
     pub async fn close_inbox(&self, session_id: &str, mut rx: mpsc::Receiver<Incoming>) {
         lock(&self.inboxes).remove(session_id);
         rx.close();
+        let mut waiting = Vec::new();
         while let Some(task) = rx.recv().await {
-            let _ = self
-                .finish(
-                    &task.task_id,
-                    TaskState::Failed,
-                    Some("the session ended before the task ran"),
-                )
-                .await;
+            waiting.push(task.task_id);
         }
+        self.fail_all(waiting, NEVER_RAN).await;
     }
 
     /// Records the task and its first message, then hands it to the session:
@@ -370,15 +369,12 @@ impl Broker {
             .store
             .a2a_task_ids(&[TaskState::Working, TaskState::InputRequired], false)
             .await?;
-        for id in &ids {
-            self.finish(
-                id,
-                TaskState::Failed,
-                Some("interrupted: roostd stopped while the task was running; send it again"),
+        Ok(self
+            .fail_all(
+                ids,
+                "interrupted: roostd stopped while the task was running; send it again",
             )
-            .await?;
-        }
-        Ok(ids.len())
+            .await)
     }
 
     /// After sessions were resumed: queued tasks whose session did not come
@@ -388,15 +384,22 @@ impl Broker {
             .store
             .a2a_task_ids(&[TaskState::Submitted], true)
             .await?;
-        for id in &ids {
-            self.finish(
-                id,
-                TaskState::Failed,
-                Some("its session did not come back after roostd restarted"),
-            )
-            .await?;
+        Ok(self
+            .fail_all(ids, "its session did not come back after roostd restarted")
+            .await)
+    }
+
+    /// Fails each task with `why` (an error is logged and the rest go on);
+    /// returns how many were failed.
+    pub async fn fail_all(&self, ids: impl IntoIterator<Item = String>, why: &str) -> usize {
+        let mut failed = 0;
+        for id in ids {
+            match self.finish(&id, TaskState::Failed, Some(why)).await {
+                Ok(_) => failed += 1,
+                Err(error) => tracing::error!(%error, task_id = %id, "cannot fail a task"),
+            }
         }
-        Ok(ids.len())
+        failed
     }
 
     /// Tasks accepted for a session that never started (delivered first when

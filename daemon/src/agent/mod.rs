@@ -328,16 +328,13 @@ impl AgentRun<'_> {
                 self.broker.detach_inbox(&self.session_id);
             }
         }
-        for task in std::mem::take(&mut state.pending) {
-            let _ = self
-                .broker
-                .finish(
-                    &task.task_id,
-                    crate::tasks::TaskState::Failed,
-                    Some("the session ended before the task ran"),
-                )
-                .await;
-        }
+        let pending = std::mem::take(&mut state.pending);
+        self.broker
+            .fail_all(
+                pending.into_iter().map(|t| t.task_id),
+                crate::tasks::NEVER_RAN,
+            )
+            .await;
         if let Some(inbox) = state.inbox.take() {
             self.broker.close_inbox(&self.session_id, inbox).await;
         }

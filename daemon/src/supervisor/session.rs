@@ -578,17 +578,14 @@ impl SessionTask {
             if let Some(inbox) = inbox {
                 self.shared.tasks.close_inbox(&self.id, inbox).await;
             }
-            for task in self.shared.tasks.pending(&self.id).await {
-                let _ = self
-                    .shared
-                    .tasks
-                    .finish(
-                        &task.task_id,
-                        crate::tasks::TaskState::Failed,
-                        Some("the session ended before the task ran"),
-                    )
-                    .await;
-            }
+            let pending = self.shared.tasks.pending(&self.id).await;
+            self.shared
+                .tasks
+                .fail_all(
+                    pending.into_iter().map(|t| t.task_id),
+                    crate::tasks::NEVER_RAN,
+                )
+                .await;
         }
         let stop_reason = (state == SessionState::Stopped).then(|| {
             if self.by_shutdown.load(Ordering::Relaxed) {
