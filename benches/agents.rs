@@ -207,8 +207,8 @@ async fn main() {
         stop: CancellationToken::new(),
         jail_helper: None,
         pids: None,
-        denials: None,
-        chunks: None,
+        notes: None,
+        task: None,
     };
     let request_json = serde_json::json!({
         "protocol": 1, "purpose": "turn", "model": "bench", "system": "x".repeat(1200),

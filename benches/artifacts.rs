@@ -91,8 +91,8 @@ fn spec(dir: &Path, policy: &Arc<CapabilityPolicy>) -> ToolSpec {
         stop: CancellationToken::new(),
         jail_helper: None,
         pids: None,
-        denials: None,
-        chunks: None,
+        notes: None,
+        task: None,
     }
 }
 
@@ -219,7 +219,7 @@ async fn main() {
         names.iter().cloned().collect(),
         session_artifacts,
     );
-    let roostd::manifest::CapsuleKind::Script { component } = &manifest.kind else {
+    let roostd::manifest::CapsuleKind::Script { component, .. } = &manifest.kind else {
         panic!("the bench capsule is a script capsule");
     };
     let prepared = rt.prepare(component).await.expect("capsule");

@@ -14,8 +14,8 @@
 //! - [`supervisor`]: owner of the live-session table, session tasks, restarts.
 //! - [`runtime`]: the only module that touches wasmtime.
 //! - [`store`]: the only module that knows SQL.
-//! - [`api`], [`a2a`]: the only modules that serve HTTP; [`registry`] is the
-//!   only HTTP client (besides guests' wasi-http in [`runtime`]).
+//! - [`api`], [`a2a`]: the only modules that serve HTTP; [`http_client`] is
+//!   the only HTTP client (besides guests' wasi-http in [`runtime`]).
 //! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
 //! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
 
@@ -25,6 +25,7 @@ pub mod api;
 pub mod artifacts;
 pub mod config;
 pub mod daemon;
+pub mod http_client;
 pub mod logs;
 pub mod manifest;
 pub mod metrics;

@@ -212,6 +212,10 @@ pub struct Lifecycle {
     pub queue_depth: u32,
     #[serde(default = "default_input_timeout")]
     pub input_timeout_secs: u64,
+    /// How many tasks run at once (script capsules that serve A2A tasks
+    /// only; an agent runs one at a time).
+    #[serde(default = "default_concurrency")]
+    pub concurrency: u32,
 }
 
 impl Default for Lifecycle {
@@ -221,12 +225,17 @@ impl Default for Lifecycle {
             after_task: AfterTask::default(),
             queue_depth: default_queue_depth(),
             input_timeout_secs: default_input_timeout(),
+            concurrency: default_concurrency(),
         }
     }
 }
 
 fn default_queue_depth() -> u32 {
     8
+}
+
+fn default_concurrency() -> u32 {
+    1
 }
 
 fn default_input_timeout() -> u64 {
@@ -281,9 +290,11 @@ pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.98;
 /// What runs: a script capsule's component, or the host-run agent loop.
 #[derive(Debug, Clone)]
 pub enum CapsuleKind {
-    /// Absolute path of the capsule's component.
+    /// Absolute path of the capsule's component; `lifecycle` when the
+    /// component serves A2A tasks (`murmur:a2a/handler@0.1.0`).
     Script {
         component: PathBuf,
+        lifecycle: Option<Lifecycle>,
     },
     Agent(Box<AgentSpec>),
 }
@@ -376,7 +387,6 @@ impl CapsuleManifest {
             (Some(component), None) => {
                 for (field, present) in [
                     ("context", raw.context.is_some()),
-                    ("lifecycle", raw.lifecycle.is_some()),
                     ("trace", raw.trace.is_some()),
                 ] {
                     if present {
@@ -386,9 +396,24 @@ impl CapsuleManifest {
                         ));
                     }
                 }
+                if let Some(l) = &raw.lifecycle {
+                    if l.queue_depth == 0 {
+                        return Err(invalid(
+                            "lifecycle.queue_depth",
+                            "must be at least 1".into(),
+                        ));
+                    }
+                    if l.concurrency == 0 {
+                        return Err(invalid(
+                            "lifecycle.concurrency",
+                            "must be at least 1".into(),
+                        ));
+                    }
+                }
                 CapsuleKind::Script {
                     component: script_component(&component, &manifest_dir)
                         .map_err(|m| invalid("component", m))?,
+                    lifecycle: raw.lifecycle,
                 }
             }
             (None, Some(inference)) => {
@@ -556,6 +581,12 @@ fn agent_spec(
             "must be at least 1".into(),
         ));
     }
+    if s.lifecycle.concurrency != 1 {
+        return Err((
+            "lifecycle.concurrency",
+            "an agent runs one task at a time (its context carries over); remove it".into(),
+        ));
+    }
     if s.lifecycle.queue_depth == 0 {
         return Err(("lifecycle.queue_depth", "must be at least 1".into()));
     }
@@ -665,7 +696,7 @@ mod tests {
         let m = CapsuleManifest::load(dir.path()).expect("valid");
         assert_eq!(m.name, "hello");
         assert!(
-            matches!(&m.kind, CapsuleKind::Script { component } if *component == dir.path().join("hello.wasm"))
+            matches!(&m.kind, CapsuleKind::Script { component, .. } if *component == dir.path().join("hello.wasm"))
         );
         assert_eq!(m.policy.limits.timeout_secs, None);
     }
@@ -846,9 +877,9 @@ mod tests {
                 .to_string();
             assert!(err.contains(needle), "{edit:?}: {err}");
         }
-        let script = "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\nlifecycle: {task_acceptance: queue}\n";
+        let script = "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ntrace: {include_tool_output: true}\n";
         let err = CapsuleManifest::load(capsule_dir(script).path())
-            .expect_err("lifecycle on a script")
+            .expect_err("trace on a script")
             .to_string();
         assert!(err.contains("applies to agent capsules"), "{err}");
     }

@@ -1,21 +1,15 @@
 //! Where artifacts come from: the [`Registry`] trait and its two implementations
 //! over the same layout (`roost_ctl::artifact::registry`), a local directory and
-//! a read-only `http://` base URL. The HTTP client here is the only outgoing HTTP
-//! roostd itself makes.
+//! a read-only `http://` base URL (fetched with [`crate::http_client`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::rt::TokioIo;
 use roost_ctl::artifact::registry::RegistryError as LayoutError;
 use roost_ctl::artifact::{BundleRef, INDEX_FILENAME, IndexEntry, LocalRegistry, RegistryIndex};
 
 /// Index documents larger than this are refused.
 const MAX_INDEX_BYTES: u64 = 16 << 20;
-/// One HTTP exchange may take at most this long.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -113,9 +107,6 @@ async fn blocking<T: Send + 'static>(
 /// A read-only registry served over plain HTTP (`<base>/index.json`, `<base>/<path>`).
 pub struct HttpRegistry {
     base: String,
-    authority: String,
-    host: String,
-    port: u16,
 }
 
 impl HttpRegistry {
@@ -132,9 +123,6 @@ impl HttpRegistry {
         let path = uri.path().trim_end_matches('/');
         Ok(Self {
             base: format!("http://{authority}{path}"),
-            host: authority.host().trim_matches(['[', ']']).to_string(),
-            port: authority.port_u16().unwrap_or(80),
-            authority: authority.to_string(),
         })
     }
 
@@ -144,37 +132,14 @@ impl HttpRegistry {
             url: url.clone(),
             message,
         };
-        let exchange = async {
-            let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
+        let reply =
+            crate::http_client::exchange(http::Method::GET, &url, &[], Vec::new(), max_bytes)
                 .await
-                .map_err(|e| fail(format!("cannot connect: {e}")))?;
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                    .await
-                    .map_err(|e| fail(e.to_string()))?;
-            tokio::spawn(connection);
-            let request = http::Request::get(&url)
-                .header(http::header::HOST, &self.authority)
-                .header(http::header::USER_AGENT, "roostd")
-                .body(Empty::<bytes::Bytes>::new())
-                .map_err(|e| fail(e.to_string()))?;
-            let response = sender
-                .send_request(request)
-                .await
-                .map_err(|e| fail(e.to_string()))?;
-            if !response.status().is_success() {
-                return Err(fail(format!("answered {}", response.status())));
-            }
-            let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
-            let body = Limited::new(response.into_body(), limit)
-                .collect()
-                .await
-                .map_err(|e| fail(format!("body over {max_bytes} bytes or unreadable: {e}")))?;
-            Ok(body.to_bytes().to_vec())
-        };
-        tokio::time::timeout(HTTP_TIMEOUT, exchange)
-            .await
-            .map_err(|_| fail(format!("no answer within {}s", HTTP_TIMEOUT.as_secs())))?
+                .map_err(fail)?;
+        if !reply.status.is_success() {
+            return Err(fail(format!("answered {}", reply.status)));
+        }
+        Ok(reply.body)
     }
 }
 

@@ -47,6 +47,13 @@ pub enum StageError {
          sandbox.unenforceable: warn in roostd's config to accept less"
     )]
     Unenforceable { missing: String },
+    #[error(
+        "invalid capsule {}: `lifecycle` applies to agents and to script capsules that serve A2A \
+         tasks, but this component does not export murmur:a2a/handler@0.1.0; remove \
+         `lifecycle` or export the handler",
+        manifest.display()
+    )]
+    LifecycleWithoutHandler { manifest: PathBuf },
 }
 
 /// Largest `task` a start request may carry.
@@ -55,7 +62,20 @@ pub const MAX_TASK_BYTES: usize = 1024 * 1024;
 /// What a session runs.
 pub enum Program {
     Script(Arc<PreparedCapsule>),
+    /// A script capsule that serves A2A tasks (`murmur:a2a/handler@0.1.0`).
+    Handler(Arc<PreparedCapsule>, crate::manifest::Lifecycle),
     Agent(Arc<AgentPlan>),
+}
+
+impl Program {
+    /// How the session takes A2A tasks (`None`: it takes none).
+    pub fn lifecycle(&self) -> Option<&crate::manifest::Lifecycle> {
+        match self {
+            Self::Script(_) => None,
+            Self::Handler(_, lifecycle) => Some(lifecycle),
+            Self::Agent(plan) => Some(&plan.spec.lifecycle),
+        }
+    }
 }
 
 /// A capsule ready to launch.
@@ -117,7 +137,7 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
         .timeout_secs
         .unwrap_or(config.limits.timeout_secs);
     let script = match &manifest.kind {
-        CapsuleKind::Script { component } => Some(shared.runtime.prepare(component).await?),
+        CapsuleKind::Script { component, .. } => Some(shared.runtime.prepare(component).await?),
         CapsuleKind::Agent(_) => None,
     };
     let artifacts = crate::artifacts::stage(
@@ -141,14 +161,24 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
         });
     }
     let program = match (script, &manifest.kind) {
-        (Some(prepared), _) => Program::Script(prepared),
+        (Some(prepared), CapsuleKind::Script { lifecycle, .. }) => {
+            match (prepared.serves_a2a(), lifecycle) {
+                (true, l) => Program::Handler(prepared, l.clone().unwrap_or_default()),
+                (false, None) => Program::Script(prepared),
+                (false, Some(_)) => {
+                    return Err(StageError::LifecycleWithoutHandler {
+                        manifest: manifest.manifest_path.clone(),
+                    });
+                }
+            }
+        }
         (None, CapsuleKind::Agent(spec)) => {
             let plan = agent_plan(spec, &artifacts, &manifest.manifest_path, &|name| {
                 std::env::var(name)
             })?;
             Program::Agent(Arc::new(plan))
         }
-        (None, CapsuleKind::Script { .. }) => unreachable!("scripts are prepared above"),
+        _ => unreachable!("scripts, and only scripts, are prepared above"),
     };
     Ok(Staged {
         sandbox,

@@ -710,7 +710,7 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
         .and_then(|b| serde_json::from_str::<EventKind>(&b).ok())
         .and_then(|k| match k {
             EventKind::Status { message, .. } => message,
-            EventKind::Artifact { .. } => None,
+            _ => None,
         });
     Ok(A2aTask {
         id: row.try_get("id")?,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{NewA2aTask, Store, StoreError};
@@ -69,7 +69,8 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
-    /// Text of the task's artifact (the answer), whole or in chunks.
+    /// A part of one of the task's artifacts (`answer`: the answer, whole or
+    /// in chunks): text, or `part`, a 1.0 Part object (data or file).
     Artifact {
         artifact_id: String,
         text: String,
@@ -77,7 +78,13 @@ pub enum EventKind {
         append: bool,
         #[serde(default)]
         last_chunk: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part: Option<serde_json::Value>,
     },
+    /// The agent answered with a message instead of a task result.
+    Reply { text: String },
+    /// A follow-up message from the client (the answer to an input request).
+    Input { message_id: String, text: String },
 }
 
 /// One entry of a task's event log.
@@ -128,7 +135,10 @@ pub const NEVER_RAN: &str = "the session ended before the task ran";
 pub struct Incoming {
     pub task_id: String,
     pub context_id: String,
+    pub message_id: String,
     pub text: String,
+    /// The W3C `traceparent` the client sent (not kept across restarts).
+    pub traceparent: Option<String>,
 }
 
 /// Why a task was not accepted.
@@ -147,6 +157,114 @@ pub enum SubmitError {
     Store(#[from] StoreError),
 }
 
+/// Why a follow-up message on a task was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("task '{task_id}' is not waiting for input; send a new message without taskId")]
+    NotWaiting { task_id: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// How a request for input ended without an answer.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// Nobody answered within the lifecycle's `input_timeout_secs` (the task failed).
+    #[error("input-timeout")]
+    Timeout,
+    #[error("the task was canceled while it waited for input")]
+    Canceled,
+    #[error("the task store failed while asking for input; see roostd's log")]
+    Store,
+}
+
+/// Why a task failed when nobody answered its input request in time.
+pub const INPUT_TIMEOUT: &str = "input-timeout";
+
+/// The A2A task a guest call works on: what `murmur:task/task#request-input`
+/// reaches.
+#[derive(Clone)]
+pub struct TaskLink {
+    pub broker: Arc<Broker>,
+    pub task_id: String,
+    pub context_id: String,
+    /// `lifecycle.input_timeout_secs`.
+    pub input_timeout: Option<std::time::Duration>,
+    pub cancel: CancellationToken,
+    /// The `traceparent` the client sent with the task.
+    pub traceparent: Option<String>,
+}
+
+/// A 32-hex-digit W3C trace id named after a roostd id (`tsk_<uuid>` gives
+/// its uuid; anything else a hash of it).
+pub fn trace_id_of(id: &str) -> String {
+    let tail = id.rsplit('_').next().unwrap_or(id);
+    if tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return tail.to_ascii_lowercase();
+    }
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(id.as_bytes())[..16])
+}
+
+/// A client's answer to an input request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub message_id: String,
+    pub text: String,
+}
+
+impl TaskLink {
+    /// The task's trace: the client's, else one named after the task.
+    pub fn trace_id(&self) -> String {
+        self.traceparent
+            .as_deref()
+            .and_then(|t| {
+                let mut parts = t.split('-');
+                let (_, id) = (parts.next()?, parts.next()?);
+                (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .then(|| id.to_ascii_lowercase())
+            })
+            .unwrap_or_else(|| trace_id_of(&self.task_id))
+    }
+
+    pub async fn request_input(&self, prompt: &str) -> Result<Reply, InputError> {
+        self.broker
+            .request_input(&self.task_id, prompt, self.input_timeout, &self.cancel)
+            .await
+    }
+
+    /// Streams a guest's text to the task's subscribers, in order: text as an
+    /// `append` update of the answer artifact, thinking as a `working` status
+    /// message.
+    pub async fn chunk(&self, text: &str, thinking: bool) {
+        let kind = if thinking {
+            EventKind::Status {
+                state: TaskState::Working,
+                message: Some(text.to_string()),
+            }
+        } else {
+            EventKind::Artifact {
+                artifact_id: ANSWER_ARTIFACT.into(),
+                text: text.to_string(),
+                append: true,
+                last_chunk: false,
+                part: None,
+            }
+        };
+        self.artifact(kind).await;
+    }
+
+    /// Records an event of the task (an artifact update) and tells its subscribers.
+    pub async fn artifact(&self, kind: EventKind) {
+        if let Err(error) = self.broker.publish(&self.task_id, kind, None).await {
+            tracing::warn!(%error, task_id = %self.task_id, "cannot record a task update");
+        }
+    }
+}
+
+/// The task a session is working on now (set per task; tool calls read it).
+pub type TaskSlot = Arc<Mutex<Option<TaskLink>>>;
+
 /// What a new task starts from.
 pub struct NewTask<'a> {
     pub session_id: &'a str,
@@ -156,6 +274,8 @@ pub struct NewTask<'a> {
     pub text: &'a str,
     /// The message as received (kept with the task).
     pub message_json: &'a str,
+    /// The W3C `traceparent` the client sent, if any.
+    pub traceparent: Option<&'a str>,
 }
 
 struct Inbox {
@@ -189,6 +309,8 @@ pub struct Broker {
     inboxes: Mutex<HashMap<String, Inbox>>,
     live: Mutex<HashMap<String, broadcast::Sender<TaskEvent>>>,
     running: Mutex<HashMap<String, CancellationToken>>,
+    /// Tasks in input-required, each with where the answer goes.
+    waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -202,6 +324,7 @@ impl Broker {
             inboxes: Mutex::default(),
             live: Mutex::default(),
             running: Mutex::default(),
+            waiting: Mutex::default(),
         }
     }
 
@@ -271,7 +394,9 @@ impl Broker {
         permit.send(Incoming {
             task_id,
             context_id,
+            message_id: new.message_id.to_string(),
             text: new.text.to_string(),
+            traceparent: new.traceparent.map(str::to_string),
         });
         Ok(task)
     }
@@ -327,6 +452,99 @@ impl Broker {
             broker: Arc::clone(self),
             task_id: task_id.to_string(),
         }
+    }
+
+    /// A running task asks its client for input: the task moves to
+    /// input-required with `prompt`, and this returns the text of the next
+    /// message on the task. With no answer within `timeout` the task fails
+    /// (`input-timeout`); a cancel ends the wait.
+    pub async fn request_input(
+        &self,
+        task_id: &str,
+        prompt: &str,
+        timeout: Option<std::time::Duration>,
+        cancel: &CancellationToken,
+    ) -> Result<Reply, InputError> {
+        let (tx, rx) = oneshot::channel();
+        // Registered before the state is visible, so an immediate answer is not lost.
+        lock(&self.waiting).insert(task_id.to_string(), tx);
+        let asked = EventKind::Status {
+            state: TaskState::InputRequired,
+            message: Some(prompt.to_string()),
+        };
+        if !matches!(self.publish(task_id, asked, None).await, Ok(Some(_))) {
+            lock(&self.waiting).remove(task_id);
+            return Err(InputError::Store);
+        }
+        let wait = async {
+            match timeout {
+                Some(t) => tokio::time::timeout(t, rx).await.ok(),
+                None => Some(rx.await),
+            }
+        };
+        let answer = tokio::select! {
+            answer = wait => answer,
+            () = cancel.cancelled() => {
+                lock(&self.waiting).remove(task_id);
+                return Err(InputError::Canceled);
+            }
+        };
+        lock(&self.waiting).remove(task_id);
+        match answer {
+            // `resume` recorded the answer and the task as working again.
+            Some(Ok(reply)) => Ok(reply),
+            _ => {
+                tracing::info!(
+                    task_id,
+                    "no answer to an input request in time; the task fails"
+                );
+                let _ = self
+                    .finish(task_id, TaskState::Failed, Some(INPUT_TIMEOUT))
+                    .await;
+                Err(InputError::Timeout)
+            }
+        }
+    }
+
+    /// A follow-up message on a task in input-required: recorded in the
+    /// task's log (its history) with the task working again, then handed to
+    /// the waiting request.
+    pub async fn resume(
+        &self,
+        task_id: &str,
+        message_id: &str,
+        text: &str,
+    ) -> Result<A2aTask, ResumeError> {
+        let not_waiting = || ResumeError::NotWaiting {
+            task_id: task_id.to_string(),
+        };
+        let tx = lock(&self.waiting)
+            .remove(task_id)
+            .ok_or_else(not_waiting)?;
+        let reply = Reply {
+            message_id: message_id.to_string(),
+            text: text.to_string(),
+        };
+        let input = EventKind::Input {
+            message_id: message_id.to_string(),
+            text: text.to_string(),
+        };
+        let working = EventKind::Status {
+            state: TaskState::Working,
+            message: None,
+        };
+        if self.publish(task_id, input, None).await?.is_none()
+            || self.publish(task_id, working, None).await?.is_none()
+        {
+            return Err(not_waiting());
+        }
+        let task = self
+            .store
+            .a2a_task(task_id)
+            .await?
+            .ok_or_else(not_waiting)?;
+        tx.send(reply).map_err(|_| not_waiting())?;
+        Ok(task)
     }
 
     /// Stops relaying to queued sessions' inbox without failing its tasks
@@ -411,7 +629,9 @@ impl Broker {
                 .map(|t| Incoming {
                     task_id: t.id,
                     context_id: t.context_id,
+                    message_id: t.message_id,
                     text: t.text,
+                    traceparent: None,
                 })
                 .collect(),
             Err(error) => {
@@ -425,6 +645,198 @@ impl Broker {
         &self.store
     }
 }
+
+/// How a task's work ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Done: the text is the task's answer artifact.
+    Completed(String),
+    /// Done, answered with a message (the text) instead of a task result.
+    Reply(String),
+    Failed(String),
+    /// The agent declined the task.
+    Rejected(String),
+    /// The client canceled it (the session goes on).
+    Canceled,
+    /// The session was stopped (the task fails).
+    Stopped,
+}
+
+/// What waiting for the next task gave.
+pub enum Next {
+    Task(Incoming),
+    /// Nothing came within the idle timeout.
+    Idle,
+    Stopped,
+    /// The inbox is closed (or the session takes no A2A tasks).
+    Closed,
+}
+
+/// The tasks one launch of a session takes: those accepted before it
+/// (re)started first, then its inbox.
+#[derive(Default)]
+pub struct Queue {
+    inbox: Option<mpsc::Receiver<Incoming>>,
+    pending: std::collections::VecDeque<Incoming>,
+}
+
+impl Queue {
+    /// `inbox` for this launch, with the tasks stored for the session that never started.
+    pub async fn open(
+        broker: &Broker,
+        session_id: &str,
+        inbox: Option<mpsc::Receiver<Incoming>>,
+    ) -> Self {
+        let pending = match &inbox {
+            Some(_) => broker.pending(session_id).await.into(),
+            None => Default::default(),
+        };
+        Self { inbox, pending }
+    }
+
+    /// The next task; `idle` (none: wait until stopped) bounds the wait.
+    pub async fn next(
+        &mut self,
+        idle: Option<std::time::Duration>,
+        stop: &CancellationToken,
+    ) -> Next {
+        if let Some(task) = self.pending.pop_front() {
+            return Next::Task(task);
+        }
+        let Some(inbox) = self.inbox.as_mut() else {
+            return Next::Closed;
+        };
+        let idle = async {
+            match idle {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => Next::Stopped,
+            () = idle => Next::Idle,
+            task = inbox.recv() => task.map_or(Next::Closed, Next::Task),
+        }
+    }
+
+    /// The launch ends: on a shutdown the queued tasks stay queued for the
+    /// restarted session; otherwise those still waiting fail visibly.
+    pub async fn release(mut self, broker: &Broker, session_id: &str, shutdown: bool) {
+        if shutdown {
+            self.pending.clear();
+            if self.inbox.take().is_some() {
+                broker.detach_inbox(session_id);
+            }
+        }
+        let pending = std::mem::take(&mut self.pending);
+        broker
+            .fail_all(pending.into_iter().map(|t| t.task_id), NEVER_RAN)
+            .await;
+        if let Some(inbox) = self.inbox.take() {
+            broker.close_inbox(session_id, inbox).await;
+        }
+    }
+}
+
+impl Broker {
+    /// Runs one delivered task: marks it working, points `slot` (through
+    /// which tool calls ask for input and stream text) at it,
+    /// runs `work`, records the answer and the final state. `None` when the
+    /// task was canceled before it started.
+    pub async fn serve<Fut>(
+        self: &Arc<Self>,
+        incoming: Incoming,
+        input_timeout: Option<std::time::Duration>,
+        slot: Option<&TaskSlot>,
+        work: impl FnOnce(TaskLink, Incoming) -> Fut,
+    ) -> Option<Outcome>
+    where
+        Fut: std::future::Future<Output = Outcome>,
+    {
+        let id = incoming.task_id.clone();
+        // Registered before the state is read, so a cancel in between is seen.
+        let cancel = self.running(&id);
+        let current = self.store.a2a_task(&id).await.ok().flatten();
+        if current.is_none_or(|t| t.state.is_terminal()) {
+            self.done(&id);
+            return None;
+        }
+        let working = EventKind::Status {
+            state: TaskState::Working,
+            message: None,
+        };
+        match self.publish(&id, working, None).await {
+            Ok(Some(_)) => {}
+            // Canceled (or ended) between the check and now: it must not run.
+            Ok(None) => {
+                self.done(&id);
+                return None;
+            }
+            Err(error) => {
+                tracing::warn!(%error, task_id = %id, "cannot record the task as working");
+                self.done(&id);
+                let _ = self
+                    .finish(
+                        &id,
+                        TaskState::Failed,
+                        Some("the task store failed; see roostd's log"),
+                    )
+                    .await;
+                return None;
+            }
+        }
+        let link = TaskLink {
+            broker: Arc::clone(self),
+            task_id: id.clone(),
+            context_id: incoming.context_id.clone(),
+            input_timeout,
+            cancel,
+            traceparent: incoming.traceparent.clone(),
+        };
+        if let Some(slot) = slot {
+            *lock(slot) = Some(link.clone());
+        }
+        let outcome = work(link, incoming).await;
+        if let Some(slot) = slot {
+            *lock(slot) = None;
+        }
+        let (end, message) = match &outcome {
+            Outcome::Completed(text) if text.is_empty() => (TaskState::Completed, None),
+            Outcome::Completed(text) => {
+                let artifact = EventKind::Artifact {
+                    artifact_id: ANSWER_ARTIFACT.into(),
+                    text: text.clone(),
+                    append: false,
+                    last_chunk: true,
+                    part: None,
+                };
+                if let Err(error) = self.publish(&id, artifact, Some(text)).await {
+                    tracing::warn!(%error, task_id = %id, "cannot record the answer");
+                }
+                (TaskState::Completed, None)
+            }
+            Outcome::Reply(text) => {
+                let reply = EventKind::Reply { text: text.clone() };
+                if let Err(error) = self.publish(&id, reply, None).await {
+                    tracing::warn!(%error, task_id = %id, "cannot record the reply");
+                }
+                (TaskState::Completed, None)
+            }
+            Outcome::Failed(e) => (TaskState::Failed, Some(e.as_str())),
+            Outcome::Rejected(e) => (TaskState::Rejected, Some(e.as_str())),
+            Outcome::Canceled => (TaskState::Canceled, Some("canceled by the client")),
+            Outcome::Stopped => (TaskState::Failed, Some("the session was stopped")),
+        };
+        if let Err(error) = self.finish(&id, end, message).await {
+            tracing::warn!(%error, task_id = %id, "cannot record the task's end");
+        }
+        self.done(&id);
+        Some(outcome)
+    }
+}
+
+/// The artifact every completed task has: its answer.
+pub const ANSWER_ARTIFACT: &str = "answer";
 
 #[cfg(test)]
 mod tests {

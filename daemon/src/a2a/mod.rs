@@ -5,6 +5,7 @@
 //! with `A2A-Version: 1.0`; 0.3 semantics without the header. Tasks are
 //! accepted and stored through [`crate::tasks::Broker`].
 
+pub mod client;
 mod rpc;
 pub mod wire;
 
@@ -145,15 +146,76 @@ async fn rest(
         Err(r) => return r,
     };
     if rest == ".well-known/agent-card.json" && method == Method::GET {
-        return axum::Json(card(&gw, &session)).into_response();
+        return card_response(&gw, &session);
     }
     rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await
+}
+
+/// The card with caching headers: it changes only when the session does.
+fn card_response(gw: &Gateway, session: &Session) -> Response {
+    let body = card(gw, session).to_string();
+    use sha2::Digest;
+    let etag = format!(
+        "\"{}\"",
+        hex::encode(&sha2::Sha256::digest(body.as_bytes())[..12])
+    );
+    let modified = session
+        .started_at
+        .as_deref()
+        .unwrap_or(&session.created_at)
+        .parse::<humantime::Timestamp>()
+        .map(|t| httpdate(std::time::SystemTime::from(t)))
+        .unwrap_or_default();
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, "application/json".to_string()),
+            (header::CACHE_CONTROL, "public, max-age=60".to_string()),
+            (header::ETAG, etag),
+        ],
+        body,
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&modified) {
+        response.headers_mut().insert(header::LAST_MODIFIED, v);
+    }
+    response
+}
+
+/// An HTTP date (RFC 9110 IMF-fixdate).
+fn httpdate(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// The agent card of a session (protocol 1.0 shape).
 fn card(gw: &Gateway, session: &Session) -> Value {
     let base = format!("{}/a2a/{}", gw.supervisor.shared().a2a_base, session.name);
-    let skills: Vec<Value> = session
+    let skills = session
         .artifacts
         .iter()
         .filter(|a| a.runtime == "tool" || a.runtime == "skill")
@@ -164,7 +226,17 @@ fn card(gw: &Gateway, session: &Session) -> Value {
                 "tags": [a.runtime],
             })
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // A capsule without tools or skills still does one thing: answer tasks.
+    let skills = if skills.is_empty() {
+        vec![json!({
+            "id": session.capsule, "name": session.capsule,
+            "description": format!("tasks answered by {} {}", session.capsule, session.version),
+            "tags": ["a2a"],
+        })]
+    } else {
+        skills
+    };
     let mut card = json!({
         "name": session.name,
         "description": format!(
@@ -227,11 +299,11 @@ async fn wait_until_ended(broker: &Arc<Broker>, task: A2aTask) -> A2aTask {
 fn task_stream(
     broker: Arc<Broker>,
     task: A2aTask,
-    after: u64,
+    (after, through_input): (u64, bool),
     d: Dialect,
     frame: impl Fn(Value) -> Value + Send + 'static,
 ) -> Response {
-    let stream = async_stream(broker, task, after, d, frame);
+    let stream = async_stream(broker, task, after, through_input, d, frame);
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-store")
@@ -243,6 +315,7 @@ fn async_stream(
     broker: Arc<Broker>,
     task: A2aTask,
     after: u64,
+    through_input: bool,
     d: Dialect,
     frame: impl Fn(Value) -> Value + Send + 'static,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
@@ -268,7 +341,7 @@ fn async_stream(
         started: false,
         done: false,
     };
-    futures::stream::unfold(st, |mut st| async move {
+    futures::stream::unfold(st, move |mut st| async move {
         loop {
             if let Some(v) = st.pending.pop_front() {
                 let line = format!("data: {}\n\n", (st.frame)(v));
@@ -280,10 +353,8 @@ fn async_stream(
             if !st.started {
                 st.started = true;
                 st.pending.push_back(wire::task_result(&st.task, st.d));
-                if st.task.state.is_terminal() {
-                    st.done = true;
-                    continue;
-                }
+                st.done = st.task.state.is_terminal();
+                continue;
             }
             // The log first (what was missed), then live events.
             let logged = st
@@ -296,8 +367,9 @@ fn async_stream(
                 for e in logged {
                     st.seq = e.seq;
                     let ended = matches!(&e.kind, crate::tasks::EventKind::Status { state, .. }
-                        if state.is_terminal() || *state == TaskState::InputRequired);
-                    st.pending.push_back(wire::event(&st.task, &e, st.d));
+                        if state.is_terminal()
+                            || (*state == TaskState::InputRequired && !through_input));
+                    st.pending.extend(wire::event(&st.task, &e, st.d));
                     if ended {
                         st.done = true;
                         break;
@@ -319,7 +391,7 @@ fn async_stream(
                         .unwrap_or_default();
                     for e in rest {
                         st.seq = e.seq;
-                        st.pending.push_back(wire::event(&st.task, &e, st.d));
+                        st.pending.extend(wire::event(&st.task, &e, st.d));
                     }
                     st.done = true;
                 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::wire::{self, Dialect, Shape};
 use super::{Gateway, task_stream, wait_until_ended};
 use crate::store::TaskFilter;
-use crate::tasks::{A2aTask, NewTask, SubmitError};
+use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskState};
 
 /// An A2A error, before it is rendered for a binding.
 #[derive(Debug)]
@@ -29,6 +29,7 @@ pub(super) enum A2aError {
     Unsupported(String),
     ExtendedCardNotConfigured,
     Version(String),
+    ContentType(String),
 }
 
 impl A2aError {
@@ -45,6 +46,7 @@ impl A2aError {
             Self::Unsupported(_) => -32004,
             Self::ExtendedCardNotConfigured => -32007,
             Self::Version(_) => -32009,
+            Self::ContentType(_) => -32005,
         }
     }
 
@@ -56,6 +58,7 @@ impl A2aError {
             Self::Unsupported(_) => "UNSUPPORTED_OPERATION",
             Self::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             Self::Version(_) => "VERSION_NOT_SUPPORTED",
+            Self::ContentType(_) => "CONTENT_TYPE_NOT_SUPPORTED",
             _ => return None,
         })
     }
@@ -70,7 +73,8 @@ impl A2aError {
             | Self::TaskNotFound(m)
             | Self::NotCancelable(m)
             | Self::Unsupported(m)
-            | Self::Version(m) => m.clone(),
+            | Self::Version(m)
+            | Self::ContentType(m) => m.clone(),
             Self::PushNotSupported => "push notifications are not supported by this agent".into(),
             Self::ExtendedCardNotConfigured => "this agent has no extended agent card".into(),
         }
@@ -79,6 +83,8 @@ impl A2aError {
     fn http_status(&self) -> StatusCode {
         match self {
             Self::TaskNotFound(_) | Self::MethodNotFound(_) => StatusCode::NOT_FOUND,
+            Self::NotCancelable(_) => StatusCode::CONFLICT,
+            Self::ContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         }
@@ -135,7 +141,9 @@ fn rpc_err(id: &Value, e: &A2aError, d: Dialect) -> Response {
 /// What an operation answers: a JSON value, or a stream.
 enum Answer {
     Value(Value),
-    Stream(Box<A2aTask>, u64),
+    /// A task's stream from the log position; `true`: it stays open while
+    /// the task waits for input (a subscription), else it ends there.
+    Stream(Box<A2aTask>, u64, bool),
 }
 
 /// `POST /a2a/<route>`: one JSON-RPC request.
@@ -150,6 +158,9 @@ pub(super) async fn jsonrpc(
         Ok(d) => d,
         Err(m) => return rpc_err(&null, &A2aError::Version(m), Dialect::V10),
     };
+    if let Err(e) = json_content(headers) {
+        return rpc_err(&null, &e, d);
+    }
     let request: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => return rpc_err(&null, &A2aError::Parse(format!("invalid JSON: {e}")), d),
@@ -207,14 +218,15 @@ pub(super) async fn jsonrpc(
             );
         }
     };
-    match run(gw, session, d, op, &params).await {
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    match run(gw, session, d, op, &params, traceparent).await {
         Ok(Answer::Value(v)) => rpc_ok(&id, v),
-        Ok(Answer::Stream(task, after)) => {
+        Ok(Answer::Stream(task, after, through_input)) => {
             let id = id.clone();
             task_stream(
                 Arc::clone(&gw.supervisor.shared().tasks),
                 *task,
-                after,
+                (after, through_input),
                 d,
                 move |v| json!({"jsonrpc": "2.0", "id": id, "result": v}),
             )
@@ -241,6 +253,7 @@ pub(super) async fn rest(
         if body.is_empty() {
             return Ok(json!({}));
         }
+        json_content(headers)?;
         serde_json::from_slice(body).map_err(|e| A2aError::Parse(format!("invalid JSON: {e}")))
     };
     let query: Value = Value::Object(
@@ -286,17 +299,34 @@ pub(super) async fn rest(
     };
     // The HTTP+JSON binding is served in its 1.0 form only.
     let _ = d;
-    match run(gw, session, Dialect::V10, op, &params).await {
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+    match run(gw, session, Dialect::V10, op, &params, traceparent).await {
         Ok(Answer::Value(v)) => axum::Json(v).into_response(),
-        Ok(Answer::Stream(task, after)) => task_stream(
+        Ok(Answer::Stream(task, after, through_input)) => task_stream(
             Arc::clone(&gw.supervisor.shared().tasks),
             *task,
-            after,
+            (after, through_input),
             Dialect::V10,
             |v| v,
         ),
         Err(e) => e.http(),
     }
+}
+
+/// Requests with a body must be JSON (`application/json`, or A2A's
+/// `application/a2a+json`); a missing Content-Type is taken as JSON.
+fn json_content(headers: &HeaderMap) -> Result<(), A2aError> {
+    let Some(ct) = headers.get(axum::http::header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
+    let essence = ct.split(';').next().unwrap_or_default().trim();
+    if essence == "application/json" || essence.ends_with("+json") {
+        return Ok(());
+    }
+    Err(A2aError::ContentType(format!(
+        "Content-Type '{essence}' is not supported; send application/json"
+    )))
 }
 
 fn percent_decode(s: &str) -> String {
@@ -368,6 +398,7 @@ async fn run(
     d: Dialect,
     op: Op,
     params: &Value,
+    traceparent: Option<&str>,
 ) -> Result<Answer, A2aError> {
     let broker = &gw.supervisor.shared().tasks;
     match op {
@@ -378,6 +409,9 @@ async fn run(
             let m = wire::parse_message(message).map_err(A2aError::InvalidParams)?;
             if let Some(existing) = &m.task_id {
                 let t = own_task(gw, session, existing).await?;
+                if t.state == TaskState::InputRequired {
+                    return resume(broker, t, &m, d, op, params).await;
+                }
                 return Err(A2aError::Unsupported(if t.state.is_terminal() {
                     format!(
                         "task '{existing}' has ended ({}); send a new message without taskId",
@@ -399,6 +433,7 @@ async fn run(
                     context_id: m.context_id.as_deref(),
                     text: &m.text,
                     message_json: &canonical,
+                    traceparent,
                 })
                 .await
                 .map_err(|e| match e {
@@ -407,38 +442,19 @@ async fn run(
                 })?;
             tracing::info!(task_id = %task.id, route = %session.name, "A2A task accepted");
             if matches!(op, Op::Stream) {
-                return Ok(Answer::Stream(Box::new(task), 1));
+                return Ok(Answer::Stream(Box::new(task), 1, false));
             }
-            let config = params.get("configuration");
-            let return_now = match d {
-                Dialect::V10 => config
-                    .and_then(|c| field(c, "returnImmediately", "return_immediately"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-                Dialect::V03 => !config
-                    .and_then(|c| c.get("blocking"))
-                    .and_then(Value::as_bool)
-                    .unwrap_or(true),
-            };
-            let task = if return_now {
-                task
-            } else {
-                wait_until_ended(broker, task).await
-            };
-            Ok(Answer::Value(wire::task_result(&task, d)))
+            answer_send(broker, task, d, params).await
         }
         Op::Get => {
             let t = own_task(gw, session, &task_id(params)?).await?;
             let history =
                 int(field(params, "historyLength", "history_length")).map(|n| n.max(0) as usize);
-            Ok(Answer::Value(wire::task(
-                &t,
-                d,
-                Shape {
-                    history,
-                    artifacts: true,
-                },
-            )))
+            let shape = Shape {
+                history,
+                artifacts: true,
+            };
+            Ok(Answer::Value(render(broker, &t, d, shape).await?))
         }
         Op::List => {
             let page_size = int(field(params, "pageSize", "page_size")).unwrap_or(50);
@@ -502,7 +518,9 @@ async fn run(
             }
             broker.cancel(&id).await?;
             let t = wait_until_ended(broker, t).await;
-            Ok(Answer::Value(wire::task(&t, d, Shape::default())))
+            Ok(Answer::Value(
+                render(broker, &t, d, Shape::default()).await?,
+            ))
         }
         Op::Subscribe => {
             let id = task_id(params)?;
@@ -521,9 +539,98 @@ async fn run(
                     t.state.as_str()
                 )));
             }
-            Ok(Answer::Stream(Box::new(t), after))
+            Ok(Answer::Stream(Box::new(t), after, true))
         }
     }
+}
+
+/// SendMessage's answer: the task now, or once it has ended or needs input
+/// (unless the client asked to return immediately).
+async fn answer_send(
+    broker: &Arc<Broker>,
+    task: A2aTask,
+    d: Dialect,
+    params: &Value,
+) -> Result<Answer, A2aError> {
+    let config = params.get("configuration");
+    let return_now = match d {
+        Dialect::V10 => config
+            .and_then(|c| field(c, "returnImmediately", "return_immediately"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        Dialect::V03 => !config
+            .and_then(|c| c.get("blocking"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+    };
+    let task = if return_now {
+        task
+    } else {
+        wait_until_ended(broker, task).await
+    };
+    let history = config
+        .and_then(|c| int(field(c, "historyLength", "history_length")))
+        .map(|n| n.max(0) as usize);
+    let shape = Shape {
+        history,
+        artifacts: true,
+    };
+    let log = broker.store().task_events(&task.id, 0).await?;
+    if task.state == TaskState::Completed
+        && let Some(text) = wire::reply(&log)
+    {
+        return Ok(Answer::Value(wire::reply_result(&task, text, d)));
+    }
+    let v = wire::task_with_log(&task, &log, d, shape);
+    Ok(Answer::Value(match d {
+        Dialect::V10 => json!({ "task": v }),
+        Dialect::V03 => v,
+    }))
+}
+
+/// A task with its artifacts and full history (input requests and answers)
+/// as its log has them.
+async fn render(broker: &Broker, t: &A2aTask, d: Dialect, shape: Shape) -> Result<Value, A2aError> {
+    let log = broker.store().task_events(&t.id, 0).await?;
+    Ok(wire::task_with_log(t, &log, d, shape))
+}
+
+/// A message on a task waiting for input: the answer to its request.
+async fn resume(
+    broker: &Arc<Broker>,
+    t: A2aTask,
+    m: &wire::InMessage,
+    d: Dialect,
+    op: Op,
+    params: &Value,
+) -> Result<Answer, A2aError> {
+    if m.context_id.as_ref().is_some_and(|c| *c != t.context_id) {
+        return Err(A2aError::InvalidParams(format!(
+            "task '{}' belongs to context '{}', not '{}'",
+            t.id,
+            t.context_id,
+            m.context_id.as_deref().unwrap_or_default()
+        )));
+    }
+    // Where the log stands before the answer: a stream replays what follows.
+    let after = broker
+        .store()
+        .task_events(&t.id, 0)
+        .await?
+        .last()
+        .map_or(0, |e| e.seq);
+    let task = broker
+        .resume(&t.id, &m.message_id, &m.text)
+        .await
+        .map_err(|e| match e {
+            ResumeError::Store(s) => A2aError::from(s),
+            other => A2aError::Unsupported(other.to_string()),
+        })?;
+    tracing::info!(task_id = %task.id, "A2A task resumed with the client's input");
+    if matches!(op, Op::Stream) {
+        return Ok(Answer::Stream(Box::new(task), after, false));
+    }
+    answer_send(broker, task, d, params).await
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::tasks::{A2aTask, EventKind, TaskEvent, TaskState};
+use crate::tasks::{A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState};
 
 /// Which protocol version a request speaks (`A2A-Version`; absent means 0.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,16 +56,37 @@ pub fn parse_message(message: &Value) -> Result<InMessage, String> {
         .and_then(Value::as_array)
         .filter(|p| !p.is_empty())
         .ok_or("message.parts must be a non-empty list")?;
+    // Text as is, data as JSON; a file is named (by URL, or name, type and
+    // size) so that a text-reading capsule knows it was sent one.
     let mut texts = Vec::new();
     for part in parts {
+        let file = part.get("file").unwrap_or(part);
+        let name = ["filename", "name"]
+            .iter()
+            .find_map(|k| file.get(*k)?.as_str());
+        let media = ["mediaType", "mimeType"]
+            .iter()
+            .find_map(|k| file.get(*k)?.as_str());
         if let Some(text) = part.get("text").and_then(Value::as_str) {
             texts.push(text.to_string());
         } else if let Some(data) = part.get("data") {
             texts.push(data.to_string());
+        } else if let Some(url) = ["url", "uri"].iter().find_map(|k| file.get(*k)?.as_str()) {
+            texts.push(format!("[file {url}]"));
+        } else if let Some(raw) = ["raw", "bytes"].iter().find_map(|k| file.get(*k)?.as_str()) {
+            texts.push(format!(
+                "[file {} ({}), {} base64 characters]",
+                name.unwrap_or("unnamed"),
+                media.unwrap_or("unknown type"),
+                raw.len()
+            ));
         }
     }
     if texts.is_empty() {
-        return Err("message has no text or data part; this agent reads text".into());
+        return Err(
+            "message has no part this agent can read: send text, data, or a file (url or raw)"
+                .into(),
+        );
     }
     let text = texts.join("\n\n");
     let context_id = get("contextId", "context_id");
@@ -128,13 +149,13 @@ fn agent_message(task: &A2aTask, id_suffix: &str, text: &str, d: Dialect) -> Val
     m
 }
 
-fn user_message(task: &A2aTask, d: Dialect) -> Value {
+fn user_message(task: &A2aTask, message_id: &str, text: &str, d: Dialect) -> Value {
     let mut m = json!({
-        "messageId": task.message_id,
+        "messageId": message_id,
         "contextId": task.context_id,
         "taskId": task.id,
         "role": if d == Dialect::V10 { "ROLE_USER" } else { "user" },
-        "parts": [text_part(&task.text, d)],
+        "parts": [text_part(text, d)],
     });
     if d == Dialect::V03 {
         m["kind"] = json!("message");
@@ -142,11 +163,78 @@ fn user_message(task: &A2aTask, d: Dialect) -> Value {
     m
 }
 
-/// The artifact every finished agent task has: its answer.
-pub const ANSWER_ARTIFACT: &str = "answer";
+/// An artifact part: text, or a stored 1.0 Part (data, raw or url file).
+fn part(text: &str, stored: Option<&Value>, d: Dialect) -> Value {
+    let Some(p) = stored else {
+        return text_part(text, d);
+    };
+    if d == Dialect::V10 {
+        return p.clone();
+    }
+    if let Some(data) = p.get("data") {
+        return json!({"kind": "data", "data": data});
+    }
+    let mut file = json!({});
+    for (from, to) in [
+        ("raw", "bytes"),
+        ("url", "uri"),
+        ("filename", "name"),
+        ("mediaType", "mimeType"),
+    ] {
+        if let Some(v) = p.get(from) {
+            file[to] = v.clone();
+        }
+    }
+    json!({"kind": "file", "file": file})
+}
 
-fn artifact(text: &str, d: Dialect) -> Value {
-    json!({"artifactId": ANSWER_ARTIFACT, "name": ANSWER_ARTIFACT, "parts": [text_part(text, d)]})
+fn artifact(id: &str, parts: Vec<Value>) -> Value {
+    json!({"artifactId": id, "name": id, "parts": parts})
+}
+
+/// The task's artifacts as its log built them: per artifact (in the order
+/// they first appeared) its parts, an `append` adding one, anything else
+/// replacing them.
+fn artifacts(log: &[TaskEvent], d: Dialect) -> Vec<Value> {
+    let mut built: Vec<(&str, Vec<Value>)> = Vec::new();
+    for e in log {
+        if let EventKind::Artifact {
+            artifact_id,
+            text,
+            append,
+            part: stored,
+            ..
+        } = &e.kind
+        {
+            let p = part(text, stored.as_ref(), d);
+            match built.iter_mut().find(|(id, _)| id == artifact_id) {
+                Some((_, parts)) if *append => parts.push(p),
+                Some((_, parts)) => *parts = vec![p],
+                None => built.push((artifact_id, vec![p])),
+            }
+        }
+    }
+    built
+        .into_iter()
+        .map(|(id, parts)| artifact(id, parts))
+        .collect()
+}
+
+/// The message the agent answered with instead of a task result, if it did.
+pub fn reply(log: &[TaskEvent]) -> Option<&str> {
+    log.iter().find_map(|e| match &e.kind {
+        EventKind::Reply { text } => Some(text.as_str()),
+        _ => None,
+    })
+}
+
+/// The agent's message reply as a SendMessage result (or stream event).
+pub fn reply_result(t: &A2aTask, text: &str, d: Dialect) -> Value {
+    let m = agent_message(t, "reply", text, d);
+    match d {
+        Dialect::V10 => json!({"message": m}),
+        Dialect::V03 => m,
+    }
 }
 
 fn status(task_state: TaskState, message: Option<Value>, at: &str, d: Dialect) -> Value {
@@ -174,7 +262,32 @@ impl Default for Shape {
     }
 }
 
+/// The task's messages in order: the one that created it, then each input
+/// request (agent) and its answer (user) from `log`.
+fn history(t: &A2aTask, log: &[TaskEvent], d: Dialect) -> Vec<Value> {
+    let mut h = vec![user_message(t, &t.message_id, &t.text, d)];
+    for e in log {
+        match &e.kind {
+            EventKind::Status {
+                state: TaskState::InputRequired,
+                message: Some(m),
+            } => h.push(agent_message(t, &e.seq.to_string(), m, d)),
+            EventKind::Input { message_id, text } => {
+                h.push(user_message(t, message_id, text, d));
+            }
+            _ => {}
+        }
+    }
+    h
+}
+
+/// A task without its log: the history is the message that created it.
 pub fn task(t: &A2aTask, d: Dialect, shape: Shape) -> Value {
+    task_with_log(t, &[], d, shape)
+}
+
+/// A task; its history also has the input requests and answers in `log`.
+pub fn task_with_log(t: &A2aTask, log: &[TaskEvent], d: Dialect, shape: Shape) -> Value {
     let message = t
         .status_message
         .as_deref()
@@ -184,13 +297,23 @@ pub fn task(t: &A2aTask, d: Dialect, shape: Shape) -> Value {
         "contextId": t.context_id,
         "status": status(t.state, message, &t.updated_at, d),
     });
-    if shape.artifacts
-        && let Some(answer) = &t.answer
-    {
-        v["artifacts"] = json!([artifact(answer, d)]);
+    if shape.artifacts {
+        let mut built = artifacts(log, d);
+        if built.is_empty()
+            && let Some(answer) = &t.answer
+        {
+            built.push(artifact(ANSWER_ARTIFACT, vec![text_part(answer, d)]));
+        }
+        if !built.is_empty() {
+            v["artifacts"] = Value::Array(built);
+        }
     }
     if shape.history != Some(0) {
-        v["history"] = json!([user_message(t, d)]);
+        let mut h = history(t, log, d);
+        if let Some(n) = shape.history {
+            h.drain(..h.len().saturating_sub(n));
+        }
+        v["history"] = Value::Array(h);
     }
     if d == Dialect::V03 {
         v["kind"] = json!("task");
@@ -198,9 +321,12 @@ pub fn task(t: &A2aTask, d: Dialect, shape: Shape) -> Value {
     v
 }
 
-/// One stream event of a task (`None` for nothing to send).
-pub fn event(t: &A2aTask, e: &TaskEvent, d: Dialect) -> Value {
-    match &e.kind {
+/// One stream event of a task (`None` for nothing to send: a client's own
+/// follow-up message is history, not an update).
+pub fn event(t: &A2aTask, e: &TaskEvent, d: Dialect) -> Option<Value> {
+    Some(match &e.kind {
+        EventKind::Input { .. } => return None,
+        EventKind::Reply { text } => reply_result(t, text, d),
         EventKind::Status { state, message } => {
             let message = message
                 .as_deref()
@@ -224,11 +350,12 @@ pub fn event(t: &A2aTask, e: &TaskEvent, d: Dialect) -> Value {
             text,
             append,
             last_chunk,
+            part: stored,
         } => {
             let mut u = json!({
                 "taskId": t.id,
                 "contextId": t.context_id,
-                "artifact": {"artifactId": artifact_id, "name": artifact_id, "parts": [text_part(text, d)]},
+                "artifact": artifact(artifact_id, vec![part(text, stored.as_ref(), d)]),
             });
             if *append {
                 u["append"] = json!(true);
@@ -244,7 +371,7 @@ pub fn event(t: &A2aTask, e: &TaskEvent, d: Dialect) -> Value {
                 }
             }
         }
-    }
+    })
 }
 
 /// A task as the first event of a stream or the result of SendMessage.
@@ -283,10 +410,7 @@ mod tests {
             (json!(null), "must be an object"),
             (json!({"parts": [{"text": "x"}]}), "messageId is required"),
             (json!({"messageId": "m", "parts": []}), "non-empty"),
-            (
-                json!({"messageId": "m", "parts": [{"url": "x"}]}),
-                "no text",
-            ),
+            (json!({"messageId": "m", "parts": [{"x": "y"}]}), "no part"),
         ] {
             assert!(parse_message(&bad).expect_err("bad").contains(needle));
         }

@@ -22,6 +22,7 @@ use crate::manifest::{AfterTask, AgentSpec, TaskAcceptance};
 use crate::policy::CapabilityPolicy;
 use crate::runtime::{PreparedHook, PreparedTool, Runtime, SessionTools, ToolSpec};
 use crate::store::{NewTask, Store, TaskEnd};
+use crate::tasks::Outcome;
 use crate::tools::{ToolOutput, ToolStatus};
 use checkpoint::CheckpointKey;
 use driver::{Limits, Message, Purpose, Request, Response, ToolCall, ToolDef, Usage};
@@ -92,93 +93,6 @@ fn handles(manifest: &ArtifactManifest, kind: &str) -> bool {
     manifest.hook.as_ref().is_some_and(|h| h.handles(kind))
 }
 
-/// Streams the driver's text chunks of the current A2A task to its
-/// subscribers, in order: text as `append` updates of the answer artifact,
-/// thinking as `working` status messages.
-pub struct ChunkRelay {
-    current: Arc<std::sync::Mutex<Option<String>>>,
-    tx: tokio::sync::mpsc::UnboundedSender<Relay>,
-}
-
-enum Relay {
-    Chunk {
-        task_id: String,
-        text: String,
-        thinking: bool,
-    },
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-impl ChunkRelay {
-    /// The relay and the sink to give the driver's calls.
-    pub fn start(broker: Arc<crate::tasks::Broker>) -> (Self, crate::runtime::ChunkSink) {
-        use crate::tasks::{EventKind, TaskState};
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Relay>();
-        tokio::spawn(async move {
-            while let Some(msg) = rx.recv().await {
-                match msg {
-                    Relay::Chunk {
-                        task_id,
-                        text,
-                        thinking,
-                    } => {
-                        let kind = if thinking {
-                            EventKind::Status {
-                                state: TaskState::Working,
-                                message: Some(text),
-                            }
-                        } else {
-                            EventKind::Artifact {
-                                artifact_id: crate::a2a::wire::ANSWER_ARTIFACT.into(),
-                                text,
-                                append: true,
-                                last_chunk: false,
-                            }
-                        };
-                        if let Err(error) = broker.publish(&task_id, kind, None).await {
-                            tracing::warn!(%error, %task_id, "cannot record a text chunk");
-                        }
-                    }
-                    Relay::Flush(done) => {
-                        let _ = done.send(());
-                    }
-                }
-            }
-        });
-        let current: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
-        let slot = Arc::clone(&current);
-        let sender = tx.clone();
-        let sink: crate::runtime::ChunkSink = Arc::new(move |text: &str, thinking: bool| {
-            let task = slot.lock().ok().and_then(|c| c.clone());
-            if let Some(task_id) = task {
-                let _ = sender.send(Relay::Chunk {
-                    task_id,
-                    text: text.to_string(),
-                    thinking,
-                });
-            }
-        });
-        (Self { current, tx }, sink)
-    }
-
-    fn begin(&self, task_id: &str) {
-        if let Ok(mut c) = self.current.lock() {
-            *c = Some(task_id.to_string());
-        }
-    }
-
-    /// Stops relaying and waits until every chunk sent so far is recorded.
-    async fn end(&self) {
-        if let Ok(mut c) = self.current.lock() {
-            *c = None;
-        }
-        let (done, wait) = tokio::sync::oneshot::channel();
-        if self.tx.send(Relay::Flush(done)).is_ok() {
-            let _ = wait.await;
-        }
-    }
-}
-
 /// How an agent session ended.
 #[derive(Debug)]
 pub enum AgentEnd {
@@ -216,8 +130,8 @@ pub struct AgentRun<'a> {
     pub used_before: Usage,
     /// A2A tasks: where they are recorded and streamed.
     pub broker: Arc<crate::tasks::Broker>,
-    /// Streams the driver's chunks to the current A2A task's subscribers.
-    pub relay: ChunkRelay,
+    /// The A2A task being worked on (tool calls ask its client for input).
+    pub task_slot: crate::tasks::TaskSlot,
     /// Set when roostd is shutting down (queued tasks are kept for the restart).
     pub shutdown: Arc<std::sync::atomic::AtomicBool>,
     /// This launch's A2A inbox (taken when the run starts).
@@ -282,9 +196,7 @@ struct SessionState {
     task_used: Usage,
     task_turns: u32,
     /// A2A tasks for this session (none for `task_acceptance: none`).
-    inbox: Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>,
-    /// Tasks accepted before this launch that never started (run first).
-    pending: std::collections::VecDeque<crate::tasks::Incoming>,
+    queue: crate::tasks::Queue,
 }
 
 impl AgentRun<'_> {
@@ -297,12 +209,13 @@ impl AgentRun<'_> {
             used: self.used_before,
             task_used: Usage::default(),
             task_turns: 0,
-            inbox: self.inbox.lock().ok().and_then(|mut i| i.take()),
-            pending: Default::default(),
+            queue: crate::tasks::Queue::open(
+                &self.broker,
+                &self.session_id,
+                self.inbox.lock().ok().and_then(|mut i| i.take()),
+            )
+            .await,
         };
-        if state.inbox.is_some() {
-            state.pending = self.broker.pending(&self.session_id).await.into();
-        }
         self.verify_checkpoints(&mut state).await;
         let tools = self.tool_defs();
         self.write_murmur_md().await;
@@ -321,23 +234,13 @@ impl AgentRun<'_> {
         self.hook(&mut state, "session-start", json!({}), None)
             .await;
         let end = self.task_loop(&mut state, &tools).await;
-        // On a shutdown, queued tasks stay queued: the restarted session runs them.
-        if self.shutdown.load(std::sync::atomic::Ordering::Relaxed) {
-            state.pending.clear();
-            if state.inbox.take().is_some() {
-                self.broker.detach_inbox(&self.session_id);
-            }
-        }
-        let pending = std::mem::take(&mut state.pending);
-        self.broker
-            .fail_all(
-                pending.into_iter().map(|t| t.task_id),
-                crate::tasks::NEVER_RAN,
+        std::mem::take(&mut state.queue)
+            .release(
+                &self.broker,
+                &self.session_id,
+                self.shutdown.load(std::sync::atomic::Ordering::Relaxed),
             )
             .await;
-        if let Some(inbox) = state.inbox.take() {
-            self.broker.close_inbox(&self.session_id, inbox).await;
-        }
         let exit_status = match &end {
             AgentEnd::Completed => "ok",
             AgentEnd::Failed(_) => "failed",
@@ -421,43 +324,25 @@ impl AgentRun<'_> {
             // everything else gives up after the idle timeout.
             let forever = lifecycle.task_acceptance == TaskAcceptance::Queue
                 && lifecycle.after_task == AfterTask::Sleep;
-            let incoming = match state.pending.pop_front() {
-                Some(task) => task,
-                None => {
-                    let idle = async {
-                        if forever {
-                            std::future::pending::<()>().await;
-                        }
-                        tokio::time::sleep(self.idle_timeout).await;
-                    };
-                    let next = async {
-                        match state.inbox.as_mut() {
-                            Some(inbox) => inbox.recv().await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        () = self.stop.cancelled() => return AgentEnd::Stopped,
-                        () = idle => {
-                            tracing::info!(
-                                idle_secs = self.idle_timeout.as_secs(),
-                                "no task arrived within the idle timeout (MURMUR_A2A_TIMEOUT_SECS); ending"
-                            );
-                            return AgentEnd::Completed;
-                        }
-                        incoming = next => match incoming {
-                            Some(incoming) => incoming,
-                            None => return AgentEnd::Completed,
-                        },
-                    }
+            let idle = (!forever).then_some(self.idle_timeout);
+            let incoming = match state.queue.next(idle, &self.stop).await {
+                crate::tasks::Next::Task(task) => task,
+                crate::tasks::Next::Stopped => return AgentEnd::Stopped,
+                crate::tasks::Next::Closed => return AgentEnd::Completed,
+                crate::tasks::Next::Idle => {
+                    tracing::info!(
+                        idle_secs = self.idle_timeout.as_secs(),
+                        "no task arrived within the idle timeout (MURMUR_A2A_TIMEOUT_SECS); ending"
+                    );
+                    return AgentEnd::Completed;
                 }
             };
             let outcome = self.run_a2a(state, tools, incoming).await;
             let ends = lifecycle.task_acceptance == TaskAcceptance::Single
                 || lifecycle.after_task == AfterTask::Exit;
             match outcome {
-                Some(Err(TaskFailure::Stopped)) => return AgentEnd::Stopped,
-                Some(Err(TaskFailure::Failed(e))) if ends => return AgentEnd::Failed(e),
+                Some(Outcome::Stopped) => return AgentEnd::Stopped,
+                Some(Outcome::Failed(e)) if ends => return AgentEnd::Failed(e),
                 Some(_) if ends => return AgentEnd::Completed,
                 // Skipped (canceled while waiting) or done: the next one.
                 _ => {}
@@ -465,84 +350,36 @@ impl AgentRun<'_> {
         }
     }
 
-    /// One A2A task from the inbox: working, the turns, the answer as the
-    /// task's artifact, then its final state. `None` when it was canceled
-    /// before it started.
+    /// One A2A task from the inbox, run through the broker (working, the
+    /// turns, the answer as the task's artifact, its final state). `None`
+    /// when it was canceled before it started.
     async fn run_a2a(
         &self,
         state: &mut SessionState,
         tools: &[ToolDef],
         incoming: crate::tasks::Incoming,
-    ) -> Option<Result<Option<String>, TaskFailure>> {
-        use crate::tasks::{EventKind, TaskState};
-        let broker = &self.broker;
-        let id = incoming.task_id.clone();
-        // Registered before the state is read, so a cancel in between is seen.
-        let cancel = broker.running(&id);
-        let current = self.store.a2a_task(&id).await.ok().flatten();
-        if current.is_none_or(|t| t.state.is_terminal()) {
-            broker.done(&id);
-            return None;
-        }
-        let working = EventKind::Status {
-            state: TaskState::Working,
-            message: None,
-        };
-        match broker.publish(&id, working, None).await {
-            Ok(Some(_)) => {}
-            // Canceled (or ended) between the check and now: it must not run.
-            Ok(None) => {
-                broker.done(&id);
-                return None;
-            }
-            Err(error) => {
-                tracing::warn!(%error, task_id = %id, "cannot record the task as working");
-                broker.done(&id);
-                let _ = broker
-                    .finish(
-                        &id,
-                        TaskState::Failed,
-                        Some("the task store failed; see roostd's log"),
-                    )
-                    .await;
-                return None;
-            }
-        }
-        let input = TaskInput {
-            text: incoming.text,
-            source: "a2a",
-            a2a: Some((id.clone(), incoming.context_id, cancel)),
-        };
-        self.relay.begin(&id);
-        let outcome = self.run_task(state, tools, input).await;
-        self.relay.end().await;
-        let (end, message) = match &outcome {
-            Ok(answer) => {
-                let text = answer.clone().unwrap_or_default();
-                let artifact = EventKind::Artifact {
-                    artifact_id: crate::a2a::wire::ANSWER_ARTIFACT.into(),
-                    text: text.clone(),
-                    append: false,
-                    last_chunk: true,
-                };
-                if let Err(error) = broker.publish(&id, artifact, Some(&text)).await {
-                    tracing::warn!(%error, task_id = %id, "cannot record the answer");
-                }
-                (TaskState::Completed, None)
-            }
-            Err(TaskFailure::Failed(e)) => (TaskState::Failed, Some(e.clone())),
-            Err(TaskFailure::Canceled) => {
-                (TaskState::Canceled, Some("canceled by the client".into()))
-            }
-            Err(TaskFailure::Stopped) => {
-                (TaskState::Failed, Some("the session was stopped".into()))
-            }
-        };
-        if let Err(error) = broker.finish(&id, end, message.as_deref()).await {
-            tracing::warn!(%error, task_id = %id, "cannot record the task's end");
-        }
-        broker.done(&id);
-        Some(outcome)
+    ) -> Option<Outcome> {
+        let input_timeout = Duration::from_secs(self.plan.spec.lifecycle.input_timeout_secs);
+        self.broker
+            .serve(
+                incoming,
+                Some(input_timeout),
+                Some(&self.task_slot),
+                |link, incoming| async move {
+                    let input = TaskInput {
+                        text: incoming.text,
+                        source: "a2a",
+                        a2a: Some((link.task_id, link.context_id, link.cancel)),
+                    };
+                    match self.run_task(state, tools, input).await {
+                        Ok(answer) => Outcome::Completed(answer.unwrap_or_default()),
+                        Err(TaskFailure::Failed(e)) => Outcome::Failed(e),
+                        Err(TaskFailure::Canceled) => Outcome::Canceled,
+                        Err(TaskFailure::Stopped) => Outcome::Stopped,
+                    }
+                },
+            )
+            .await
     }
 
     /// One task: hooks and trace around the turns; usage recorded.
@@ -799,7 +636,7 @@ impl AgentRun<'_> {
             )
             .await;
         let latency_ms = started.elapsed().as_millis() as u64;
-        self.trace_denials(state, ids, &spec.driver).await;
+        self.trace_notes(state, ids, &spec.driver).await;
         let parsed = output.and_then(|out| match out.status {
             ToolStatus::Passed => Response::parse(out.data.as_deref()).map(|r| (r, out.metadata)),
             _ => Err(format!(
@@ -877,7 +714,7 @@ impl AgentRun<'_> {
             .invoke_data(&call.name, Some(call.arguments.clone()))
             .await;
         let duration_ms = started.elapsed().as_millis() as u64;
-        self.trace_denials(state, ids, &call.name).await;
+        self.trace_notes(state, ids, &call.name).await;
         let (status, content) = match result {
             Ok(out) => (status_str(out.status), tool_content(out)),
             Err(error) => ("dispatch-error", format!("error: {error}")),
@@ -893,22 +730,18 @@ impl AgentRun<'_> {
         content
     }
 
-    /// Records what the policy refused a guest during the last call.
-    async fn trace_denials(&self, state: &mut SessionState, ids: &TaskIds<'_>, by: &str) {
-        let Some(denials) = &self.driver_spec.denials else {
+    /// Records what a guest did during the last call that the trace keeps:
+    /// requests the policy refused, A2A messages sent.
+    async fn trace_notes(&self, state: &mut SessionState, ids: &TaskIds<'_>, by: &str) {
+        let Some(notes) = &self.driver_spec.notes else {
             return;
         };
-        for denial in denials.take() {
-            state
-                .trace
-                .event(
-                    "denied",
-                    json!({
-                        "task_id": ids.task_id, "by": by, "kind": "network",
-                        "target": denial.target, "rule": denial.rule,
-                    }),
-                )
-                .await;
+        for note in notes.take() {
+            let mut fields = json!({"task_id": ids.task_id, "by": by});
+            if let (Some(f), Value::Object(extra)) = (fields.as_object_mut(), note.fields) {
+                f.extend(extra);
+            }
+            state.trace.event(note.event, fields).await;
         }
     }
 

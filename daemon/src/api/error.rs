@@ -63,7 +63,7 @@ impl From<SupervisorError> for ApiError {
                 StageError::RelativePath { .. } | StageError::Name(_) => {
                     Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
                 }
-                StageError::Manifest(_) => Self::new(
+                StageError::Manifest(_) | StageError::LifecycleWithoutHandler { .. } => Self::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "invalid_manifest",
                     message,

@@ -11,18 +11,21 @@ wasmtime::component::bindgen!({
     inline: "
         package roost:host@0.1.0;
 
-        /// Everything roostd provides beyond WASI: capsules import invoke and
-        /// manage, tools import chunks and task.
+        /// Everything roostd provides beyond WASI: capsules import invoke,
+        /// manage and send; tools and A2A handlers chunks, task and artifacts.
         world host {
             import murmur:tool-registry/invoke@0.1.0;
             import murmur:artifact-manager/manage@0.1.0;
+            import murmur:message/send@0.1.0;
             import murmur:text/chunks@0.1.0;
             import murmur:task/task@0.1.0;
+            import murmur:a2a/io@0.1.0;
         }
     ",
     world: "roost:host/host@0.1.0",
     imports: {
         "murmur:task/task.request-input": async | trappable,
+        "murmur:a2a/io.request-input": async | trappable,
         default: async,
     },
 });
@@ -36,5 +39,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<SessionState>) -> wasmtime::Resu
     manage::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
     murmur::text::chunks::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
     murmur::task::task::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
+    murmur::message::send::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
+    murmur::a2a::io::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
     Ok(())
 }

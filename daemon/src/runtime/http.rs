@@ -6,29 +6,30 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 use crate::policy::{CapabilityPolicy, default_port};
 
-/// A request the policy refused: what was asked and the rule that refused it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denial {
-    pub target: String,
-    pub rule: &'static str,
+/// Something a guest did that an agent's trace records: a request the
+/// policy refused (`denied`), an A2A message sent (`a2a_send`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub event: &'static str,
+    pub fields: serde_json::Value,
 }
 
-/// Where a session collects its guests' denials (the agent loop traces them).
+/// Where a session collects its guests' notes (the agent loop traces them).
 #[derive(Debug, Default)]
-pub struct Denials(std::sync::Mutex<Vec<Denial>>);
+pub struct Notes(std::sync::Mutex<Vec<Note>>);
 
-impl Denials {
-    fn push(&self, denial: Denial) {
+impl Notes {
+    pub(crate) fn push(&self, note: Note) {
         if let Ok(mut list) = self.0.lock() {
             // Bounded: a guest hammering a denied host cannot grow it forever.
             if list.len() < 1000 {
-                list.push(denial);
+                list.push(note);
             }
         }
     }
 
     /// Everything recorded since the last call.
-    pub fn take(&self) -> Vec<Denial> {
+    pub fn take(&self) -> Vec<Note> {
         self.0
             .lock()
             .map(|mut list| std::mem::take(&mut *list))
@@ -40,7 +41,7 @@ impl Denials {
 pub(crate) struct NetworkPolicyHooks {
     pub(crate) policy: Arc<CapabilityPolicy>,
     pub(crate) session_id: Arc<str>,
-    pub(crate) denials: Option<Arc<Denials>>,
+    pub(crate) notes: Option<Arc<Notes>>,
 }
 
 type SendFuture = Box<
@@ -56,7 +57,7 @@ type SendFuture = Box<
 >;
 
 impl NetworkPolicyHooks {
-    fn allowed(&self, uri: &http::Uri) -> bool {
+    pub(crate) fn allowed(&self, uri: &http::Uri) -> bool {
         let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
         let Some(host) = uri.host() else {
             return false;
@@ -65,6 +66,20 @@ impl NetworkPolicyHooks {
             return false;
         };
         self.policy.allows_url(&scheme, host, port)
+    }
+}
+
+impl NetworkPolicyHooks {
+    /// Records a refused request for the agent's trace.
+    pub(crate) fn denied(&self, target: &str) {
+        if let Some(notes) = &self.notes {
+            notes.push(Note {
+                event: "denied",
+                fields: serde_json::json!({
+                    "kind": "network", "target": target, "rule": "capabilities.network.allow",
+                }),
+            });
+        }
     }
 }
 
@@ -81,12 +96,7 @@ impl WasiHttpHooks for NetworkPolicyHooks {
                 uri = %request.uri(),
                 "outgoing HTTP denied: not in capabilities.network.allow"
             );
-            if let Some(denials) = &self.denials {
-                denials.push(Denial {
-                    target: request.uri().to_string(),
-                    rule: "capabilities.network.allow",
-                });
-            }
+            self.denied(&request.uri().to_string());
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
         _ = fut;

@@ -135,6 +135,12 @@ impl EpochGuard {
         self.deadline = Instant::now() + self.budget;
     }
 
+    /// Moves the deadline by time the guest spent waiting on someone else
+    /// (an input request), which its budget does not count.
+    pub(crate) fn extend(&mut self, by: Duration) {
+        self.deadline += by;
+    }
+
     pub(crate) fn on_tick(&mut self) -> wasmtime::Result<UpdateDeadline> {
         let interrupt = if self.stop.is_cancelled() {
             Some(Interrupt::Stop)
@@ -152,6 +158,34 @@ impl EpochGuard {
                 1,
                 Box::pin(tokio::task::yield_now()),
             )),
+        }
+    }
+}
+
+/// Time a store's guest spent waiting for input, shared with the wall-clock
+/// backstop outside the store so that it waits that much longer.
+#[derive(Clone, Default)]
+pub(crate) struct Waited(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Waited {
+    pub(crate) fn add(&self, by: Duration) {
+        let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.0.fetch_add(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn get(&self) -> Duration {
+        Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Resolves once `base` plus the time waited has passed since the call.
+    pub(crate) async fn backstop(&self, base: Duration) {
+        let start = tokio::time::Instant::now();
+        loop {
+            let until = start + base + self.get();
+            tokio::time::sleep_until(until).await;
+            if start + base + self.get() <= tokio::time::Instant::now() {
+                return;
+            }
         }
     }
 }

@@ -22,8 +22,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
-pub use host::{ChunkSink, SessionTools, ToolSpec};
-pub use http::{Denial, Denials};
+pub use host::{SessionTools, ToolSpec};
+pub use http::{Note, Notes};
 pub use limits::GuestFailure;
 pub use state::SessionState;
 
@@ -33,6 +33,8 @@ use crate::policy::CapabilityPolicy;
 
 /// Interface instance a script capsule must export; the only name resolved.
 pub const CAPSULE_RUN_EXPORT: &str = "murmur:capsule/run@0.1.0";
+/// Interface instance a script capsule that serves A2A tasks exports instead.
+pub const A2A_HANDLER_EXPORT: &str = "murmur:a2a/handler@0.1.0";
 /// Interface instance a tool or driver must export.
 pub const TOOL_RUN_EXPORT: &str = "murmur:tool/run@0.1.0";
 /// Interface instance a hook must export.
@@ -83,16 +85,55 @@ pub(crate) struct PreparedComponent {
     pre: InstancePre<SessionState>,
 }
 
-/// A script capsule ready to instantiate.
+/// A script capsule ready to instantiate: it runs once (`run`) or serves
+/// A2A tasks (`handle`).
 pub struct PreparedCapsule {
     inner: Arc<PreparedComponent>,
-    run: ComponentExportIndex,
+    entry: Entry,
+}
+
+#[derive(Clone, Copy)]
+enum Entry {
+    Run(ComponentExportIndex),
+    Handle(ComponentExportIndex),
 }
 
 impl PreparedCapsule {
     pub fn sha256(&self) -> &str {
         &self.inner.sha256
     }
+
+    /// Whether it exports `murmur:a2a/handler@0.1.0` (and is called per task).
+    pub fn serves_a2a(&self) -> bool {
+        matches!(self.entry, Entry::Handle(_))
+    }
+}
+
+/// The record `murmur:a2a/handler@0.1.0#handle` takes.
+#[derive(wasmtime::component::ComponentType, wasmtime::component::Lower)]
+#[component(record)]
+struct HandlerTask {
+    #[component(name = "task-id")]
+    task_id: String,
+    #[component(name = "context-id")]
+    context_id: String,
+    #[component(name = "message-id")]
+    message_id: String,
+    text: String,
+}
+
+/// The variant `handle` answers.
+#[derive(wasmtime::component::ComponentType, wasmtime::component::Lift)]
+#[component(variant)]
+enum HandlerOutcome {
+    #[component(name = "completed")]
+    Completed(String),
+    #[component(name = "reply")]
+    Reply(String),
+    #[component(name = "failed")]
+    Failed(String),
+    #[component(name = "rejected")]
+    Rejected(String),
 }
 
 /// A WASM tool or driver (`murmur:tool/run@0.1.0`) ready to instantiate per call.
@@ -113,7 +154,8 @@ pub struct PreparedHook {
     handle: ComponentExportIndex,
 }
 
-/// What one run of a script capsule gets.
+/// What one run of a script capsule gets (and each task of one that serves A2A).
+#[derive(Clone)]
 pub struct ScriptLaunch {
     pub session_id: String,
     /// The directory preopened as `.`.
@@ -128,11 +170,38 @@ pub struct ScriptLaunch {
     pub tools: Option<Arc<SessionTools>>,
 }
 
+/// A message a guest sends to an A2A peer (`murmur:message/send`).
+#[derive(Debug, Clone)]
+pub struct OutMessage {
+    pub message_id: String,
+    pub context_id: Option<String>,
+    pub text: String,
+    /// The W3C `traceparent` of the call (the current task's trace).
+    pub traceparent: String,
+}
+
+/// The task a peer made of a sent message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SentTask {
+    pub task_id: String,
+    pub context_id: String,
+    /// 0.3 spelling (`submitted`, `completed`, …).
+    pub state: String,
+}
+
+/// Delivers guests' A2A messages (the gateway's client; peers hosted by this
+/// daemon are reached in-process). The network policy is checked before.
+#[async_trait::async_trait]
+pub trait Outbox: Send + Sync {
+    async fn send(&self, peer_url: &str, message: OutMessage) -> Result<SentTask, String>;
+}
+
 /// The shareable part of the runtime: what a host call needs to run a tool.
 pub(crate) struct Core {
     engine: Engine,
     linker: Linker<SessionState>,
     cache: cache::ComponentCache,
+    outbox: std::sync::OnceLock<Arc<dyn Outbox>>,
 }
 
 /// The one Engine of the process, with its Linker, ticker and component cache.
@@ -166,6 +235,7 @@ impl Runtime {
         Ok(Self {
             core: Arc::new(Core {
                 cache: cache::ComponentCache::new(config.cache_dir.clone(), metrics),
+                outbox: std::sync::OnceLock::new(),
                 engine,
                 linker,
             }),
@@ -173,18 +243,31 @@ impl Runtime {
         })
     }
 
-    /// Compiles (or finds in the cache) and pre-links the script capsule at `path`.
+    /// Where guests' `murmur:message/send` calls go (set once, at start-up).
+    pub fn set_outbox(&self, outbox: Arc<dyn Outbox>) {
+        let _ = self.core.outbox.set(outbox);
+    }
+
+    /// Compiles (or finds in the cache) and pre-links the script capsule at
+    /// `path`; it must export `run`, or `handle` to serve A2A tasks.
     pub async fn prepare(&self, path: &Path) -> Result<Arc<PreparedCapsule>, RuntimeError> {
         let what = path.display().to_string();
         let inner = self.core.prepare_file(path).await?;
-        let run = export_func(&inner.component, CAPSULE_RUN_EXPORT, "run").ok_or(
-            RuntimeError::ExportMissing {
-                what,
-                export: CAPSULE_RUN_EXPORT,
-                package: "murmur:capsule@0.1.0",
-            },
-        )?;
-        Ok(Arc::new(PreparedCapsule { inner, run }))
+        let entry = match (
+            export_func(&inner.component, A2A_HANDLER_EXPORT, "handle"),
+            export_func(&inner.component, CAPSULE_RUN_EXPORT, "run"),
+        ) {
+            (Some(handle), _) => Entry::Handle(handle),
+            (None, Some(run)) => Entry::Run(run),
+            (None, None) => {
+                return Err(RuntimeError::ExportMissing {
+                    what,
+                    export: CAPSULE_RUN_EXPORT,
+                    package: "murmur:capsule@0.1.0 (or export murmur:a2a/handler@0.1.0 to serve A2A tasks)",
+                });
+            }
+        };
+        Ok(Arc::new(PreparedCapsule { inner, entry }))
     }
 
     /// Compiles (or finds in the cache) a tool or driver component from a bundle.
@@ -255,6 +338,91 @@ impl Runtime {
         host::call_hook(&self.core, hook, kind, payload, spec).await
     }
 
+    /// Handles one A2A task in a fresh instance of a capsule that serves
+    /// them: its limits, a fresh deadline (time waiting for input aside), the
+    /// task's chunks and input requests through `task`.
+    pub async fn handle_task(
+        &self,
+        prepared: &PreparedCapsule,
+        launch: &ScriptLaunch,
+        task: crate::tasks::TaskLink,
+        message_id: &str,
+        text: String,
+        stop: &CancellationToken,
+    ) -> crate::tasks::Outcome {
+        use crate::tasks::Outcome;
+        let Entry::Handle(handle) = prepared.entry else {
+            return Outcome::Failed("this capsule does not serve A2A tasks".into());
+        };
+        let timeout_secs = launch.timeout.as_secs();
+        let cancel = task.cancel.clone();
+        let param = HandlerTask {
+            task_id: task.task_id.clone(),
+            context_id: task.context_id.clone(),
+            message_id: message_id.to_string(),
+            text,
+        };
+        let mut store = match self.core.new_store(StoreSpec {
+            session_id: &launch.session_id,
+            workdir: &launch.workdir,
+            env: &launch.env,
+            timeout: launch.timeout,
+            memory_bytes: launch.memory_bytes,
+            policy: Arc::clone(&launch.policy),
+            log: launch.log.clone(),
+            stop: stop.child_token(),
+            tools: launch.tools.clone(),
+            notes: None,
+            task: Some(task),
+        }) {
+            Ok(store) => store,
+            Err(failure) => return Outcome::Failed(failure.to_string()),
+        };
+        let waited = store.data().waited.clone();
+        let call = async {
+            store.data_mut().guard.arm();
+            store.set_epoch_deadline(1);
+            let instance = prepared.inner.pre.instantiate_async(&mut store).await?;
+            let func = instance
+                .get_func(&mut store, handle)
+                .ok_or_else(|| wasmtime::format_err!("export `handle` is not a function"))?;
+            let typed = func.typed::<(HandlerTask,), (HandlerOutcome,)>(&store)?;
+            store.data_mut().guard.arm();
+            store.set_epoch_deadline(1);
+            typed.call_async(&mut store, (param,)).await
+        };
+        let result = tokio::select! {
+            result = call => result,
+            () = cancel.cancelled() => return Outcome::Canceled,
+            () = stop.cancelled() => return Outcome::Stopped,
+            () = waited.backstop(launch_backstop(launch.timeout)) => {
+                return Outcome::Failed(
+                    GuestFailure::DeadlineExceeded { seconds: timeout_secs }.to_string(),
+                );
+            }
+        };
+        match result {
+            Ok((HandlerOutcome::Completed(answer),)) => Outcome::Completed(answer),
+            Ok((HandlerOutcome::Reply(text),)) => Outcome::Reply(text),
+            Ok((HandlerOutcome::Failed(why),)) => Outcome::Failed(why),
+            Ok((HandlerOutcome::Rejected(why),)) => Outcome::Rejected(why),
+            Err(error) => {
+                let state = store.data();
+                match limits::classify(
+                    &error,
+                    &state.guard,
+                    &state.limiter,
+                    timeout_secs,
+                    &launch.log.stderr_tail(),
+                ) {
+                    GuestFailure::Stopped if cancel.is_cancelled() => Outcome::Canceled,
+                    GuestFailure::Stopped => Outcome::Stopped,
+                    failure => Outcome::Failed(failure.to_string()),
+                }
+            }
+        }
+    }
+
     /// Instantiates and runs a script capsule to completion, a stop request, or a failure.
     pub async fn run_script(
         &self,
@@ -274,8 +442,8 @@ impl Runtime {
             log: launch.log,
             stop: stop.clone(),
             tools: launch.tools,
-            denials: None,
-            chunks: None,
+            notes: None,
+            task: None,
         })?;
         // Host-side waits (e.g. an HTTP response) do not tick the epoch, so the
         // wall clock also bounds both phases together.
@@ -318,8 +486,8 @@ pub(crate) struct StoreSpec<'a> {
     log: LogSink,
     stop: CancellationToken,
     tools: Option<Arc<SessionTools>>,
-    denials: Option<Arc<Denials>>,
-    chunks: Option<host::ChunkSink>,
+    notes: Option<Arc<Notes>>,
+    task: Option<crate::tasks::TaskLink>,
 }
 
 impl Core {
@@ -422,14 +590,16 @@ impl Core {
             hooks: http::NetworkPolicyHooks {
                 policy: spec.policy,
                 session_id: spec.session_id.into(),
-                denials: spec.denials,
+                notes: spec.notes,
             },
             table: ResourceTable::new(),
             limiter: limits::StoreLimiter::new(memory_limit),
             guard,
             log: spec.log,
-            chunks: spec.chunks,
             tools: spec.tools,
+            task: spec.task,
+            outbox: self.outbox.get().cloned(),
+            waited: limits::Waited::default(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -451,12 +621,15 @@ async fn call_run(
 ) -> wasmtime::Result<()> {
     store.data_mut().guard.arm();
     store.set_epoch_deadline(1);
+    let Entry::Run(run) = prepared.entry else {
+        return Err(wasmtime::format_err!(
+            "this capsule serves A2A tasks; it has no `run`"
+        ));
+    };
     let instance = prepared.inner.pre.instantiate_async(&mut *store).await?;
-    let func = instance
-        .get_func(&mut *store, prepared.run)
-        .ok_or_else(|| {
-            wasmtime::format_err!("export `{CAPSULE_RUN_EXPORT}#run` is not a function")
-        })?;
+    let func = instance.get_func(&mut *store, run).ok_or_else(|| {
+        wasmtime::format_err!("export `{CAPSULE_RUN_EXPORT}#run` is not a function")
+    })?;
     let run = func.typed::<(), ()>(&*store)?;
     store.data_mut().guard.arm();
     store.set_epoch_deadline(1);

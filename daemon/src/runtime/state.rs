@@ -21,11 +21,15 @@ pub struct SessionState {
     pub(crate) guard: EpochGuard,
     /// Where guest output and text chunks go.
     pub(crate) log: crate::logs::LogSink,
-    /// Also receives text chunks (agents stream them to A2A subscribers).
-    pub(crate) chunks: Option<super::host::ChunkSink>,
     /// The session's tools and artifacts; `None` inside a tool or hook, which
     /// cannot invoke tools themselves.
     pub(crate) tools: Option<Arc<SessionTools>>,
+    /// The A2A task this call works on (`request-input` asks its client).
+    pub(crate) task: Option<crate::tasks::TaskLink>,
+    /// Where `murmur:message/send` goes (set once the A2A gateway is up).
+    pub(crate) outbox: Option<Arc<dyn super::Outbox>>,
+    /// Time spent waiting for input (not counted against the deadline).
+    pub(crate) waited: super::limits::Waited,
 }
 
 impl WasiView for SessionState {

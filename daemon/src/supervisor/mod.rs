@@ -178,6 +178,11 @@ impl Supervisor {
                 }
             };
         let tasks = Arc::new(crate::tasks::Broker::new(store.clone()));
+        runtime.set_outbox(Arc::new(crate::a2a::client::Peers::new(
+            a2a_base.clone(),
+            store.clone(),
+            Arc::clone(&tasks),
+        )));
         let shared = Arc::new(Shared {
             tasks,
             pids,

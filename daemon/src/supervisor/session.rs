@@ -364,8 +364,8 @@ impl SessionTask {
             stop: self.stop.clone(),
             jail_helper: self.shared.jail_helper.clone(),
             pids: self.shared.pids.clone(),
-            denials: None,
-            chunks: None,
+            notes: None,
+            task: None,
         }
     }
 
@@ -419,8 +419,10 @@ impl SessionTask {
         let mut spec = self.tool_spec(log.clone());
         if matches!(self.staged.program, Program::Agent(_)) {
             // An agent's trace records what the policy refused its guests.
-            spec.denials = Some(Arc::default());
+            spec.notes = Some(Arc::default());
         }
+        // Tool calls made for an A2A task may ask its client for input.
+        spec.task = Some(crate::tasks::TaskSlot::default());
         let tools = self.artifacts.as_ref().map(|artifacts| {
             self.shared.runtime.session_tools(
                 spec.clone(),
@@ -428,8 +430,9 @@ impl SessionTask {
                 Arc::clone(artifacts),
             )
         });
-        let prepared = match &self.staged.program {
-            Program::Script(prepared) => prepared,
+        let (prepared, lifecycle) = match &self.staged.program {
+            Program::Script(prepared) => (prepared, None),
+            Program::Handler(prepared, lifecycle) => (prepared, Some(lifecycle)),
             Program::Agent(plan) => return Box::pin(self.run_agent(plan, tools, spec)).await,
         };
         tracing::info!(sha256 = prepared.sha256(), "running capsule");
@@ -443,6 +446,9 @@ impl SessionTask {
             policy: Arc::clone(&self.staged.policy),
             log,
         };
+        if let Some(lifecycle) = lifecycle {
+            return Box::pin(self.serve_tasks(prepared, lifecycle, launch)).await;
+        }
         let result = Box::pin(
             self.shared
                 .runtime
@@ -487,8 +493,7 @@ impl SessionTask {
             .or_else(|| self.open_inbox());
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
-        let (relay, sink) = crate::agent::ChunkRelay::start(Arc::clone(&self.shared.tasks));
-        driver_spec.chunks = Some(sink);
+        let task_slot = tool_spec.task.clone().unwrap_or_default();
         let run = AgentRun {
             plan: Arc::clone(plan),
             runtime: &self.shared.runtime,
@@ -510,7 +515,7 @@ impl SessionTask {
             idle_timeout: idle_timeout(),
             used_before,
             broker: Arc::clone(&self.shared.tasks),
-            relay,
+            task_slot,
             shutdown: Arc::clone(&self.by_shutdown),
             inbox: std::sync::Mutex::new(inbox),
         };
@@ -524,13 +529,89 @@ impl SessionTask {
         }
     }
 
-    /// An inbox for A2A tasks, sized by the agent's lifecycle (`None` for
-    /// script capsules and `task_acceptance: none`).
-    fn open_inbox(&self) -> Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>> {
-        let Program::Agent(plan) = &self.staged.program else {
-            return None;
+    /// One launch of a script capsule that serves A2A tasks: each task in a
+    /// fresh instance, per the lifecycle (no `task.md`: tasks come over A2A).
+    async fn serve_tasks(
+        &self,
+        prepared: &Arc<crate::runtime::PreparedCapsule>,
+        lifecycle: &crate::manifest::Lifecycle,
+        launch: ScriptLaunch,
+    ) -> RunEnd {
+        use crate::manifest::{AfterTask, TaskAcceptance};
+        use crate::tasks::{Next, Outcome, Queue};
+        let broker = &self.shared.tasks;
+        let inbox = self
+            .inbox
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .or_else(|| self.open_inbox());
+        let mut queue = Queue::open(broker, &self.id, inbox).await;
+        let forever = lifecycle.task_acceptance == TaskAcceptance::Queue
+            && lifecycle.after_task == AfterTask::Sleep;
+        let ends = lifecycle.task_acceptance == TaskAcceptance::Single
+            || lifecycle.after_task == AfterTask::Exit;
+        let input_timeout = Some(std::time::Duration::from_secs(lifecycle.input_timeout_secs));
+        // Each task has its own instance, so tasks may run side by side
+        // (`concurrency`; one for `single`).
+        let concurrency = if ends {
+            1
+        } else {
+            lifecycle.concurrency.max(1) as usize
         };
-        let lifecycle = &plan.spec.lifecycle;
+        let serve = |incoming: crate::tasks::Incoming| {
+            broker.serve(incoming, input_timeout, None, |link, incoming| async {
+                tracing::info!(task_id = %link.task_id, "A2A task handed to the capsule");
+                let crate::tasks::Incoming {
+                    message_id, text, ..
+                } = incoming;
+                self.shared
+                    .runtime
+                    .handle_task(prepared, &launch, link, &message_id, text, &self.stop)
+                    .await
+            })
+        };
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut closed = false;
+        let mut end = None;
+        while end.is_none() {
+            let idle = (!forever && running.is_empty()).then(idle_timeout);
+            let room = !closed && running.len() < concurrency;
+            tokio::select! {
+                Some(outcome) = futures::StreamExt::next(&mut running), if !running.is_empty() => {
+                    match outcome {
+                        Some(Outcome::Stopped) => end = Some(RunEnd::Stopped),
+                        Some(Outcome::Failed(e)) if ends => end = Some(RunEnd::Failed(e)),
+                        Some(_) if ends => end = Some(RunEnd::Completed),
+                        _ if closed && running.is_empty() => end = Some(RunEnd::Completed),
+                        _ => {}
+                    }
+                }
+                next = queue.next(idle, &self.stop), if room => match next {
+                    Next::Task(task) => running.push(serve(task)),
+                    Next::Stopped => end = Some(RunEnd::Stopped),
+                    Next::Closed | Next::Idle if running.is_empty() => end = Some(RunEnd::Completed),
+                    Next::Closed | Next::Idle => closed = true,
+                },
+            }
+        }
+        // Tasks still running see the stop (or finish) before the launch ends.
+        while futures::StreamExt::next(&mut running).await.is_some() {}
+        let end = end.unwrap_or(RunEnd::Completed);
+        queue
+            .release(
+                broker,
+                &self.id,
+                self.by_shutdown.load(std::sync::atomic::Ordering::Relaxed),
+            )
+            .await;
+        end
+    }
+
+    /// An inbox for A2A tasks, sized by the lifecycle (`None` for script
+    /// capsules that serve no tasks and `task_acceptance: none`).
+    fn open_inbox(&self) -> Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>> {
+        let lifecycle = self.staged.program.lifecycle()?;
         let depth = match lifecycle.task_acceptance {
             crate::manifest::TaskAcceptance::None => return None,
             crate::manifest::TaskAcceptance::Single => 1,

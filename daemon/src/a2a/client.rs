@@ -1,0 +1,143 @@
+//! Outgoing A2A (`murmur:message/send`): a peer hosted by this daemon is
+//! reached in-process through the broker (same durability as a request from
+//! outside); any other gets a JSON-RPC 1.0 `SendMessage` over HTTP. Either way
+//! the call returns once the peer has accepted the task.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::wire;
+use crate::runtime::{OutMessage, Outbox, SentTask};
+use crate::store::Store;
+use crate::tasks::{Broker, NewTask};
+
+/// Largest answer read from a peer.
+const MAX_REPLY_BYTES: u64 = 1 << 20;
+
+/// Delivers guests' messages to peers.
+pub struct Peers {
+    /// `http://host:port` of this daemon's gateway.
+    base: String,
+    store: Store,
+    broker: Arc<Broker>,
+}
+
+impl Peers {
+    pub fn new(base: String, store: Store, broker: Arc<Broker>) -> Self {
+        Self {
+            base,
+            store,
+            broker,
+        }
+    }
+
+    /// The route of a peer URL that points at this daemon's gateway.
+    fn local_route<'a>(&self, peer_url: &'a str) -> Option<&'a str> {
+        let rest = peer_url.strip_prefix(&self.base)?.strip_prefix("/a2a/")?;
+        let route = rest.trim_end_matches('/');
+        (!route.is_empty() && !route.contains('/')).then_some(route)
+    }
+
+    async fn local(&self, route: &str, m: OutMessage) -> Result<SentTask, String> {
+        let session = match self.store.get(route).await {
+            Ok(Some(s)) if !s.state.is_ended() => s,
+            Ok(_) => return Err(format!("no live session is routed at /a2a/{route}")),
+            Err(e) => return Err(format!("cannot look up /a2a/{route}: {e}")),
+        };
+        let message = json!({
+            "messageId": m.message_id, "contextId": m.context_id, "role": "ROLE_USER",
+            "parts": [{"text": m.text}],
+        });
+        let task = self
+            .broker
+            .submit(NewTask {
+                session_id: &session.id,
+                route: &session.name,
+                message_id: &m.message_id,
+                context_id: m.context_id.as_deref(),
+                text: &m.text,
+                message_json: &message.to_string(),
+                traceparent: Some(&m.traceparent),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(SentTask {
+            task_id: task.id,
+            context_id: task.context_id,
+            state: task.state.as_str().to_string(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Outbox for Peers {
+    async fn send(&self, peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
+        if let Some(route) = self.local_route(peer_url) {
+            return self.local(route, m).await;
+        }
+        remote(peer_url, m).await
+    }
+}
+
+/// `SendMessage` to a peer elsewhere, returning as soon as it has the task.
+async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
+    let request = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {
+            "message": {
+                "messageId": m.message_id, "contextId": m.context_id, "role": "ROLE_USER",
+                "parts": [{"text": m.text}],
+            },
+            "configuration": {"returnImmediately": true},
+        },
+    });
+    let fail = |why: String| format!("A2A peer {peer_url}: {why}");
+    let reply = crate::http_client::exchange(
+        http::Method::POST,
+        peer_url,
+        &[
+            ("content-type", "application/json"),
+            ("a2a-version", "1.0"),
+            ("traceparent", &m.traceparent),
+        ],
+        request.to_string().into_bytes(),
+        MAX_REPLY_BYTES,
+    )
+    .await
+    .map_err(fail)?;
+    let body: Value = serde_json::from_slice(&reply.body)
+        .map_err(|_| fail(format!("answered {} without JSON", reply.status)))?;
+    if let Some(error) = body.get("error") {
+        return Err(fail(format!(
+            "refused the message ({}): {}",
+            error["code"],
+            error["message"].as_str().unwrap_or("no message")
+        )));
+    }
+    let result = &body["result"];
+    if let Some(task) = result.get("task") {
+        let state = task["status"]["state"].as_str().unwrap_or_default();
+        return Ok(SentTask {
+            task_id: task["id"].as_str().unwrap_or_default().to_string(),
+            context_id: task["contextId"].as_str().unwrap_or_default().to_string(),
+            state: wire::parse_state(state)
+                .map_or_else(|| state.to_string(), |s| s.as_str().to_string()),
+        });
+    }
+    if let Some(message) = result.get("message") {
+        // Answered with a message and no task: nothing is left to follow.
+        return Ok(SentTask {
+            task_id: message["taskId"].as_str().unwrap_or_default().to_string(),
+            context_id: message["contextId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            state: "completed".into(),
+        });
+    }
+    Err(fail(format!(
+        "answered {} with neither a task nor a message",
+        reply.status
+    )))
+}
