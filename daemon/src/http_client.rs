@@ -39,9 +39,10 @@ pub async fn exchange(
             .await
             .map_err(|e| e.to_string())?;
         tokio::spawn(connection);
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
         let mut request = http::Request::builder()
             .method(method)
-            .uri(&uri)
+            .uri(target)
             .header(http::header::HOST, authority.as_str())
             .header(http::header::USER_AGENT, "roostd");
         for (name, value) in headers {

@@ -11,7 +11,7 @@ use crate::harness::{Daemon, TEST_CONFIG, request};
 use crate::mock_llm::{MockLlm, Reply, Seen};
 
 /// One HTTP/1.1 request; returns the status, the headers (lowercase) and the body.
-async fn http(
+pub(crate) async fn http(
     addr: &str,
     method: &str,
     path: &str,
@@ -61,10 +61,16 @@ fn dechunk(mut s: &str) -> String {
     out
 }
 
-const V1: (&str, &str) = ("A2A-Version", "1.0");
-const JSON: (&str, &str) = ("Content-Type", "application/json");
+pub(crate) const V1: (&str, &str) = ("A2A-Version", "1.0");
+pub(crate) const JSON: (&str, &str) = ("Content-Type", "application/json");
 
-async fn rpc(addr: &str, route: &str, version: Option<&str>, method: &str, params: Value) -> Value {
+pub(crate) async fn rpc(
+    addr: &str,
+    route: &str,
+    version: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Value {
     let mut headers = vec![JSON];
     if let Some(v) = version {
         headers.push(("A2A-Version", v));
@@ -75,7 +81,7 @@ async fn rpc(addr: &str, route: &str, version: Option<&str>, method: &str, param
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
-fn message(id: &str, text: &str) -> Value {
+pub(crate) fn message(id: &str, text: &str) -> Value {
     json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]})
 }
 

@@ -69,6 +69,34 @@ pub fn openai_driver() -> (String, Vec<u8>) {
     (manifest, std::fs::read(wasm).expect("driver component"))
 }
 
+/// The example A2A conformance capsule (`examples/a2a-conformance`), built
+/// once per test process.
+pub fn conformance_wasm() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let manifest = repo()
+                .join("examples")
+                .join("a2a-conformance")
+                .join("Cargo.toml");
+            build_wasm(&manifest, "the conformance capsule").join("a2a_conformance.wasm")
+        })
+        .clone()
+}
+
+/// A capsule dir running the conformance capsule as `name`: the example's
+/// lifecycle, then `extra` manifest lines.
+pub fn conformance(root: &Path, name: &str, lifecycle: &str, extra: &str) -> PathBuf {
+    let dir = root.join(format!("capsule-{name}-{}", unique()));
+    std::fs::create_dir_all(&dir).expect("capsule dir");
+    let manifest = format!(
+        "name: {name}\nversion: 0.1.0\ncomponent: {}\nlifecycle: {lifecycle}\n{extra}",
+        conformance_wasm().display()
+    );
+    std::fs::write(dir.join("murmur.yaml"), manifest).expect("write manifest");
+    dir
+}
+
 /// Writes a capsule dir for guest `guest` with extra manifest lines.
 pub fn capsule(root: &Path, name: &str, guest_name: &str, extra: &str) -> PathBuf {
     let dir = root.join(format!("capsule-{name}-{}", unique()));
