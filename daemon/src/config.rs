@@ -47,7 +47,7 @@ pub struct DaemonConfig {
     pub a2a: A2aConfig,
 }
 
-/// The A2A gateway's access.
+/// The A2A gateway's access and how long ended tasks are kept.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct A2aConfig {
@@ -55,6 +55,29 @@ pub struct A2aConfig {
     /// must send; declared in the agent cards' security schemes. Not
     /// readable by other users; at least 16 characters.
     pub token_file: Option<PathBuf>,
+    pub retention: RetentionConfig,
+}
+
+/// Ended A2A tasks (with their event logs) are deleted in the background
+/// once older than `max_age_secs`, or beyond the newest `max_tasks`; 0
+/// turns a bound off. Tasks that have not ended are never deleted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    pub max_age_secs: u64,
+    pub max_tasks: u64,
+    /// How often the pruning runs.
+    pub interval_secs: u64,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self {
+            max_age_secs: 7 * 24 * 3600,
+            max_tasks: 100_000,
+            interval_secs: 300,
+        }
+    }
 }
 
 /// Who may use the control API: the Unix socket (root, the daemon's own user,
@@ -316,6 +339,11 @@ impl DaemonConfig {
         if self.artifacts.max_bundle_mb == 0 || self.artifacts.max_bundle_mb > 1024 {
             return Err(ConfigError::Invalid(
                 "artifacts.max_bundle_mb must be between 1 and 1024".into(),
+            ));
+        }
+        if self.a2a.retention.interval_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "a2a.retention.interval_secs must be at least 1".into(),
             ));
         }
         if self.restart.multiplier < 1.0 {

@@ -123,6 +123,10 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     }
 
     let servers = CancellationToken::new();
+    tokio::spawn(Arc::clone(&supervisor.shared().tasks).prune_loop(
+        supervisor.shared().config.a2a.retention.clone(),
+        servers.clone(),
+    ));
     let state = ApiState {
         supervisor: supervisor.clone(),
         started,

@@ -592,6 +592,29 @@ impl Store {
         Ok((tasks, total.max(0) as u64))
     }
 
+    /// Deletes ended A2A tasks (and their logs) that ended before
+    /// `ended_before` (RFC 3339), or that are not among the newest `keep`
+    /// ended ones (`None`: no count bound). Returns how many went.
+    pub async fn prune_a2a_tasks(
+        &self,
+        ended_before: Option<&str>,
+        keep: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let ended = "source = 'a2a' AND state IN ('completed', 'failed', 'canceled', 'rejected') \
+             AND ended_at IS NOT NULL";
+        let sql = format!(
+            "DELETE FROM tasks WHERE {ended} AND ((?1 IS NOT NULL AND ended_at < ?1) \
+             OR (?2 IS NOT NULL AND id IN (SELECT id FROM tasks WHERE {ended} \
+             ORDER BY ended_at DESC, id DESC LIMIT -1 OFFSET ?2)))"
+        );
+        let done = sqlx::query(&sql)
+            .bind(ended_before)
+            .bind(keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX)))
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
     /// A task's events after `after` (0: all), in order.
     pub async fn task_events(
         &self,

@@ -346,3 +346,61 @@ async fn capsules_send_to_peers_in_the_same_daemon_and_elsewhere_with_their_trac
         "{denied}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ended_tasks_beyond_the_retention_bound_are_pruned_and_live_ones_kept() {
+    let config = format!(
+        "{TEST_CONFIG}a2a: {{retention: {{max_tasks: 2, max_age_secs: 0, interval_secs: 1}}}}\n"
+    );
+    let daemon = Daemon::start_with(&config, &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    start(&daemon, "keeper", SERVE, "").await;
+    let waiting = send(&addr, "keeper", "m-wait", "ask", json!({})).await;
+    assert_eq!(state(&waiting), "TASK_STATE_INPUT_REQUIRED");
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let task = send(
+            &addr,
+            "keeper",
+            &format!("m-{i}"),
+            &format!("t{i}"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(state(&task), "TASK_STATE_COMPLETED", "{task}");
+        ids.push(task["id"].as_str().expect("id").to_string());
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let kept = loop {
+        let list =
+            rpc(&addr, "keeper", Some("1.0"), "ListTasks", json!({})).await["result"].clone();
+        if list["totalSize"] == 3 {
+            break list;
+        }
+        assert!(Instant::now() < deadline, "never pruned to 3 tasks: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut left: Vec<&str> = kept["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    left.sort_unstable();
+    let mut want = vec![waiting["id"].as_str().expect("id"), &ids[3], &ids[4]];
+    want.sort_unstable();
+    assert_eq!(
+        left, want,
+        "the newest two ended tasks and the live one stay"
+    );
+    let gone = rpc(
+        &addr,
+        "keeper",
+        Some("1.0"),
+        "GetTask",
+        json!({"id": ids[0]}),
+    )
+    .await;
+    assert_eq!(gone["error"]["code"], -32001, "{gone}");
+    assert!(daemon.log().contains("ended A2A tasks pruned"));
+}
