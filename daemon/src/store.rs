@@ -412,7 +412,7 @@ impl Store {
     /// transaction: once this returns, the task survives a crash.
     pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
         let at = now();
-        let mut tx = self.writer.begin().await?;
+        // The first event (submitted) comes with the row (migration 0006).
         sqlx::query(
             "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
              created_at, updated_at, route, message_json) \
@@ -425,19 +425,8 @@ impl Store {
         .bind(&at)
         .bind(t.route)
         .bind(t.message_json)
-        .execute(&mut *tx)
+        .execute(&self.writer)
         .await?;
-        let first = EventKind::Status {
-            state: TaskState::Submitted,
-            message: None,
-        };
-        sqlx::query("INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, 1, ?2, ?3)")
-            .bind(t.id)
-            .bind(event_json(&first)?)
-            .bind(&at)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
         Ok(A2aTask {
             id: t.id.to_string(),
             context_id: t.context_id.to_string(),
@@ -454,64 +443,27 @@ impl Store {
     }
 
     /// Appends an event to a task's log (and applies a status change to the
-    /// task) in one transaction. A task that has ended takes no more: `None`.
+    /// task) atomically. A task that has ended takes no more: `None`.
     pub async fn append_task_event(
         &self,
         task_id: &str,
         kind: &EventKind,
-        answer: Option<&str>,
     ) -> Result<Option<TaskEvent>, StoreError> {
         let at = now();
-        let mut tx = self.writer.begin().await?;
-        let row = sqlx::query(
-            "SELECT state, (SELECT COALESCE(MAX(seq), 0) FROM task_events WHERE task_id = ?1) \
-             AS last FROM tasks WHERE id = ?1",
+        // One statement: atomic without a transaction; the triggers of
+        // migration 0006 update the task row with it.
+        let seq: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO task_events (task_id, seq, body_json, at) \
+             SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), 0) + 1, \
+             ?2, ?3 FROM tasks WHERE id = ?1 \
+             AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') RETURNING seq",
         )
         .bind(task_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let state: String = row.try_get("state")?;
-        if TaskState::parse(&state).is_some_and(TaskState::is_terminal) {
-            return Ok(None);
-        }
-        let seq = row.try_get::<i64, _>("last")? + 1;
-        sqlx::query(
-            "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",
-        )
-        .bind(task_id)
-        .bind(seq)
         .bind(event_json(kind)?)
         .bind(&at)
-        .execute(&mut *tx)
+        .fetch_optional(&self.writer)
         .await?;
-        if let EventKind::Status { state, message } = kind {
-            let ended = state.is_terminal().then_some(at.as_str());
-            sqlx::query(
-                "UPDATE tasks SET state = ?1, error = CASE WHEN ?1 IN ('failed', 'rejected') \
-                 THEN ?2 ELSE error END, updated_at = ?3, ended_at = COALESCE(?4, ended_at), \
-                 answer = COALESCE(?5, answer) WHERE id = ?6",
-            )
-            .bind(state.as_str())
-            .bind(message)
-            .bind(&at)
-            .bind(ended)
-            .bind(answer)
-            .bind(task_id)
-            .execute(&mut *tx)
-            .await?;
-        } else if answer.is_some() {
-            sqlx::query("UPDATE tasks SET answer = ?1, updated_at = ?2 WHERE id = ?3")
-                .bind(answer)
-                .bind(&at)
-                .bind(task_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(Some(TaskEvent {
+        Ok(seq.map(|seq| TaskEvent {
             seq: seq.max(0) as u64,
             at,
             kind: kind.clone(),

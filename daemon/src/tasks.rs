@@ -256,7 +256,7 @@ impl TaskLink {
 
     /// Records an event of the task (an artifact update) and tells its subscribers.
     pub async fn artifact(&self, kind: EventKind) {
-        if let Err(error) = self.broker.publish(&self.task_id, kind, None).await {
+        if let Err(error) = self.broker.publish(&self.task_id, kind).await {
             tracing::warn!(%error, task_id = %self.task_id, "cannot record a task update");
         }
     }
@@ -407,9 +407,8 @@ impl Broker {
         &self,
         task_id: &str,
         kind: EventKind,
-        answer: Option<&str>,
     ) -> Result<Option<TaskEvent>, StoreError> {
-        let Some(event) = self.store.append_task_event(task_id, &kind, answer).await? else {
+        let Some(event) = self.store.append_task_event(task_id, &kind).await? else {
             return Ok(None);
         };
         let terminal = matches!(&kind, EventKind::Status { state, .. } if state.is_terminal());
@@ -436,7 +435,6 @@ impl Broker {
                 state,
                 message: message.map(str::to_string),
             },
-            None,
         )
         .await
     }
@@ -472,7 +470,7 @@ impl Broker {
             state: TaskState::InputRequired,
             message: Some(prompt.to_string()),
         };
-        if !matches!(self.publish(task_id, asked, None).await, Ok(Some(_))) {
+        if !matches!(self.publish(task_id, asked).await, Ok(Some(_))) {
             lock(&self.waiting).remove(task_id);
             return Err(InputError::Store);
         }
@@ -533,8 +531,8 @@ impl Broker {
             state: TaskState::Working,
             message: None,
         };
-        if self.publish(task_id, input, None).await?.is_none()
-            || self.publish(task_id, working, None).await?.is_none()
+        if self.publish(task_id, input).await?.is_none()
+            || self.publish(task_id, working).await?.is_none()
         {
             return Err(not_waiting());
         }
@@ -791,7 +789,7 @@ impl Broker {
             state: TaskState::Working,
             message: None,
         };
-        match self.publish(&id, working, None).await {
+        match self.publish(&id, working).await {
             Ok(Some(_)) => {}
             // Canceled (or ended) between the check and now: it must not run.
             Ok(None) => {
@@ -836,14 +834,14 @@ impl Broker {
                     last_chunk: true,
                     part: None,
                 };
-                if let Err(error) = self.publish(&id, artifact, Some(text)).await {
+                if let Err(error) = self.publish(&id, artifact).await {
                     tracing::warn!(%error, task_id = %id, "cannot record the answer");
                 }
                 (TaskState::Completed, None)
             }
             Outcome::Reply(text) => {
                 let reply = EventKind::Reply { text: text.clone() };
-                if let Err(error) = self.publish(&id, reply, None).await {
+                if let Err(error) = self.publish(&id, reply).await {
                     tracing::warn!(%error, task_id = %id, "cannot record the reply");
                 }
                 (TaskState::Completed, None)

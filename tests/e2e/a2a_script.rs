@@ -404,3 +404,73 @@ async fn ended_tasks_beyond_the_retention_bound_are_pruned_and_live_ones_kept() 
     assert_eq!(gone["error"]["code"], -32001, "{gone}");
     assert!(daemon.log().contains("ended A2A tasks pruned"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_input_is_not_the_capsules_time_and_cancel_ends_the_wait() {
+    let (daemon, addr) = daemon().await;
+    start(
+        &daemon,
+        "patient",
+        "{task_acceptance: queue, after_task: sleep, concurrency: 4, input_timeout_secs: 60}",
+        "capabilities:\n  limits: {timeout_secs: 1}\n",
+    )
+    .await;
+    // Answered after more than twice the capsule's 1 s deadline.
+    let task = send(&addr, "patient", "m-1", "ask", json!({})).await;
+    assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let done = send(
+        &addr,
+        "patient",
+        "m-2",
+        "late but fine",
+        json!({"taskId": task["id"]}),
+    )
+    .await;
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(answer(&done), "echo: late but fine");
+
+    // Canceled while it waits: the answer to CancelTask is the canceled task.
+    let task = send(&addr, "patient", "m-3", "ask", json!({})).await;
+    let canceled = rpc(
+        &addr,
+        "patient",
+        Some("1.0"),
+        "CancelTask",
+        json!({"id": task["id"]}),
+    )
+    .await;
+    assert_eq!(
+        canceled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+
+    // A reply instead of a task result, also kept with the task.
+    let reply = rpc(
+        &addr,
+        "patient",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message("tck-message-response-1", "hi")}),
+    )
+    .await;
+    let m = &reply["result"]["message"];
+    assert_eq!(m["role"], "ROLE_AGENT", "{reply}");
+    assert_eq!(m["parts"][0]["text"], "Direct message response");
+    let kept = rpc(
+        &addr,
+        "patient",
+        Some("1.0"),
+        "GetTask",
+        json!({"id": m["taskId"]}),
+    )
+    .await;
+    assert_eq!(
+        kept["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{kept}"
+    );
+    assert_eq!(
+        kept["result"]["status"]["message"]["parts"][0]["text"],
+        "Direct message response"
+    );
+}

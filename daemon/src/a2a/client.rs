@@ -82,15 +82,15 @@ impl Outbox for Peers {
 
 /// `SendMessage` to a peer elsewhere, returning as soon as it has the task.
 async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
+    let mut message = json!({
+        "messageId": m.message_id, "role": "ROLE_USER", "parts": [{"text": m.text}],
+    });
+    if let Some(context) = &m.context_id {
+        message["contextId"] = json!(context);
+    }
     let request = json!({
         "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {
-            "message": {
-                "messageId": m.message_id, "contextId": m.context_id, "role": "ROLE_USER",
-                "parts": [{"text": m.text}],
-            },
-            "configuration": {"returnImmediately": true},
-        },
+        "params": {"message": message, "configuration": {"returnImmediately": true}},
     });
     let fail = |why: String| format!("A2A peer {peer_url}: {why}");
     let reply = crate::http_client::exchange(

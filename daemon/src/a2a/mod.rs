@@ -265,22 +265,32 @@ fn card(gw: &Gateway, session: &Session) -> Value {
     card
 }
 
-/// Waits until the task has ended (or the wait runs out) and returns it.
-async fn wait_until_ended(broker: &Arc<Broker>, task: A2aTask) -> A2aTask {
-    if task.state.is_terminal() || task.state == TaskState::InputRequired {
+/// Waits until the task has ended, or (`at_input`) needs input, or the wait
+/// runs out, and returns it.
+async fn wait_until_ended(broker: &Arc<Broker>, task: A2aTask, at_input: bool) -> A2aTask {
+    let over =
+        |state: TaskState| state.is_terminal() || (at_input && state == TaskState::InputRequired);
+    if over(task.state) {
         return task;
     }
     let mut live = broker.subscribe(&task.id);
     let deadline = tokio::time::Instant::now() + BLOCKING_WAIT;
+    // Read once after subscribing (an end that came first is not missed),
+    // then again only when an event says the wait may be over.
+    let mut check = true;
     loop {
-        // Re-read after subscribing: an end that came first is not missed.
-        if let Ok(Some(now)) = broker.store().a2a_task(&task.id).await
-            && (now.state.is_terminal() || now.state == TaskState::InputRequired)
+        if check
+            && let Ok(Some(now)) = broker.store().a2a_task(&task.id).await
+            && over(now.state)
         {
             return now;
         }
         match tokio::time::timeout_at(deadline, live.rx.recv()).await {
-            Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {}
+            Ok(Ok(event)) => {
+                check = matches!(event.kind, crate::tasks::EventKind::Status { state, .. }
+                    if over(state));
+            }
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => check = true,
             Ok(Err(_)) | Err(_) => {
                 return broker
                     .store()

@@ -517,7 +517,7 @@ async fn run(
                 )));
             }
             broker.cancel(&id).await?;
-            let t = wait_until_ended(broker, t).await;
+            let t = wait_until_ended(broker, t, false).await;
             Ok(Answer::Value(
                 render(broker, &t, d, Shape::default()).await?,
             ))
@@ -566,7 +566,7 @@ async fn answer_send(
     let task = if return_now {
         task
     } else {
-        wait_until_ended(broker, task).await
+        wait_until_ended(broker, task, true).await
     };
     let history = config
         .and_then(|c| int(field(c, "historyLength", "history_length")))

@@ -275,6 +275,7 @@ fn history(t: &A2aTask, log: &[TaskEvent], d: Dialect) -> Vec<Value> {
             EventKind::Input { message_id, text } => {
                 h.push(user_message(t, message_id, text, d));
             }
+            EventKind::Reply { text } => h.push(agent_message(t, "reply", text, d)),
             _ => {}
         }
     }
@@ -288,10 +289,12 @@ pub fn task(t: &A2aTask, d: Dialect, shape: Shape) -> Value {
 
 /// A task; its history also has the input requests and answers in `log`.
 pub fn task_with_log(t: &A2aTask, log: &[TaskEvent], d: Dialect, shape: Shape) -> Value {
-    let message = t
-        .status_message
-        .as_deref()
-        .map(|m| agent_message(t, "status", m, d));
+    // A message reply is the completed task's status message.
+    let message = match (t.status_message.as_deref(), reply(log)) {
+        (Some(m), _) => Some(agent_message(t, "status", m, d)),
+        (None, Some(text)) => Some(agent_message(t, "reply", text, d)),
+        (None, None) => None,
+    };
     let mut v = json!({
         "id": t.id,
         "contextId": t.context_id,

@@ -70,8 +70,15 @@ impl super::Runtime {
 }
 
 impl SessionTools {
-    /// Dispatches one tool call; names outside the allow-list fail before dispatch.
-    pub async fn invoke(&self, name: &str, input: ToolInput) -> Result<ToolResult, String> {
+    /// Dispatches one tool call; names outside the allow-list fail before
+    /// dispatch. A WASM tool works on `task` (the caller's A2A task), else on
+    /// the session's current one.
+    pub async fn invoke(
+        &self,
+        name: &str,
+        input: ToolInput,
+        task: Option<crate::tasks::TaskLink>,
+    ) -> Result<ToolResult, String> {
         if !self.allowlist.contains(name) {
             return Err(format!(
                 "tool '{name}' is not declared in manifest allowlist"
@@ -97,7 +104,7 @@ impl SessionTools {
         let (kind, result) = match self.artifacts.target(name, &self.spec.policy) {
             Target::Wasm(tool) => (
                 "wasm",
-                call_tool(&self.core, &tool, name, input, &self.spec).await,
+                call_tool(&self.core, &tool, name, input, &self.spec, task).await,
             ),
             Target::Native(path) => (
                 "native",
@@ -165,7 +172,7 @@ impl SessionTools {
             data,
             log_path: None,
         };
-        self.invoke(name, input).await.map(from_wit)
+        self.invoke(name, input, None).await.map(from_wit)
     }
 }
 
@@ -214,6 +221,7 @@ pub(crate) async fn call_tool(
     name: &str,
     input: ToolInput,
     spec: &ToolSpec,
+    task: Option<crate::tasks::TaskLink>,
 ) -> Result<ToolResult, String> {
     let what = format!("tool '{name}'");
     let (result,) = call_export::<(ToolInput,), (ToolResult,)>(
@@ -221,7 +229,7 @@ pub(crate) async fn call_tool(
         &tool.inner,
         tool.run,
         (input,),
-        spec,
+        (spec, task),
         &what,
     )
     .await?;
@@ -245,7 +253,7 @@ pub(crate) async fn call_hook(
         &hook.inner,
         hook.handle,
         (event,),
-        spec,
+        (spec, None),
         "hook",
     )
     .await?;
@@ -259,7 +267,7 @@ async fn call_export<P, R>(
     component: &PreparedComponent,
     func: ComponentExportIndex,
     params: P,
-    spec: &ToolSpec,
+    (spec, task): (&ToolSpec, Option<crate::tasks::TaskLink>),
     what: &str,
 ) -> Result<R, String>
 where
@@ -278,10 +286,11 @@ where
             stop: spec.stop.child_token(),
             tools: None,
             notes: spec.notes.clone(),
-            task: spec
-                .task
-                .as_ref()
-                .and_then(|slot| slot.lock().ok().and_then(|t| t.clone())),
+            task: task.or_else(|| {
+                spec.task
+                    .as_ref()
+                    .and_then(|slot| slot.lock().ok().and_then(|t| t.clone()))
+            }),
         })
         .map_err(|f| format!("{what} failed: {f}"))?;
     let timeout_secs = spec.timeout.as_secs();
@@ -344,7 +353,7 @@ fn runtime_type(native: bool) -> manage::RuntimeType {
 impl murmur::tool_registry::invoke::Host for SessionState {
     async fn invoke(&mut self, name: String, input: ToolInput) -> Result<ToolResult, String> {
         match self.tools.clone() {
-            Some(tools) => tools.invoke(&name, input).await,
+            Some(tools) => tools.invoke(&name, input, self.task.clone()).await,
             None => Err(format!(
                 "tool '{name}': tools and hooks cannot invoke other tools"
             )),
@@ -523,10 +532,11 @@ impl SessionState {
         };
         tracing::info!(task_id = %link.task_id, "guest asks its A2A client for input");
         let started = Instant::now();
+        self.waited.begin();
         let answer = link.request_input(prompt).await;
         let waited = started.elapsed();
         self.guard.extend(waited);
-        self.waited.add(waited);
+        self.waited.end(waited);
         answer.map_err(|e| wasmtime::format_err!("{e}"))
     }
 }

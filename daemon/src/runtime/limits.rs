@@ -163,27 +163,53 @@ impl EpochGuard {
 }
 
 /// Time a store's guest spent waiting for input, shared with the wall-clock
-/// backstop outside the store so that it waits that much longer.
+/// backstop outside the store so that it waits that much longer (and never
+/// fires during a wait).
 #[derive(Clone, Default)]
-pub(crate) struct Waited(std::sync::Arc<std::sync::atomic::AtomicU64>);
+pub(crate) struct Waited(std::sync::Arc<WaitedInner>);
+
+#[derive(Default)]
+pub(crate) struct WaitedInner {
+    ms: std::sync::atomic::AtomicU64,
+    waiting: std::sync::atomic::AtomicU32,
+}
 
 impl Waited {
-    pub(crate) fn add(&self, by: Duration) {
+    /// A wait begins.
+    pub(crate) fn begin(&self) {
+        self.0
+            .waiting
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The wait that began took `by`.
+    pub(crate) fn end(&self, by: Duration) {
         let ms = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
-        self.0.fetch_add(ms, std::sync::atomic::Ordering::Relaxed);
+        self.0
+            .ms
+            .fetch_add(ms, std::sync::atomic::Ordering::Relaxed);
+        self.0
+            .waiting
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn get(&self) -> Duration {
-        Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed))
+        Duration::from_millis(self.0.ms.load(std::sync::atomic::Ordering::Relaxed))
     }
 
-    /// Resolves once `base` plus the time waited has passed since the call.
+    fn waiting(&self) -> bool {
+        self.0.waiting.load(std::sync::atomic::Ordering::Relaxed) > 0
+    }
+
+    /// Resolves once `base` plus the time waited has passed since the call,
+    /// outside any wait.
     pub(crate) async fn backstop(&self, base: Duration) {
         let start = tokio::time::Instant::now();
         loop {
-            let until = start + base + self.get();
-            tokio::time::sleep_until(until).await;
-            if start + base + self.get() <= tokio::time::Instant::now() {
+            tokio::time::sleep_until(start + base + self.get()).await;
+            if self.waiting() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            } else if start + base + self.get() <= tokio::time::Instant::now() {
                 return;
             }
         }

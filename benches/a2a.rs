@@ -1,0 +1,237 @@
+//! Benchmark, the speed figure of the A2A gateway issue: throughput and
+//! p50/p99 latency of a blocking JSON-RPC `SendMessage` to a trivial agent at
+//! 1, 16 and 128 concurrent clients (keep-alive connections), for roostd
+//! hosting the conformance capsule (`examples/a2a-conformance`, text
+//! "hello" answered "echo: hello") and, side by side in the same run, the
+//! official Python SDK's own server (`benches/a2a_sdk/server.py`, the same
+//! behaviour) on the same machine.
+//!
+//! Needs the SDK server's venv: `scripts/python-sdk --bench`.
+//!
+//! `cargo bench -p roostd --bench a2a -- [SECONDS_PER_LEVEL]`
+
+#[allow(dead_code)]
+#[path = "../tests/e2e/harness.rs"]
+mod harness;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use harness::{Daemon, conformance, repo, request};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+
+const LEVELS: [usize; 3] = [1, 16, 128];
+
+struct Figures {
+    requests: usize,
+    errors: usize,
+    per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+fn body(i: usize) -> bytes::Bytes {
+    bytes::Bytes::from(
+        serde_json::json!({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {
+            "message": {"messageId": format!("bench-{i}"), "role": "ROLE_USER",
+                        "parts": [{"text": "hello"}]}}})
+        .to_string(),
+    )
+}
+
+/// One client: a keep-alive connection sending blocking SendMessage requests
+/// until `stop`; returns each request's latency (`None`: it failed).
+async fn client(
+    addr: String,
+    path: String,
+    id: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<Option<Duration>> {
+    let mut out = Vec::new();
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let mut i = id * 1_000_000;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let req = http::Request::post(&path)
+            .header("host", &addr)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(Full::new(body(i)))
+            .expect("request");
+        let started = Instant::now();
+        if sender.ready().await.is_err() {
+            break;
+        }
+        let ok = match sender.send_request(req).await {
+            Ok(resp) => {
+                let status = resp.status();
+                let bytes = resp.into_body().collect().await.map(|b| b.to_bytes());
+                status.is_success()
+                    && bytes.is_ok_and(|b| {
+                        let text = String::from_utf8_lossy(&b);
+                        text.contains("TASK_STATE_COMPLETED") && text.contains("echo: hello")
+                    })
+            }
+            Err(_) => false,
+        };
+        out.push(ok.then(|| started.elapsed()));
+    }
+    out
+}
+
+async fn level(addr: &str, path: &str, clients: usize, secs: u64) -> Figures {
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|id| {
+            tokio::spawn(client(
+                addr.to_string(),
+                path.to_string(),
+                id,
+                Arc::clone(&stop),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        for r in t.await.expect("client") {
+            match r {
+                Some(d) => lat.push(d.as_secs_f64() * 1e3),
+                None => errors += 1,
+            }
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    lat.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Figures {
+        requests: lat.len(),
+        errors,
+        per_sec: lat.len() as f64 / elapsed,
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+    }
+}
+
+/// Waits until `addr` answers the agent card at `card`.
+async fn wait_up(addr: &str, card: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(stream) = tokio::net::TcpStream::connect(addr).await
+            && let Ok((mut sender, conn)) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+        {
+            tokio::spawn(conn);
+            let req = http::Request::get(card)
+                .header("host", addr)
+                .body(Full::new(bytes::Bytes::new()))
+                .expect("request");
+            if sender
+                .send_request(req)
+                .await
+                .is_ok_and(|r| r.status().is_success())
+            {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{addr} never served {card}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn main() {
+    let secs: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(5);
+    let python = repo()
+        .join("target")
+        .join("a2a-sdk-venv")
+        .join("bin")
+        .join("python");
+    assert!(
+        python.is_file(),
+        "no SDK venv at {}: run scripts/python-sdk --bench",
+        python.display()
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let config = format!(
+            "{}logs: {{max_bytes: 1048576}}\n",
+            harness::TEST_CONFIG
+        );
+        let daemon = Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
+        let addr = daemon.client.health().await.expect("health").a2a_addr;
+        let dir = conformance(
+            daemon.root.path(),
+            "bench",
+            "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 128}",
+            "",
+        );
+        daemon.client.start(&request(&dir)).await.expect("start");
+        wait_up(&addr, "/a2a/bench/.well-known/agent-card.json").await;
+
+        let port = free_port();
+        let mut sdk = std::process::Command::new(&python)
+            .arg(repo().join("benches").join("a2a_sdk").join("server.py"))
+            .args(["--port", &port.to_string(), "--path", "/a2a/bench"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the SDK server");
+        let sdk_addr = format!("127.0.0.1:{port}");
+        wait_up(&sdk_addr, "/a2a/bench/.well-known/agent-card.json").await;
+
+        // Warm both up (compiles, caches, connections).
+        level(&addr, "/a2a/bench", 4, 1).await;
+        level(&sdk_addr, "/a2a/bench", 4, 1).await;
+
+        println!(
+            "A2A SendMessage (blocking, JSON-RPC 1.0), trivial agent, {secs} s per level, 2 cores shared by server and load"
+        );
+        println!(
+            "{:>8} | {:>10} {:>9} {:>9} {:>6} | {:>10} {:>9} {:>9} {:>6} | {:>7}",
+            "clients", "roostd/s", "p50 ms", "p99 ms", "errors", "sdk/s", "p50 ms", "p99 ms",
+            "errors", "ratio"
+        );
+        for clients in LEVELS {
+            let r = level(&addr, "/a2a/bench", clients, secs).await;
+            let p = level(&sdk_addr, "/a2a/bench", clients, secs).await;
+            println!(
+                "{clients:>8} | {:>10.0} {:>9.2} {:>9.2} {:>6} | {:>10.0} {:>9.2} {:>9.2} {:>6} | {:>6.1}x",
+                r.per_sec, r.p50_ms, r.p99_ms, r.errors, p.per_sec, p.p50_ms, p.p99_ms, p.errors,
+                r.per_sec / p.per_sec
+            );
+            let _ = (r.requests, p.requests);
+        }
+        let _ = sdk.kill();
+        let _ = sdk.wait();
+    });
+}
