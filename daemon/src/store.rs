@@ -114,6 +114,131 @@ pub struct Store {
     reader: SqlitePool,
     /// Checkpoints, on a connection of their own so they never queue writes.
     maint: SqlitePool,
+    /// Task events, committed in groups (see [`EventWriter`]).
+    events: EventWriter,
+}
+
+/// One A2A task write waiting for its group: a new task, or an event.
+struct Append {
+    op: WriteOp,
+    reply: tokio::sync::oneshot::Sender<Result<Option<(u64, String)>, String>>,
+}
+
+enum WriteOp {
+    /// A new task (its first event comes with it, migration 0006).
+    Task {
+        id: String,
+        session_id: String,
+        context_id: String,
+        input_bytes: i64,
+        route: String,
+        message_json: String,
+    },
+    Event {
+        task_id: String,
+        body: String,
+    },
+}
+
+/// Writes A2A tasks and their events with group commit: whatever arrived
+/// while the last transaction ran goes into the next one, so concurrent tasks share commits
+/// (and the pages they touch are written to the WAL once per group). Each
+/// caller still gets its answer only after its event is committed.
+#[derive(Clone)]
+struct EventWriter(tokio::sync::mpsc::UnboundedSender<Append>);
+
+/// Most events one transaction takes.
+const EVENTS_PER_COMMIT: usize = 256;
+
+impl EventWriter {
+    fn spawn(writer: SqlitePool) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Append>();
+        tokio::spawn(async move {
+            let mut group = Vec::with_capacity(EVENTS_PER_COMMIT);
+            while rx.recv_many(&mut group, EVENTS_PER_COMMIT).await > 0 {
+                let results = Self::commit(&writer, &group).await;
+                for (append, result) in group.drain(..).zip(results) {
+                    let _ = append.reply.send(result);
+                }
+            }
+        });
+        Self(tx)
+    }
+
+    /// Queues `op` and waits until its group is committed.
+    async fn write(&self, op: WriteOp) -> Result<Option<(u64, String)>, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let gone = || StoreError::Corrupt("the task writer has stopped".into());
+        self.0.send(Append { op, reply }).map_err(|_| gone())?;
+        answer
+            .await
+            .map_err(|_| gone())?
+            .map_err(|e| StoreError::Sql(sqlx::Error::Protocol(e)))
+    }
+
+    /// One transaction for the group; each write's sequence number and time
+    /// (`None`: the event's task has ended), or why it failed.
+    async fn commit(
+        writer: &SqlitePool,
+        group: &[Append],
+    ) -> Vec<Result<Option<(u64, String)>, String>> {
+        let fail_all = |e: sqlx::Error| group.iter().map(|_| Err(e.to_string())).collect();
+        let mut tx = match writer.begin().await {
+            Ok(tx) => tx,
+            Err(e) => return fail_all(e),
+        };
+        let mut results = Vec::with_capacity(group.len());
+        for a in group {
+            let at = now();
+            let seq: Result<Option<i64>, _> = match &a.op {
+                WriteOp::Task {
+                    id,
+                    session_id,
+                    context_id,
+                    input_bytes,
+                    route,
+                    message_json,
+                } => sqlx::query(
+                    "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
+                     created_at, updated_at, route, message_json) \
+                     VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
+                )
+                .bind(id)
+                .bind(session_id)
+                .bind(context_id)
+                .bind(input_bytes)
+                .bind(&at)
+                .bind(route)
+                .bind(message_json)
+                .execute(&mut *tx)
+                .await
+                .map(|_| Some(1)),
+                // One statement: the triggers of migration 0006 update the task row.
+                WriteOp::Event { task_id, body } => {
+                    sqlx::query_scalar(
+                        "INSERT INTO task_events (task_id, seq, body_json, at) \
+                     SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
+                     0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
+                     AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
+                     RETURNING seq",
+                    )
+                    .bind(task_id)
+                    .bind(body)
+                    .bind(&at)
+                    .fetch_optional(&mut *tx)
+                    .await
+                }
+            };
+            results.push(
+                seq.map(|s| s.map(|s| (s.max(0) as u64, at)))
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        match tx.commit().await {
+            Ok(()) => results,
+            Err(e) => fail_all(e),
+        }
+    }
 }
 
 const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
@@ -148,11 +273,13 @@ impl Store {
             .max_connections(1)
             .connect_with(options.clone())
             .await?;
+        // Readers map the database file instead of reading it page by page.
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
-            .connect_with(options.read_only(true))
+            .connect_with(options.read_only(true).pragma("mmap_size", "268435456"))
             .await?;
         Ok(Self {
+            events: EventWriter::spawn(writer.clone()),
             writer,
             reader,
             maint,
@@ -162,6 +289,7 @@ impl Store {
     /// A store over an existing pool (tests with `#[sqlx::test]`).
     pub fn from_pool(pool: SqlitePool) -> Self {
         Self {
+            events: EventWriter::spawn(pool.clone()),
             writer: pool.clone(),
             maint: pool.clone(),
             reader: pool,
@@ -411,22 +539,19 @@ impl Store {
     /// Records an A2A task as `submitted`, with its first event, in one
     /// transaction: once this returns, the task survives a crash.
     pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
-        let at = now();
-        // The first event (submitted) comes with the row (migration 0006).
-        sqlx::query(
-            "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-             created_at, updated_at, route, message_json) \
-             VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
-        )
-        .bind(t.id)
-        .bind(t.session_id)
-        .bind(t.context_id)
-        .bind(t.text.len() as i64)
-        .bind(&at)
-        .bind(t.route)
-        .bind(t.message_json)
-        .execute(&self.writer)
-        .await?;
+        let op = WriteOp::Task {
+            id: t.id.to_string(),
+            session_id: t.session_id.to_string(),
+            context_id: t.context_id.to_string(),
+            input_bytes: t.text.len() as i64,
+            route: t.route.to_string(),
+            message_json: t.message_json.to_string(),
+        };
+        let (_, at) = self
+            .events
+            .write(op)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a new task was not written".into()))?;
         Ok(A2aTask {
             id: t.id.to_string(),
             context_id: t.context_id.to_string(),
@@ -443,28 +568,20 @@ impl Store {
     }
 
     /// Appends an event to a task's log (and applies a status change to the
-    /// task) atomically. A task that has ended takes no more: `None`.
+    /// task) atomically, committed with whatever other events are waiting.
+    /// A task that has ended takes no more: `None`.
     pub async fn append_task_event(
         &self,
         task_id: &str,
         kind: &EventKind,
     ) -> Result<Option<TaskEvent>, StoreError> {
-        let at = now();
-        // One statement: atomic without a transaction; the triggers of
-        // migration 0006 update the task row with it.
-        let seq: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO task_events (task_id, seq, body_json, at) \
-             SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), 0) + 1, \
-             ?2, ?3 FROM tasks WHERE id = ?1 \
-             AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') RETURNING seq",
-        )
-        .bind(task_id)
-        .bind(event_json(kind)?)
-        .bind(&at)
-        .fetch_optional(&self.writer)
-        .await?;
-        Ok(seq.map(|seq| TaskEvent {
-            seq: seq.max(0) as u64,
+        let op = WriteOp::Event {
+            task_id: task_id.to_string(),
+            body: event_json(kind)?,
+        };
+        let written = self.events.write(op).await?;
+        Ok(written.map(|(seq, at)| TaskEvent {
+            seq,
             at,
             kind: kind.clone(),
         }))

@@ -145,7 +145,8 @@ pub struct Incoming {
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
     #[error(
-        "session '{route}' takes no A2A tasks (its lifecycle task_acceptance is none, or it is not an agent)"
+        "session '{route}' takes no A2A tasks (its lifecycle task_acceptance is none, or it is a \
+         script capsule that does not export murmur:a2a/handler@0.1.0)"
     )]
     NotAccepting { route: String },
     #[error(
@@ -778,13 +779,9 @@ impl Broker {
         Fut: std::future::Future<Output = Outcome>,
     {
         let id = incoming.task_id.clone();
-        // Registered before the state is read, so a cancel in between is seen.
+        // Registered before the task is marked working, so a cancel in
+        // between is seen; one canceled while it waited is not marked.
         let cancel = self.running(&id);
-        let current = self.store.a2a_task(&id).await.ok().flatten();
-        if current.is_none_or(|t| t.state.is_terminal()) {
-            self.done(&id);
-            return None;
-        }
         let working = EventKind::Status {
             state: TaskState::Working,
             message: None,

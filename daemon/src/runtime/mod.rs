@@ -406,6 +406,8 @@ impl Runtime {
             Ok((HandlerOutcome::Reply(text),)) => Outcome::Reply(text),
             Ok((HandlerOutcome::Failed(why),)) => Outcome::Failed(why),
             Ok((HandlerOutcome::Rejected(why),)) => Outcome::Rejected(why),
+            // Canceled while it waited for input: the request trapped.
+            Err(_) if cancel.is_cancelled() => Outcome::Canceled,
             Err(error) => {
                 let state = store.data();
                 match limits::classify(
@@ -415,7 +417,6 @@ impl Runtime {
                     timeout_secs,
                     &launch.log.stderr_tail(),
                 ) {
-                    GuestFailure::Stopped if cancel.is_cancelled() => Outcome::Canceled,
                     GuestFailure::Stopped => Outcome::Stopped,
                     failure => Outcome::Failed(failure.to_string()),
                 }
