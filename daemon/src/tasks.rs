@@ -354,8 +354,13 @@ impl Broker {
     }
 
     /// Records the task and its first message, then hands it to the session:
-    /// the caller may acknowledge only after this returns `Ok`.
-    pub async fn submit(&self, new: NewTask<'_>) -> Result<A2aTask, SubmitError> {
+    /// the caller may acknowledge only after this returns `Ok`. The
+    /// subscription to its events exists before the session has it, so no
+    /// event can be missed.
+    pub async fn submit(
+        self: &Arc<Self>,
+        new: NewTask<'_>,
+    ) -> Result<(A2aTask, Subscription), SubmitError> {
         let permit_tx = {
             let inboxes = lock(&self.inboxes);
             let inbox = inboxes
@@ -392,6 +397,7 @@ impl Broker {
                 message_json: new.message_json,
             })
             .await?;
+        let live = self.subscribe(&task_id);
         permit.send(Incoming {
             task_id,
             context_id,
@@ -399,7 +405,7 @@ impl Broker {
             text: new.text.to_string(),
             traceparent: new.traceparent.map(str::to_string),
         });
-        Ok(task)
+        Ok((task, live))
     }
 
     /// Appends an event to the task's log and tells its subscribers.

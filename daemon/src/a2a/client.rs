@@ -49,7 +49,7 @@ impl Peers {
             "messageId": m.message_id, "contextId": m.context_id, "role": "ROLE_USER",
             "parts": [{"text": m.text}],
         });
-        let task = self
+        let (task, _) = self
             .broker
             .submit(NewTask {
                 session_id: &session.id,

@@ -266,18 +266,24 @@ fn card(gw: &Gateway, session: &Session) -> Value {
 }
 
 /// Waits until the task has ended, or (`at_input`) needs input, or the wait
-/// runs out, and returns it.
-async fn wait_until_ended(broker: &Arc<Broker>, task: A2aTask, at_input: bool) -> A2aTask {
+/// runs out, and returns it. `live`: a subscription made before the task
+/// could change (saves reading it first).
+async fn wait_until_ended(
+    broker: &Arc<Broker>,
+    task: A2aTask,
+    at_input: bool,
+    live: Option<crate::tasks::Subscription>,
+) -> A2aTask {
     let over =
         |state: TaskState| state.is_terminal() || (at_input && state == TaskState::InputRequired);
     if over(task.state) {
         return task;
     }
-    let mut live = broker.subscribe(&task.id);
-    let deadline = tokio::time::Instant::now() + BLOCKING_WAIT;
     // Read once after subscribing (an end that came first is not missed),
     // then again only when an event says the wait may be over.
-    let mut check = true;
+    let mut check = live.is_none();
+    let mut live = live.unwrap_or_else(|| broker.subscribe(&task.id));
+    let deadline = tokio::time::Instant::now() + BLOCKING_WAIT;
     loop {
         if check
             && let Ok(Some(now)) = broker.store().a2a_task(&task.id).await

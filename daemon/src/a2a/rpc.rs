@@ -425,7 +425,7 @@ async fn run(
                 }));
             }
             let canonical = m.canonical.to_string();
-            let task = broker
+            let (task, live) = broker
                 .submit(NewTask {
                     session_id: &session.id,
                     route: &session.name,
@@ -444,7 +444,7 @@ async fn run(
             if matches!(op, Op::Stream) {
                 return Ok(Answer::Stream(Box::new(task), 1, false));
             }
-            answer_send(broker, task, d, params).await
+            answer_send(broker, task, Some(live), d, params).await
         }
         Op::Get => {
             let t = own_task(gw, session, &task_id(params)?).await?;
@@ -517,7 +517,7 @@ async fn run(
                 )));
             }
             broker.cancel(&id).await?;
-            let t = wait_until_ended(broker, t, false).await;
+            let t = wait_until_ended(broker, t, false, None).await;
             Ok(Answer::Value(
                 render(broker, &t, d, Shape::default()).await?,
             ))
@@ -549,6 +549,7 @@ async fn run(
 async fn answer_send(
     broker: &Arc<Broker>,
     task: A2aTask,
+    live: Option<crate::tasks::Subscription>,
     d: Dialect,
     params: &Value,
 ) -> Result<Answer, A2aError> {
@@ -566,7 +567,7 @@ async fn answer_send(
     let task = if return_now {
         task
     } else {
-        wait_until_ended(broker, task, true).await
+        wait_until_ended(broker, task, true, live).await
     };
     let history = config
         .and_then(|c| int(field(c, "historyLength", "history_length")))
@@ -630,7 +631,7 @@ async fn resume(
     if matches!(op, Op::Stream) {
         return Ok(Answer::Stream(Box::new(task), after, false));
     }
-    answer_send(broker, task, d, params).await
+    answer_send(broker, task, None, d, params).await
 }
 
 #[cfg(test)]
