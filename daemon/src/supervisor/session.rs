@@ -483,14 +483,7 @@ impl SessionTask {
             },
             _ => Usage::default(),
         };
-        // The inbox opened with the session, or a fresh one for a restart
-        // (the previous launch closed its own).
-        let inbox = self
-            .inbox
-            .lock()
-            .ok()
-            .and_then(|mut slot| slot.take())
-            .or_else(|| self.open_inbox());
+        let inbox = self.launch_inbox();
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
         let task_slot = tool_spec.task.clone().unwrap_or_default();
@@ -540,12 +533,7 @@ impl SessionTask {
         use crate::manifest::{AfterTask, TaskAcceptance};
         use crate::tasks::{Next, Outcome, Queue};
         let broker = &self.shared.tasks;
-        let inbox = self
-            .inbox
-            .lock()
-            .ok()
-            .and_then(|mut slot| slot.take())
-            .or_else(|| self.open_inbox());
+        let inbox = self.launch_inbox();
         let mut queue = Queue::open(broker, &self.id, inbox).await;
         let forever = lifecycle.task_acceptance == TaskAcceptance::Queue
             && lifecycle.after_task == AfterTask::Sleep;
@@ -606,6 +594,16 @@ impl SessionTask {
             )
             .await;
         end
+    }
+
+    /// This launch's inbox: the one opened with the session, or a fresh one
+    /// for a restart (the previous launch closed its own).
+    fn launch_inbox(&self) -> Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>> {
+        self.inbox
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .or_else(|| self.open_inbox())
     }
 
     /// An inbox for A2A tasks, sized by the lifecycle (`None` for script
