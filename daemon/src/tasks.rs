@@ -854,9 +854,21 @@ impl Broker {
             Outcome::Canceled => (TaskState::Canceled, Some("canceled by the client")),
             Outcome::Stopped => (TaskState::Failed, Some("the session was stopped")),
         };
-        if let Err(error) = self.finish(&id, end, message).await {
-            tracing::warn!(%error, task_id = %id, "cannot record the task's end");
-        }
+        let outcome = match self.finish(&id, end, message).await {
+            Ok(Some(_)) => outcome,
+            // It had already ended (an input request timed out): the session
+            // sees what the client sees.
+            Ok(None) => match self.store.a2a_task(&id).await {
+                Ok(Some(t)) if t.state == TaskState::Failed => {
+                    Outcome::Failed(t.status_message.unwrap_or_default())
+                }
+                _ => outcome,
+            },
+            Err(error) => {
+                tracing::warn!(%error, task_id = %id, "cannot record the task's end");
+                outcome
+            }
+        };
         self.done(&id);
         Some(outcome)
     }

@@ -474,3 +474,31 @@ async fn waiting_for_input_is_not_the_capsules_time_and_cancel_ends_the_wait() {
         "Direct message response"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_task_session_that_times_out_on_input_ends_failed() {
+    let (daemon, addr) = daemon().await;
+    let dir = conformance(
+        daemon.root.path(),
+        "once",
+        "{task_acceptance: single, input_timeout_secs: 1}",
+        "",
+    );
+    let session = daemon.client.start(&request(&dir)).await.expect("start");
+    let task = send(&addr, "once", "m-1", "ask", json!({})).await;
+    assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
+    let ended = daemon.client.wait(&session.id).await.expect("wait");
+    assert_eq!(
+        ended.state,
+        roost_ctl::api::SessionState::Failed,
+        "{ended:?}"
+    );
+    assert!(
+        ended
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("input-timeout"),
+        "{ended:?}"
+    );
+}
