@@ -133,9 +133,9 @@ impl Guest for Conformance {
                 Err(e) => Outcome::Failed(e),
             };
         }
-        emit_chunk("echo: ");
-        emit_chunk(said);
-        Outcome::Completed(format!("echo: {said}"))
+        let answer = format!("echo: {said}");
+        emit_chunk(&answer);
+        Outcome::Completed(answer)
     }
 }
 
