@@ -183,61 +183,75 @@ impl EventWriter {
         group: &[Append],
     ) -> Vec<Result<Option<(u64, String)>, String>> {
         let fail_all = |e: sqlx::Error| group.iter().map(|_| Err(e.to_string())).collect();
+        // A write alone needs no transaction: each is one statement.
+        if let [one] = group {
+            return match writer.acquire().await {
+                Ok(mut conn) => vec![Self::apply(&mut conn, &one.op).await],
+                Err(e) => fail_all(e),
+            };
+        }
         let mut tx = match writer.begin().await {
             Ok(tx) => tx,
             Err(e) => return fail_all(e),
         };
         let mut results = Vec::with_capacity(group.len());
         for a in group {
-            let at = now();
-            let seq: Result<Option<i64>, _> = match &a.op {
-                WriteOp::Task {
-                    id,
-                    session_id,
-                    context_id,
-                    input_bytes,
-                    route,
-                    message_json,
-                } => sqlx::query(
-                    "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-                     created_at, updated_at, route, message_json) \
-                     VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
-                )
-                .bind(id)
-                .bind(session_id)
-                .bind(context_id)
-                .bind(input_bytes)
-                .bind(&at)
-                .bind(route)
-                .bind(message_json)
-                .execute(&mut *tx)
-                .await
-                .map(|_| Some(1)),
-                // One statement: the triggers of migration 0006 update the task row.
-                WriteOp::Event { task_id, body } => {
-                    sqlx::query_scalar(
-                        "INSERT INTO task_events (task_id, seq, body_json, at) \
-                     SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
-                     0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
-                     AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
-                     RETURNING seq",
-                    )
-                    .bind(task_id)
-                    .bind(body)
-                    .bind(&at)
-                    .fetch_optional(&mut *tx)
-                    .await
-                }
-            };
-            results.push(
-                seq.map(|s| s.map(|s| (s.max(0) as u64, at)))
-                    .map_err(|e| e.to_string()),
-            );
+            results.push(Self::apply(&mut tx, &a.op).await);
         }
         match tx.commit().await {
             Ok(()) => results,
             Err(e) => fail_all(e),
         }
+    }
+
+    /// One write: its sequence number and time (`None`: the event's task has
+    /// ended), or why it failed.
+    async fn apply(
+        conn: &mut sqlx::SqliteConnection,
+        op: &WriteOp,
+    ) -> Result<Option<(u64, String)>, String> {
+        let at = now();
+        let seq = match op {
+            WriteOp::Task {
+                id,
+                session_id,
+                context_id,
+                input_bytes,
+                route,
+                message_json,
+            } => sqlx::query(
+                "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
+                 created_at, updated_at, route, message_json) \
+                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
+            )
+            .bind(id)
+            .bind(session_id)
+            .bind(context_id)
+            .bind(input_bytes)
+            .bind(&at)
+            .bind(route)
+            .bind(message_json)
+            .execute(&mut *conn)
+            .await
+            .map(|_| Some(1)),
+            // One statement: the triggers of migration 0006 update the task row.
+            WriteOp::Event { task_id, body } => {
+                sqlx::query_scalar(
+                    "INSERT INTO task_events (task_id, seq, body_json, at) \
+                     SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
+                     0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
+                     AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
+                     RETURNING seq",
+                )
+                .bind(task_id)
+                .bind(body)
+                .bind(&at)
+                .fetch_optional(&mut *conn)
+                .await
+            }
+        };
+        seq.map(|s| s.map(|s| (s.max(0) as u64, at)))
+            .map_err(|e| e.to_string())
     }
 }
 
