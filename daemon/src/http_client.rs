@@ -1,24 +1,88 @@
-//! roostd's one outgoing HTTP/1.1 client (plain `http://`): registry fetches
-//! and A2A messages to peers. Bounded bodies, one deadline per exchange.
+//! roostd's one outgoing HTTP/1.1 client: guests' wasi-http requests (through
+//! `runtime::http`), registry fetches and A2A messages to peers. One
+//! connection per request, like wasi-http's default; written for a daemon
+//! that keeps hundreds of requests parked on slow model servers, so a request
+//! waiting for its answer holds a socket and its parse state, and no buffer
+//! until bytes arrive.
 
+use std::future::poll_fn;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_util::rt::TokioIo;
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Full};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
 
-/// One exchange may take at most this long.
+/// One `exchange` may take at most this long.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
+/// Largest response head (status line and headers) read.
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Most response headers read.
+const MAX_HEADERS: usize = 128;
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 8 * 1024;
+/// Longest chunk-size or trailer line accepted in a chunked body.
+const MAX_LINE: usize = 4 * 1024;
 
-/// What an exchange returned.
+/// Why an outgoing request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("not a valid URL: {0}")]
+    Uri(&'static str),
+    #[error("cannot connect: {0}")]
+    Connect(io::Error),
+    #[error("no connection within {0:?}")]
+    ConnectTimeout(Duration),
+    #[error("TLS handshake failed: {0}")]
+    Tls(io::Error),
+    #[error("`{0}` is not a valid TLS server name")]
+    ServerName(String),
+    #[error("no response within {0:?}")]
+    FirstByteTimeout(Duration),
+    #[error("no response bytes for {0:?}")]
+    ReadTimeout(Duration),
+    #[error("the connection closed before the response was complete")]
+    Incomplete,
+    #[error(
+        "the response head is larger than {MAX_HEAD_BYTES} bytes or has over {MAX_HEADERS} headers"
+    )]
+    HeadTooLarge,
+    #[error("malformed response: {0}")]
+    Protocol(String),
+    #[error("the request body failed: {0}")]
+    Body(Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot send the request: {0}")]
+    Write(io::Error),
+    #[error("cannot read the response: {0}")]
+    Read(io::Error),
+}
+
+/// Deadlines of one request: to connect, to the response head (sending the
+/// request included), and between response body bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub first_byte: Duration,
+    pub between_bytes: Duration,
+}
+
+/// What an `exchange` returned.
 pub struct Reply {
-    pub status: http::StatusCode,
+    pub status: StatusCode,
     pub body: Vec<u8>,
 }
 
 /// Sends one request to `url` (`http://` only) and reads at most `max_bytes`
 /// of the answer. The error says what went wrong, without the URL.
 pub async fn exchange(
-    method: http::Method,
+    method: Method,
     url: &str,
     headers: &[(&str, &str)],
     body: Vec<u8>,
@@ -26,47 +90,770 @@ pub async fn exchange(
 ) -> Result<Reply, String> {
     let uri: http::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
     if uri.scheme_str() != Some("http") {
-        return Err("only http:// URLs are supported (roostd has no TLS client)".into());
+        return Err("only http:// URLs are supported here".into());
     }
-    let authority = uri.authority().ok_or("the URL has no host")?.clone();
-    let host = authority.host().trim_matches(['[', ']']).to_string();
-    let port = authority.port_u16().unwrap_or(80);
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(http::header::USER_AGENT, "roostd");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
     let exchange = async {
-        let stream = tokio::net::TcpStream::connect((host.as_str(), port))
-            .await
-            .map_err(|e| format!("cannot connect: {e}"))?;
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(connection);
-        let target = uri.path_and_query().map_or("/", |p| p.as_str());
-        let mut request = http::Request::builder()
-            .method(method)
-            .uri(target)
-            .header(http::header::HOST, authority.as_str())
-            .header(http::header::USER_AGENT, "roostd");
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let request = request
-            .body(Full::new(bytes::Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let timeouts = Timeouts {
+            connect: TIMEOUT,
+            first_byte: TIMEOUT,
+            between_bytes: TIMEOUT,
+        };
+        let response = send(request, timeouts).await.map_err(|e| e.to_string())?;
         let status = response.status();
-        let limit = usize::try_from(max_bytes).unwrap_or(usize::MAX);
-        let body = Limited::new(response.into_body(), limit)
-            .collect()
-            .await
-            .map_err(|e| format!("body over {max_bytes} bytes or unreadable: {e}"))?;
-        Ok(Reply {
-            status,
-            body: body.to_bytes().to_vec(),
-        })
+        let mut body = response.into_body();
+        let mut out = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("body unreadable: {e}"))?;
+            if let Ok(data) = frame.into_data() {
+                if (out.len() + data.len()) as u64 > max_bytes {
+                    return Err(format!("body over {max_bytes} bytes"));
+                }
+                out.extend_from_slice(&data);
+            }
+        }
+        Ok(Reply { status, body: out })
     };
     tokio::time::timeout(TIMEOUT, exchange)
         .await
         .map_err(|_| format!("no answer within {}s", TIMEOUT.as_secs()))?
+}
+
+/// Sends `request` (an absolute `http://` or `https://` URI) on a new
+/// connection and returns the response once its head has arrived; the body
+/// streams from the socket as it is read.
+pub async fn send<B>(
+    request: http::Request<B>,
+    timeouts: Timeouts,
+) -> Result<http::Response<ResponseBody>, HttpError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = request.into_parts();
+    let tls = match parts.uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(HttpError::Uri("the scheme must be http or https")),
+    };
+    let authority = parts
+        .uri
+        .authority()
+        .ok_or(HttpError::Uri("no host"))?
+        .clone();
+    let host = authority.host().trim_matches(['[', ']']);
+    let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    // Connecting and writing are boxed, and the request's parts are dropped
+    // once written: what stays while the answer is awaited is small.
+    let stream = tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls)))
+        .await
+        .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
+    let mut conn = Conn {
+        stream,
+        buf: BytesMut::new(),
+    };
+    let head_only = parts.method == Method::HEAD;
+    let exchange = async {
+        Box::pin(write_request(
+            &mut conn.stream,
+            parts,
+            authority.as_str(),
+            body,
+        ))
+        .await?;
+        read_head(&mut conn).await
+    };
+    let (status, headers) = tokio::time::timeout(timeouts.first_byte, exchange)
+        .await
+        .map_err(|_| HttpError::FirstByteTimeout(timeouts.first_byte))??;
+    let framing = framing(head_only, status, &headers)?;
+    let mut response = http::Response::new(ResponseBody {
+        conn,
+        framing,
+        timeout: timeouts.between_bytes,
+        sleep: None,
+    });
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(response)
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+async fn connect(host: &str, port: u16, tls: bool) -> Result<Stream, HttpError> {
+    let tcp = TcpStream::connect((host, port))
+        .await
+        .map_err(HttpError::Connect)?;
+    // Heads and bodies go out as separate writes; do not let Nagle hold them.
+    let _ = tcp.set_nodelay(true);
+    if !tls {
+        return Ok(Stream::Plain(tcp));
+    }
+    let name = rustls::pki_types::ServerName::try_from(host.to_string())
+        .map_err(|_| HttpError::ServerName(host.to_string()))?;
+    let stream = tokio_rustls::TlsConnector::from(tls_config())
+        .connect(name, tcp)
+        .await
+        .map_err(HttpError::Tls)?;
+    Ok(Stream::Tls(Box::new(stream)))
+}
+
+/// Web PKI roots, built once.
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    Arc::clone(CONFIG.get_or_init(|| {
+        let roots = rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+        };
+        Arc::new(
+            rustls::ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth(),
+        )
+    }))
+}
+
+impl Stream {
+    async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(bytes).await,
+            Stream::Tls(s) => s.write_all(bytes).await,
+        }
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush().await,
+            Stream::Tls(s) => s.flush().await,
+        }
+    }
+}
+
+/// How the request body is framed on the wire.
+#[derive(PartialEq)]
+enum Upload {
+    AsIs,
+    Chunked,
+}
+
+async fn write_request<B>(
+    stream: &mut Stream,
+    parts: http::request::Parts,
+    authority: &str,
+    mut body: B,
+) -> Result<(), HttpError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut head = Vec::with_capacity(256);
+    head.extend_from_slice(parts.method.as_str().as_bytes());
+    head.push(b' ');
+    head.extend_from_slice(target.as_bytes());
+    head.extend_from_slice(b" HTTP/1.1\r\n");
+    if !parts.headers.contains_key(HOST) {
+        header_line(&mut head, HOST.as_str(), authority.as_bytes());
+    }
+    for (name, value) in &parts.headers {
+        // The framing is this client's to choose.
+        if name != TRANSFER_ENCODING {
+            header_line(&mut head, name.as_str(), value.as_bytes());
+        }
+    }
+    let upload = if parts.headers.contains_key(CONTENT_LENGTH) {
+        Upload::AsIs
+    } else if let Some(len) = body.size_hint().exact() {
+        let sends_body = !matches!(
+            parts.method,
+            Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS | Method::CONNECT
+        );
+        if len > 0 || sends_body {
+            header_line(
+                &mut head,
+                CONTENT_LENGTH.as_str(),
+                len.to_string().as_bytes(),
+            );
+        }
+        Upload::AsIs
+    } else {
+        header_line(&mut head, TRANSFER_ENCODING.as_str(), b"chunked");
+        Upload::Chunked
+    };
+    head.extend_from_slice(b"\r\n");
+    stream.write_all(&head).await.map_err(HttpError::Write)?;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| HttpError::Body(e.into()))?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers are not sent
+        };
+        if data.is_empty() {
+            continue;
+        }
+        if upload == Upload::Chunked {
+            let size = format!("{:x}\r\n", data.len());
+            stream
+                .write_all(size.as_bytes())
+                .await
+                .map_err(HttpError::Write)?;
+            stream.write_all(&data).await.map_err(HttpError::Write)?;
+            stream.write_all(b"\r\n").await.map_err(HttpError::Write)?;
+        } else {
+            stream.write_all(&data).await.map_err(HttpError::Write)?;
+        }
+    }
+    if upload == Upload::Chunked {
+        stream
+            .write_all(b"0\r\n\r\n")
+            .await
+            .map_err(HttpError::Write)?;
+    }
+    stream.flush().await.map_err(HttpError::Write)
+}
+
+fn header_line(head: &mut Vec<u8>, name: &str, value: &[u8]) {
+    head.extend_from_slice(name.as_bytes());
+    head.extend_from_slice(b": ");
+    head.extend_from_slice(value);
+    head.extend_from_slice(b"\r\n");
+}
+
+/// The socket and what has been read from it but not yet consumed.
+struct Conn {
+    stream: Stream,
+    buf: BytesMut,
+}
+
+impl Conn {
+    /// Reads more bytes into `buf`; `Ok(0)` at end of stream. A plain socket
+    /// is read only once it is readable, so an idle wait allocates nothing.
+    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let len = self.buf.len();
+        match &mut self.stream {
+            Stream::Plain(s) => loop {
+                ready!(s.poll_read_ready(cx))?;
+                self.buf.resize(len + READ_CHUNK, 0);
+                let read = s.try_read(&mut self.buf[len..]);
+                self.buf.truncate(len + *read.as_ref().unwrap_or(&0));
+                match read {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    other => return Poll::Ready(other),
+                }
+            },
+            Stream::Tls(s) => {
+                self.buf.resize(len + READ_CHUNK, 0);
+                let mut target = ReadBuf::new(&mut self.buf[len..]);
+                let polled = Pin::new(&mut **s).poll_read(cx, &mut target);
+                let n = target.filled().len();
+                self.buf.truncate(len + n);
+                ready!(polled)?;
+                Poll::Ready(Ok(n))
+            }
+        }
+    }
+}
+
+/// Reads the response head, skipping interim (1xx) responses.
+async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap), HttpError> {
+    loop {
+        if let Some((len, status, headers)) = parse_head(&conn.buf)? {
+            conn.buf.advance(len);
+            if status.is_informational() {
+                if status == StatusCode::SWITCHING_PROTOCOLS {
+                    return Err(HttpError::Protocol("unexpected protocol switch".into()));
+                }
+                continue;
+            }
+            return Ok((status, headers));
+        }
+        if conn.buf.len() > MAX_HEAD_BYTES {
+            return Err(HttpError::HeadTooLarge);
+        }
+        let n = poll_fn(|cx| conn.poll_fill(cx))
+            .await
+            .map_err(HttpError::Read)?;
+        if n == 0 {
+            return Err(HttpError::Incomplete);
+        }
+    }
+}
+
+type Head = (usize, StatusCode, HeaderMap);
+
+/// A complete head at the start of `buf`, if there is one.
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut slots);
+    let len = match response.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(HttpError::HeadTooLarge),
+        Err(e) => return Err(HttpError::Protocol(e.to_string())),
+    };
+    let status = response
+        .code
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .ok_or_else(|| HttpError::Protocol("bad status code".into()))?;
+    let mut headers = HeaderMap::with_capacity(response.headers.len());
+    for h in response.headers.iter() {
+        let name = HeaderName::from_bytes(h.name.as_bytes())
+            .map_err(|_| HttpError::Protocol(format!("bad header name `{}`", h.name)))?;
+        let value = HeaderValue::from_bytes(h.value)
+            .map_err(|_| HttpError::Protocol(format!("bad value of header `{}`", h.name)))?;
+        headers.append(name, value);
+    }
+    Ok(Some((len, status, headers)))
+}
+
+/// How the response body is delimited.
+#[derive(Debug, PartialEq)]
+enum Framing {
+    /// No body (HEAD, 204, 304), or the body has been read.
+    Done,
+    /// `Content-Length`: bytes left.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked(Chunk),
+    /// Neither: the body runs until the server closes the connection.
+    UntilClose,
+}
+
+#[derive(Debug, PartialEq)]
+enum Chunk {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailers,
+}
+
+fn framing(head_only: bool, status: StatusCode, headers: &HeaderMap) -> Result<Framing, HttpError> {
+    if head_only || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Ok(Framing::Done);
+    }
+    if let Some(te) = headers.get(TRANSFER_ENCODING) {
+        let last = te
+            .to_str()
+            .ok()
+            .and_then(|v| v.rsplit(',').next())
+            .map(|c| c.trim().to_ascii_lowercase());
+        return Ok(if last.as_deref() == Some("chunked") {
+            Framing::Chunked(Chunk::Size)
+        } else {
+            Framing::UntilClose
+        });
+    }
+    let mut lengths = headers.get_all(CONTENT_LENGTH).iter();
+    let Some(first) = lengths.next() else {
+        return Ok(Framing::UntilClose);
+    };
+    let parse = |v: &HeaderValue| {
+        v.to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .ok_or_else(|| HttpError::Protocol("bad Content-Length".into()))
+    };
+    let len = parse(first)?;
+    for other in lengths {
+        if parse(other)? != len {
+            return Err(HttpError::Protocol("conflicting Content-Length".into()));
+        }
+    }
+    Ok(if len == 0 {
+        Framing::Done
+    } else {
+        Framing::Length(len)
+    })
+}
+
+/// A response body read from its connection as the reader asks for it.
+pub struct ResponseBody {
+    conn: Conn,
+    framing: Framing,
+    timeout: Duration,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl ResponseBody {
+    /// The next piece of body already in the buffer, `Some(None)` at the end,
+    /// `None` if more bytes must be read first.
+    fn decode(&mut self) -> Result<Option<Option<Bytes>>, HttpError> {
+        let buf = &mut self.conn.buf;
+        loop {
+            match &mut self.framing {
+                Framing::Done => return Ok(Some(None)),
+                Framing::UntilClose => {
+                    return Ok((!buf.is_empty()).then(|| Some(buf.split().freeze())));
+                }
+                Framing::Length(left) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    *left -= n as u64;
+                    if *left == 0 {
+                        self.framing = Framing::Done;
+                    }
+                    return Ok(Some(Some(buf.split_to(n).freeze())));
+                }
+                Framing::Chunked(Chunk::Data(left)) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let n = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    *left -= n as u64;
+                    if *left == 0 {
+                        self.framing = Framing::Chunked(Chunk::DataEnd);
+                    }
+                    return Ok(Some(Some(buf.split_to(n).freeze())));
+                }
+                Framing::Chunked(Chunk::DataEnd) => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    if !line.is_empty() {
+                        return Err(HttpError::Protocol(
+                            "chunk data longer than its size".into(),
+                        ));
+                    }
+                    self.framing = Framing::Chunked(Chunk::Size);
+                }
+                Framing::Chunked(Chunk::Size) => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+                    let size = std::str::from_utf8(digits)
+                        .ok()
+                        .and_then(|s| u64::from_str_radix(s.trim(), 16).ok())
+                        .ok_or_else(|| HttpError::Protocol("bad chunk size".into()))?;
+                    self.framing = Framing::Chunked(if size == 0 {
+                        Chunk::Trailers
+                    } else {
+                        Chunk::Data(size)
+                    });
+                }
+                Framing::Chunked(Chunk::Trailers) => {
+                    let Some(line) = take_line(buf)? else {
+                        return Ok(None);
+                    };
+                    if line.is_empty() {
+                        self.framing = Framing::Done;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One CRLF- (or LF-) terminated line from the front of `buf`, without its end.
+fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, HttpError> {
+    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > MAX_LINE {
+            return Err(HttpError::Protocol("chunk line too long".into()));
+        }
+        return Ok(None);
+    };
+    let mut line = buf.split_to(end + 1).freeze();
+    line.truncate(end);
+    if line.last() == Some(&b'\r') {
+        line.truncate(end - 1);
+    }
+    Ok(Some(line))
+}
+
+impl std::fmt::Debug for ResponseBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseBody")
+            .field("framing", &self.framing)
+            .field("buffered", &self.conn.buf.len())
+            .finish()
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
+        let this = self.get_mut();
+        loop {
+            match this.decode() {
+                Err(e) => {
+                    this.framing = Framing::Done;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Ok(Some(Some(data))) => {
+                    if let Some(sleep) = &mut this.sleep {
+                        sleep
+                            .as_mut()
+                            .reset(tokio::time::Instant::now() + this.timeout);
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Ok(Some(None)) => return Poll::Ready(None),
+                Ok(None) => {}
+            }
+            match this.conn.poll_fill(cx) {
+                Poll::Ready(Ok(0)) => {
+                    let complete = this.framing == Framing::UntilClose;
+                    this.framing = Framing::Done;
+                    return if complete {
+                        Poll::Ready(None)
+                    } else {
+                        Poll::Ready(Some(Err(HttpError::Incomplete)))
+                    };
+                }
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => {
+                    this.framing = Framing::Done;
+                    return Poll::Ready(Some(Err(HttpError::Read(e))));
+                }
+                Poll::Pending => {
+                    let timeout = this.timeout;
+                    let sleep = this
+                        .sleep
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                    ready!(sleep.as_mut().poll(cx));
+                    this.framing = Framing::Done;
+                    return Poll::Ready(Some(Err(HttpError::ReadTimeout(timeout))));
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.framing == Framing::Done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.framing {
+            Framing::Done => SizeHint::with_exact(0),
+            Framing::Length(left) => SizeHint::with_exact(left),
+            _ => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::{Empty, StreamBody};
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    const SECS: Duration = Duration::from_secs(5);
+    const TIMEOUTS: Timeouts = Timeouts {
+        connect: SECS,
+        first_byte: SECS,
+        between_bytes: SECS,
+    };
+
+    /// A one-connection server: reads the request (head and, if it has a
+    /// length or is chunked, the body), sends `parts` with a pause between
+    /// them, then closes. Yields the raw request it read.
+    async fn serve(parts: Vec<&'static [u8]>) -> (String, tokio::task::JoinHandle<Vec<u8>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let task = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut seen = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = socket.read(&mut chunk).await.expect("read");
+                seen.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&seen).to_string();
+                let Some(end) = text.find("\r\n\r\n") else {
+                    assert!(n > 0, "request head incomplete: {text:?}");
+                    continue;
+                };
+                let head = text[..end].to_ascii_lowercase();
+                let body = &text[end + 4..];
+                let done = if let Some(l) = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length: "))
+                {
+                    body.len() >= l.trim().parse::<usize>().expect("length")
+                } else if head.contains("transfer-encoding: chunked") {
+                    body.ends_with("0\r\n\r\n")
+                } else {
+                    true
+                };
+                if done || n == 0 {
+                    break;
+                }
+            }
+            for part in parts {
+                socket.write_all(part).await.expect("write");
+                socket.flush().await.expect("flush");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            seen
+        });
+        (url, task)
+    }
+
+    fn get(url: &str) -> http::Request<Empty<Bytes>> {
+        http::Request::get(format!("{url}/path?q=1"))
+            .body(Empty::new())
+            .expect("request")
+    }
+
+    async fn body_of(response: http::Response<ResponseBody>) -> Result<Vec<u8>, HttpError> {
+        let mut body = response.into_body();
+        let mut out = Vec::new();
+        while let Some(frame) = body.frame().await {
+            out.extend_from_slice(&frame?.into_data().unwrap_or_default());
+        }
+        assert!(body.is_end_stream());
+        Ok(out)
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_split_across_reads_is_decoded_and_trailers_skipped() {
+        let (url, peer) = serve(vec![
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n5;ext=1\r\nhel",
+            b"lo\r\n",
+            b"7\r\n, world\r\n0\r\nTrailer: x\r\n\r\n",
+        ])
+        .await;
+        let response = send(get(&url), TIMEOUTS).await.expect("send");
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()["x-a"], "1");
+        assert_eq!(body_of(response).await.expect("body"), b"hello, world");
+        let request = String::from_utf8(peer.await.expect("server")).expect("utf8");
+        assert!(
+            request.starts_with("GET /path?q=1 HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(request.contains("host: 127.0.0.1:"), "{request}");
+        assert!(!request.contains("content-length"), "{request}");
+    }
+
+    #[tokio::test]
+    async fn a_length_body_ends_at_its_length_and_a_short_one_is_incomplete() {
+        let (url, _server) = serve(vec![
+            b"HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\nab",
+            b"cdEXTRA",
+        ])
+        .await;
+        let response = send(get(&url), TIMEOUTS).await.expect("send");
+        assert_eq!(response.status(), StatusCode::CREATED);
+        assert_eq!(body_of(response).await.expect("body"), b"abcd");
+
+        let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"]).await;
+        let response = send(get(&url), TIMEOUTS).await.expect("send");
+        assert!(matches!(
+            body_of(response).await,
+            Err(HttpError::Incomplete)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_body_without_framing_runs_until_close_and_head_has_none() {
+        let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\n\r\nall ", b"of it"]).await;
+        let response = send(get(&url), TIMEOUTS).await.expect("send");
+        assert_eq!(body_of(response).await.expect("body"), b"all of it");
+
+        let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n"]).await;
+        let head = http::Request::head(&url)
+            .body(Empty::<Bytes>::new())
+            .expect("request");
+        let response = send(head, TIMEOUTS).await.expect("send");
+        assert_eq!(body_of(response).await.expect("body"), b"");
+    }
+
+    #[tokio::test]
+    async fn a_streamed_request_body_is_sent_chunked_and_a_sized_one_with_its_length() {
+        let (url, peer) = serve(vec![b"HTTP/1.1 204 No Content\r\n\r\n"]).await;
+        let frames = futures::stream::iter([
+            Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"abc"))),
+            Ok(Frame::data(Bytes::from_static(b"defghijklmnopq"))),
+        ]);
+        let request = http::Request::post(&url)
+            .body(StreamBody::new(frames))
+            .expect("request");
+        let response = send(request, TIMEOUTS).await.expect("send");
+        assert_eq!(response.status(), StatusCode::NO_CONTENT);
+        let request = String::from_utf8(peer.await.expect("server")).expect("utf8");
+        assert!(
+            request.contains("transfer-encoding: chunked\r\n"),
+            "{request}"
+        );
+        assert!(
+            request.ends_with("\r\n\r\n3\r\nabc\r\ne\r\ndefghijklmnopq\r\n0\r\n\r\n"),
+            "{request}"
+        );
+
+        let (url, peer) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]).await;
+        let request = http::Request::post(&url)
+            .body(Full::new(Bytes::from_static(b"{\"a\":1}")))
+            .expect("request");
+        send(request, TIMEOUTS).await.expect("send");
+        let request = String::from_utf8(peer.await.expect("server")).expect("utf8");
+        assert!(
+            request.ends_with("content-length: 7\r\n\r\n{\"a\":1}"),
+            "{request}"
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_heads_and_chunks_are_errors_that_say_so() {
+        let (url, _server) = serve(vec![b"HTTP/1.1 2000 What\r\n\r\n"]).await;
+        let err = send(get(&url), TIMEOUTS).await.expect_err("bad status");
+        assert!(matches!(err, HttpError::Protocol(_)), "{err}");
+
+        let (url, _server) = serve(vec![
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        ])
+        .await;
+        let response = send(get(&url), TIMEOUTS).await.expect("send");
+        let err = body_of(response).await.expect_err("bad chunk");
+        assert_eq!(err.to_string(), "malformed response: bad chunk size");
+
+        let (url, _server) = serve(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        ])
+        .await;
+        let err = send(get(&url), TIMEOUTS).await.expect_err("conflict");
+        assert!(
+            err.to_string().contains("conflicting Content-Length"),
+            "{err}"
+        );
+
+        let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\n"]).await;
+        let err = send(get(&url), TIMEOUTS).await.expect_err("cut head");
+        assert!(matches!(err, HttpError::Incomplete), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_trips_the_first_byte_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let held = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+        let quick = Timeouts {
+            first_byte: Duration::from_millis(200),
+            ..TIMEOUTS
+        };
+        let err = send(get(&url), quick).await.expect_err("timeout");
+        assert!(matches!(err, HttpError::FirstByteTimeout(_)), "{err}");
+        held.abort();
+    }
 }

@@ -130,6 +130,10 @@ pub fn message_text(message: &serde_json::Value) -> String {
 /// Why a task accepted for a session that ended was failed.
 pub const NEVER_RAN: &str = "the session ended before the task ran";
 
+/// The receiving end of a session's inbox. Tasks travel boxed: the channel
+/// allocates its slots in blocks of 32 up front, and every live session has one.
+pub type InboxRx = mpsc::Receiver<Box<Incoming>>;
+
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {
@@ -280,7 +284,7 @@ pub struct NewTask<'a> {
 }
 
 struct Inbox {
-    tx: mpsc::Sender<Incoming>,
+    tx: mpsc::Sender<Box<Incoming>>,
     depth: usize,
 }
 
@@ -330,7 +334,7 @@ impl Broker {
     }
 
     /// A session starts taking tasks: at most `depth` wait at a time.
-    pub fn open_inbox(&self, session_id: &str, depth: usize) -> mpsc::Receiver<Incoming> {
+    pub fn open_inbox(&self, session_id: &str, depth: usize) -> InboxRx {
         let (tx, rx) = mpsc::channel(depth.max(1));
         lock(&self.inboxes).insert(
             session_id.to_string(),
@@ -343,7 +347,7 @@ impl Broker {
     }
 
     /// The session takes no more tasks; those still waiting fail visibly.
-    pub async fn close_inbox(&self, session_id: &str, mut rx: mpsc::Receiver<Incoming>) {
+    pub async fn close_inbox(&self, session_id: &str, mut rx: InboxRx) {
         lock(&self.inboxes).remove(session_id);
         rx.close();
         let mut waiting = Vec::new();
@@ -398,13 +402,13 @@ impl Broker {
             })
             .await?;
         let live = self.subscribe(&task_id);
-        permit.send(Incoming {
+        permit.send(Box::new(Incoming {
             task_id,
             context_id,
             message_id: new.message_id.to_string(),
             text: new.text.to_string(),
             traceparent: new.traceparent.map(str::to_string),
-        });
+        }));
         Ok((task, live))
     }
 
@@ -707,17 +711,13 @@ pub enum Next {
 /// (re)started first, then its inbox.
 #[derive(Default)]
 pub struct Queue {
-    inbox: Option<mpsc::Receiver<Incoming>>,
+    inbox: Option<InboxRx>,
     pending: std::collections::VecDeque<Incoming>,
 }
 
 impl Queue {
     /// `inbox` for this launch, with the tasks stored for the session that never started.
-    pub async fn open(
-        broker: &Broker,
-        session_id: &str,
-        inbox: Option<mpsc::Receiver<Incoming>>,
-    ) -> Self {
+    pub async fn open(broker: &Broker, session_id: &str, inbox: Option<InboxRx>) -> Self {
         let pending = match &inbox {
             Some(_) => broker.pending(session_id).await.into(),
             None => Default::default(),
@@ -746,7 +746,7 @@ impl Queue {
         tokio::select! {
             () = stop.cancelled() => Next::Stopped,
             () = idle => Next::Idle,
-            task = inbox.recv() => task.map_or(Next::Closed, Next::Task),
+            task = inbox.recv() => task.map_or(Next::Closed, |t| Next::Task(*t)),
         }
     }
 

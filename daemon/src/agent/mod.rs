@@ -135,7 +135,7 @@ pub struct AgentRun<'a> {
     /// Set when roostd is shutting down (queued tasks are kept for the restart).
     pub shutdown: Arc<std::sync::atomic::AtomicBool>,
     /// This launch's A2A inbox (taken when the run starts).
-    pub inbox: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>>,
+    pub inbox: std::sync::Mutex<Option<crate::tasks::InboxRx>>,
 }
 
 /// Where a task came from.
@@ -209,16 +209,16 @@ impl AgentRun<'_> {
             used: self.used_before,
             task_used: Usage::default(),
             task_turns: 0,
-            queue: crate::tasks::Queue::open(
+            queue: Box::pin(crate::tasks::Queue::open(
                 &self.broker,
                 &self.session_id,
                 self.inbox.lock().ok().and_then(|mut i| i.take()),
-            )
+            ))
             .await,
         };
-        self.verify_checkpoints(&mut state).await;
+        Box::pin(self.verify_checkpoints(&mut state)).await;
         let tools = self.tool_defs();
-        self.write_murmur_md().await;
+        Box::pin(self.write_murmur_md()).await;
         state
             .trace
             .event(
@@ -231,30 +231,28 @@ impl AgentRun<'_> {
                 }),
             )
             .await;
-        self.hook(&mut state, "session-start", json!({}), None)
-            .await;
-        let end = self.task_loop(&mut state, &tools).await;
-        std::mem::take(&mut state.queue)
-            .release(
-                &self.broker,
-                &self.session_id,
-                self.shutdown.load(std::sync::atomic::Ordering::Relaxed),
-            )
-            .await;
+        Box::pin(self.hook(&mut state, "session-start", json!({}), None)).await;
+        let end = Box::pin(self.task_loop(&mut state, &tools)).await;
+        Box::pin(std::mem::take(&mut state.queue).release(
+            &self.broker,
+            &self.session_id,
+            self.shutdown.load(std::sync::atomic::Ordering::Relaxed),
+        ))
+        .await;
         let exit_status = match &end {
             AgentEnd::Completed => "ok",
             AgentEnd::Failed(_) => "failed",
             AgentEnd::Stopped => "stopped",
         };
         let total_turns = state.total_turns;
-        self.hook(
+        Box::pin(self.hook(
             &mut state,
             "session-end",
             json!({"total_turns": total_turns, "exit_status": exit_status}),
             None,
-        )
+        ))
         .await;
-        self.sign_checkpoints(&mut state).await;
+        Box::pin(self.sign_checkpoints(&mut state)).await;
         state
             .trace
             .event(
@@ -291,7 +289,7 @@ impl AgentRun<'_> {
                     source: "task_md",
                     a2a: None,
                 };
-                let outcome = self.run_task(state, tools, input).await;
+                let outcome = Box::pin(self.run_task(state, tools, input)).await;
                 match (lifecycle.task_acceptance, outcome) {
                     (_, Err(TaskFailure::Stopped)) => return AgentEnd::Stopped,
                     (_, Err(TaskFailure::Failed(e))) => return AgentEnd::Failed(e),
@@ -337,7 +335,7 @@ impl AgentRun<'_> {
                     return AgentEnd::Completed;
                 }
             };
-            let outcome = self.run_a2a(state, tools, incoming).await;
+            let outcome = Box::pin(self.run_a2a(state, tools, incoming)).await;
             let ends = lifecycle.task_acceptance == TaskAcceptance::Single
                 || lifecycle.after_task == AfterTask::Exit;
             match outcome {
@@ -371,7 +369,7 @@ impl AgentRun<'_> {
                         source: "a2a",
                         a2a: Some((link.task_id, link.context_id, link.cancel)),
                     };
-                    match self.run_task(state, tools, input).await {
+                    match Box::pin(self.run_task(state, tools, input)).await {
                         Ok(answer) => Outcome::Completed(answer.unwrap_or_default()),
                         Err(TaskFailure::Failed(e)) => Outcome::Failed(e),
                         Err(TaskFailure::Canceled) => Outcome::Canceled,
@@ -418,7 +416,7 @@ impl AgentRun<'_> {
             "source": input.source, "input_bytes": input_bytes,
         });
         state.trace.event("task_start", fields.clone()).await;
-        self.hook(state, "task-start", fields, Some(&task_id)).await;
+        Box::pin(self.hook(state, "task-start", fields, Some(&task_id))).await;
         tracing::info!(task_id = %task_id, source = input.source, input_bytes, "task started");
 
         let ids = TaskIds {
@@ -428,7 +426,7 @@ impl AgentRun<'_> {
         state.task_used = Usage::default();
         state.task_turns = 0;
         let result = tokio::select! {
-            result = self.turns(state, tools, &ids, input.text) => result,
+            result = Box::pin(self.turns(state, tools, &ids, input.text)) => result,
             () = self.stop.cancelled() => Err(TaskFailure::Stopped),
             () = cancel.cancelled() => Err(TaskFailure::Canceled),
         };
@@ -472,7 +470,7 @@ impl AgentRun<'_> {
         traced["answer"] = json!(answer);
         traced["error"] = json!(error);
         state.trace.event("task_end", traced).await;
-        self.hook(state, "task-end", fields, Some(&task_id)).await;
+        Box::pin(self.hook(state, "task-end", fields, Some(&task_id))).await;
         state.trace.flush().await;
         tracing::info!(
             task_id = %task_id,
@@ -526,10 +524,7 @@ impl AgentRun<'_> {
             if spec.context_tokens > 0
                 && context_tokens as f64 > spec.compaction_threshold * spec.context_tokens as f64
             {
-                match self
-                    .compact(state, ids, &task, &messages, context_tokens)
-                    .await
-                {
+                match Box::pin(self.compact(state, ids, &task, &messages, context_tokens)).await {
                     Ok(replacement) => messages = replacement,
                     Err(e) => return fail(e),
                 }
@@ -544,20 +539,19 @@ impl AgentRun<'_> {
                 Some((id, acked)) if acked <= messages.len() => (acked, Some(id.to_string())),
                 _ => (0, None),
             };
-            let call = self
-                .call_driver(
-                    state,
-                    ids,
-                    DriverCall {
-                        purpose: Purpose::Turn,
-                        model: &spec.model,
-                        messages: &messages[sent_from..],
-                        tools,
-                        continuation_id: continuation_id.as_deref(),
-                        turn,
-                    },
-                )
-                .await;
+            let call = Box::pin(self.call_driver(
+                state,
+                ids,
+                DriverCall {
+                    purpose: Purpose::Turn,
+                    model: &spec.model,
+                    messages: &messages[sent_from..],
+                    tools,
+                    continuation_id: continuation_id.as_deref(),
+                    turn,
+                },
+            ))
+            .await;
             let (response, metadata) = match call {
                 Ok(r) => r,
                 Err(e) => return fail(e),
@@ -581,7 +575,7 @@ impl AgentRun<'_> {
                 return Ok(response.text);
             }
             for call in &response.tool_calls {
-                let content = self.dispatch(state, ids, turn, call).await;
+                let content = Box::pin(self.dispatch(state, ids, turn, call)).await;
                 messages.push(Message::tool(call, content));
             }
         }
@@ -626,15 +620,13 @@ impl AgentRun<'_> {
         let data = serde_json::to_string(&request)
             .map_err(|e| format!("cannot encode the driver request: {e}"))?;
         let started = Instant::now();
-        let output = self
-            .runtime
-            .run_tool(
-                &self.plan.driver,
-                &spec.driver,
-                Some(data),
-                &self.driver_spec,
-            )
-            .await;
+        let output = Box::pin(self.runtime.run_tool(
+            &self.plan.driver,
+            &spec.driver,
+            Some(data),
+            &self.driver_spec,
+        ))
+        .await;
         let latency_ms = started.elapsed().as_millis() as u64;
         self.trace_notes(state, ids, &spec.driver).await;
         let parsed = output.and_then(|out| match out.status {
@@ -675,8 +667,7 @@ impl AgentRun<'_> {
             "messages_sent": call.messages.len(),
         });
         state.trace.event("inference", fields.clone()).await;
-        self.hook(state, "inference", fields, Some(ids.task_id))
-            .await;
+        Box::pin(self.hook(state, "inference", fields, Some(ids.task_id))).await;
         Ok((response, metadata))
     }
 
@@ -709,10 +700,11 @@ impl AgentRun<'_> {
                 .await;
             return format!("error: {error}");
         }
-        let result = self
-            .tools
-            .invoke_data(&call.name, Some(call.arguments.clone()))
-            .await;
+        let result = Box::pin(
+            self.tools
+                .invoke_data(&call.name, Some(call.arguments.clone())),
+        )
+        .await;
         let duration_ms = started.elapsed().as_millis() as u64;
         self.trace_notes(state, ids, &call.name).await;
         let (status, content) = match result {
@@ -762,9 +754,7 @@ impl AgentRun<'_> {
             "context_tokens": tokens, "max_tokens": spec.context_tokens,
             "threshold": spec.compaction_threshold, "messages": messages,
         });
-        let answer = self
-            .hook(state, "compaction", payload, Some(ids.task_id))
-            .await;
+        let answer = Box::pin(self.hook(state, "compaction", payload, Some(ids.task_id))).await;
         let (replacement, source) = match answer {
             Some((hook, text)) => (replacement_from_hook(&text, task)?, format!("hook:{hook}")),
             None => {
@@ -838,7 +828,7 @@ impl AgentRun<'_> {
                 continue;
             }
             let started = Instant::now();
-            match self.runtime.call_hook(hook, kind, &payload, spec).await {
+            match Box::pin(self.runtime.call_hook(hook, kind, &payload, spec)).await {
                 Ok(Some(answer)) if first.is_none() => first = Some((name.clone(), answer)),
                 Ok(_) => {}
                 Err(error) => {

@@ -41,7 +41,8 @@ impl Trace {
             self.buffer.push(b'\n');
         }
         if self.buffer.len() >= FLUSH_AT {
-            self.flush().await;
+            // Boxed: every caller's future would otherwise carry the file I/O.
+            Box::pin(self.flush()).await;
         }
     }
 

@@ -224,14 +224,14 @@ pub(crate) async fn call_tool(
     task: Option<crate::tasks::TaskLink>,
 ) -> Result<ToolResult, String> {
     let what = format!("tool '{name}'");
-    let (result,) = call_export::<(ToolInput,), (ToolResult,)>(
+    let (result,) = Box::pin(call_export::<(ToolInput,), (ToolResult,)>(
         core,
         &tool.inner,
         tool.run,
         (input,),
         (spec, task),
         &what,
-    )
+    ))
     .await?;
     Ok(result)
 }
@@ -298,7 +298,9 @@ where
     let call = async {
         store.data_mut().guard.arm();
         store.set_epoch_deadline(1);
-        let instance = component.pre.instantiate_async(&mut store).await?;
+        // Boxed: instantiation's state is dropped before the call, which may
+        // wait for a long time (a driver on a slow model).
+        let instance = Box::pin(component.pre.instantiate_async(&mut store)).await?;
         let func = instance
             .get_func(&mut store, func)
             .ok_or_else(|| wasmtime::format_err!("export is not a function"))?;

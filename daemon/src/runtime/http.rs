@@ -1,8 +1,12 @@
-//! Outgoing wasi-http requests: denied unless `capabilities.network.allow` matches.
+//! Outgoing wasi-http requests: denied unless `capabilities.network.allow`
+//! matches; sent by [`crate::http_client`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+use crate::http_client::{self, HttpError as ClientError, Timeouts};
 
 use crate::policy::{CapabilityPolicy, default_port};
 
@@ -100,13 +104,48 @@ impl WasiHttpHooks for NetworkPolicyHooks {
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
         _ = fut;
-        Box::new(async move {
-            use http_body_util::BodyExt;
-            let (response, io) = wasmtime_wasi_http::default_send_request(request, options).await?;
+        // wasi-http's own defaults: ten minutes for each deadline.
+        let default = Duration::from_secs(600);
+        let options = options.unwrap_or_default();
+        let timeouts = Timeouts {
+            connect: options.connect_timeout.unwrap_or(default),
+            first_byte: options.first_byte_timeout.unwrap_or(default),
+            between_bytes: options.between_bytes_timeout.unwrap_or(default),
+        };
+        use futures::FutureExt;
+        use http_body_util::BodyExt;
+        Box::new(http_client::send(request, timeouts).map(|sent| {
+            let response = sent.map_err(wasi_error)?;
             Ok((
-                response.map(BodyExt::boxed_unsync),
-                Box::new(io) as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+                response.map(|body| body.map_err(wasi_error).boxed_unsync()),
+                Box::new(async { Ok(()) })
+                    as Box<dyn Future<Output = Result<(), HttpError>> + Send>,
             ))
-        })
+        }))
+    }
+}
+
+/// The wasi-http error code a guest sees for a failed request.
+fn wasi_error(e: ClientError) -> HttpError {
+    match e {
+        ClientError::Uri(_) | ClientError::ServerName(_) => HttpError::HttpRequestUriInvalid,
+        ClientError::Connect(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            HttpError::ConnectionRefused
+        }
+        ClientError::Connect(e) => HttpError::Connect(e),
+        ClientError::ConnectTimeout(_) => HttpError::ConnectionTimeout,
+        ClientError::Tls(e) => HttpError::Tls(e),
+        ClientError::FirstByteTimeout(_) | ClientError::ReadTimeout(_) => {
+            HttpError::ConnectionReadTimeout
+        }
+        ClientError::Incomplete => HttpError::HttpResponseIncomplete,
+        ClientError::HeadTooLarge => HttpError::HttpResponseHeaderSectionSize(None),
+        ClientError::Protocol(_) => HttpError::HttpProtocolError,
+        // The guest's own body error (its size check, say) goes back as it was.
+        ClientError::Body(e) => match e.downcast::<HttpError>() {
+            Ok(e) => *e,
+            Err(e) => HttpError::InternalError(Some(e.to_string())),
+        },
+        ClientError::Write(_) | ClientError::Read(_) => HttpError::ConnectionTerminated,
     }
 }

@@ -321,7 +321,7 @@ impl Runtime {
             data,
             log_path: None,
         };
-        host::call_tool(&self.core, tool, name, input, spec, None)
+        Box::pin(host::call_tool(&self.core, tool, name, input, spec, None))
             .await
             .map(host::from_wit)
     }

@@ -35,7 +35,7 @@ pub(super) struct SessionTask {
     pub(super) artifacts: Option<Arc<SessionArtifacts>>,
     /// An agent's A2A inbox, open from the moment the session exists (tasks
     /// sent while it stages wait there) until a launch ends.
-    pub(super) inbox: std::sync::Mutex<Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>>>,
+    pub(super) inbox: std::sync::Mutex<Option<crate::tasks::InboxRx>>,
 }
 
 /// Name of the staging log in a session's `logs/` dir.
@@ -92,12 +92,8 @@ impl SessionTask {
         };
         if let Err(error) = Box::pin(self.prepare(installed)).await {
             tracing::warn!(%error, "staging failed");
-            return self
-                .finish(
-                    SessionState::Failed,
-                    Some(&format!("staging failed: {error}")),
-                )
-                .await;
+            let error = format!("staging failed: {error}");
+            return Box::pin(self.finish(SessionState::Failed, Some(&error))).await;
         }
         let mut backoff = Backoff::new(self.shared.config.restart.clone());
         // A fresh row is written as `running`; restarts and resumes are not.
@@ -142,11 +138,12 @@ impl SessionTask {
                 error = error.as_deref().unwrap_or(""),
                 "restarting capsule"
             );
-            if let Err(e) = self
-                .shared
-                .store
-                .mark_restarting(&self.id, self.restart_count, error.as_deref())
-                .await
+            if let Err(e) = Box::pin(self.shared.store.mark_restarting(
+                &self.id,
+                self.restart_count,
+                error.as_deref(),
+            ))
+            .await
             {
                 tracing::error!(error = %e, "cannot record restart");
             }
@@ -156,7 +153,7 @@ impl SessionTask {
             }
             self.shared.metrics.session_restarted();
         };
-        self.finish(state, error.as_deref()).await
+        Box::pin(self.finish(state, error.as_deref())).await
     }
 
     /// Creates the bookkeeping dir (installing the staged artifacts into it)
@@ -512,7 +509,7 @@ impl SessionTask {
             shutdown: Arc::clone(&self.by_shutdown),
             inbox: std::sync::Mutex::new(inbox),
         };
-        match run.run().await {
+        match Box::pin(run.run()).await {
             AgentEnd::Completed => RunEnd::Completed,
             AgentEnd::Stopped => RunEnd::Stopped,
             AgentEnd::Failed(error) => {
@@ -598,7 +595,7 @@ impl SessionTask {
 
     /// This launch's inbox: the one opened with the session, or a fresh one
     /// for a restart (the previous launch closed its own).
-    fn launch_inbox(&self) -> Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>> {
+    fn launch_inbox(&self) -> Option<crate::tasks::InboxRx> {
         self.inbox
             .lock()
             .ok()
@@ -608,7 +605,7 @@ impl SessionTask {
 
     /// An inbox for A2A tasks, sized by the lifecycle (`None` for script
     /// capsules that serve no tasks and `task_acceptance: none`).
-    fn open_inbox(&self) -> Option<tokio::sync::mpsc::Receiver<crate::tasks::Incoming>> {
+    fn open_inbox(&self) -> Option<crate::tasks::InboxRx> {
         let lifecycle = self.staged.program.lifecycle()?;
         let depth = match lifecycle.task_acceptance {
             crate::manifest::TaskAcceptance::None => return None,
