@@ -23,7 +23,7 @@ use axum::routing::any;
 use roost_ctl::api::Session;
 use serde_json::{Value, json};
 
-use crate::supervisor::Supervisor;
+use crate::supervisor::{Route, Supervisor};
 use crate::tasks::{A2aTask, Broker, TaskState};
 use wire::Dialect;
 
@@ -95,15 +95,25 @@ async fn auth(State(gw): State<Gateway>, request: Request, next: Next) -> Respon
     response
 }
 
-/// A live session that takes A2A tasks, by route.
-async fn agent(gw: &Gateway, route: &str) -> Result<Session, Response> {
+fn no_agent(route: &str) -> Response {
+    problem(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no live session is routed at /a2a/{route}"),
+    )
+}
+
+/// A live session, by route: from the supervisor's memory (every request
+/// does this).
+fn agent(gw: &Gateway, route: &str) -> Option<Route> {
+    gw.supervisor.route(route)
+}
+
+/// A live session's whole record, for its agent card.
+async fn agent_record(gw: &Gateway, route: &str) -> Result<Session, Response> {
     match gw.supervisor.get(route).await {
         Ok(s) if !s.state.is_ended() => Ok(s),
-        _ => Err(problem(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!("no live session is routed at /a2a/{route}"),
-        )),
+        _ => Err(no_agent(route)),
     }
 }
 
@@ -119,9 +129,8 @@ async fn root(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let session = match agent(&gw, &route).await {
-        Ok(s) => s,
-        Err(r) => return r,
+    let Some(session) = agent(&gw, &route) else {
+        return no_agent(&route);
     };
     if method != Method::POST {
         return problem(
@@ -141,13 +150,15 @@ async fn rest(
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
-    let session = match agent(&gw, &route).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
     if rest == ".well-known/agent-card.json" && method == Method::GET {
-        return card_response(&gw, &session);
+        return match agent_record(&gw, &route).await {
+            Ok(session) => card_response(&gw, &session),
+            Err(r) => r,
+        };
     }
+    let Some(session) = agent(&gw, &route) else {
+        return no_agent(&route);
+    };
     rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await
 }
 

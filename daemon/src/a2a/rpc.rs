@@ -7,12 +7,12 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use roost_ctl::api::Session;
 use serde_json::{Value, json};
 
 use super::wire::{self, Dialect, Shape};
 use super::{Gateway, task_stream, wait_until_ended};
 use crate::store::TaskFilter;
+use crate::supervisor::Route;
 use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskState};
 
 /// An A2A error, before it is rendered for a binding.
@@ -149,7 +149,7 @@ enum Answer {
 /// `POST /a2a/<route>`: one JSON-RPC request.
 pub(super) async fn jsonrpc(
     gw: &Gateway,
-    session: &Session,
+    session: &Route,
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response {
@@ -238,7 +238,7 @@ pub(super) async fn jsonrpc(
 /// The HTTP+JSON binding (1.0) under `/a2a/<route>/`.
 pub(super) async fn rest(
     gw: &Gateway,
-    session: &Session,
+    session: &Route,
     method: &Method,
     path: &str,
     query: Option<&str>,
@@ -383,7 +383,7 @@ fn int(v: Option<&Value>) -> Option<i64> {
 }
 
 /// A task of this session, or TaskNotFound.
-async fn own_task(gw: &Gateway, session: &Session, id: &str) -> Result<A2aTask, A2aError> {
+async fn own_task(gw: &Gateway, session: &Route, id: &str) -> Result<A2aTask, A2aError> {
     match gw.supervisor.shared().tasks.store().a2a_task(id).await? {
         Some(t) if t.session_id == session.id => Ok(t),
         _ => Err(A2aError::TaskNotFound(format!(
@@ -394,7 +394,7 @@ async fn own_task(gw: &Gateway, session: &Session, id: &str) -> Result<A2aTask, 
 
 async fn run(
     gw: &Gateway,
-    session: &Session,
+    session: &Route,
     d: Dialect,
     op: Op,
     params: &Value,

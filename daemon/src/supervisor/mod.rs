@@ -64,6 +64,39 @@ pub struct Shared {
     /// Signs agents' checkpoints (`None` if the key could not be read or made).
     pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
     live_count: AtomicU64,
+    /// Recorded live sessions by name and by id, for the A2A gateway's
+    /// per-request lookup (no database read).
+    routes: std::sync::RwLock<HashMap<String, Route>>,
+}
+
+/// A live session as the A2A gateway addresses it.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub id: String,
+    pub name: String,
+}
+
+impl Shared {
+    /// A recorded session starts taking requests at its name and its id.
+    pub(crate) fn add_route(&self, id: &str, name: &str) {
+        let route = Route {
+            id: id.to_string(),
+            name: name.to_string(),
+        };
+        if let Ok(mut routes) = self.routes.write() {
+            routes.insert(name.to_string(), route.clone());
+            routes.insert(id.to_string(), route);
+        }
+    }
+
+    fn remove_route(&self, id: &str, name: &str) {
+        if let Ok(mut routes) = self.routes.write() {
+            routes.remove(id);
+            if routes.get(name).is_some_and(|r| r.id == id) {
+                routes.remove(name);
+            }
+        }
+    }
 }
 
 enum Command {
@@ -197,6 +230,7 @@ impl Supervisor {
             metrics,
             a2a_base,
             live_count: AtomicU64::new(0),
+            routes: Default::default(),
         });
         let (tx, rx) = mpsc::channel(1024);
         let (ended, _) = broadcast::channel(1024);
@@ -328,6 +362,15 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// The live, recorded session at `id_or_name`, from memory.
+    pub fn route(&self, id_or_name: &str) -> Option<Route> {
+        self.shared
+            .routes
+            .read()
+            .ok()
+            .and_then(|routes| routes.get(id_or_name).cloned())
     }
 
     pub async fn get(&self, id_or_name: &str) -> Result<Session, SupervisorError> {
@@ -542,6 +585,7 @@ impl Owner {
         let Some(live) = self.live.remove(id) else {
             return;
         };
+        self.shared.remove_route(id, &live.name);
         if self.names.get(&live.name).is_some_and(|owner| owner == id) {
             self.names.remove(&live.name);
         }

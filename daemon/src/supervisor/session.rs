@@ -81,6 +81,7 @@ impl SessionTask {
         }
         let installed = match Box::pin(self.register(resumed)).await {
             Ok((session, installed)) => {
+                self.shared.add_route(&self.id, &self.name);
                 let _ = reply.send(Ok(session));
                 installed
             }
