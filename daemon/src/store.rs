@@ -1000,4 +1000,67 @@ mod tests {
         assert_eq!(s.id, "ses_new");
         assert!(store.get("nobody").await.expect("get").is_none());
     }
+
+    fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
+        NewA2aTask {
+            id,
+            session_id: "ses_1",
+            route: "hello",
+            context_id: "ctx_1",
+            message_id: "msg_1",
+            text: "hi",
+            message_json: "{}",
+        }
+    }
+
+    #[sqlx::test(migrations = "../migrations")]
+    async fn a_group_commit_numbers_each_tasks_events_and_one_bad_write_fails_alone(
+        pool: SqlitePool,
+    ) {
+        let store = Store::from_pool(pool);
+        insert(&store, "ses_1", "hello", &request()).await;
+        store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
+        let working = EventKind::Status {
+            state: TaskState::Working,
+            message: None,
+        };
+        let done = EventKind::Status {
+            state: TaskState::Completed,
+            message: None,
+        };
+        // Queued together (the writer runs only once this test yields), so
+        // they are committed as one group.
+        let (task_b, again_a) = (new_task("tsk_b"), new_task("tsk_a"));
+        let (b, dup, w1, w2, end, late) = tokio::join!(
+            store.insert_a2a_task(&task_b),
+            store.insert_a2a_task(&again_a),
+            store.append_task_event("tsk_a", &working),
+            store.append_task_event("tsk_b", &working),
+            store.append_task_event("tsk_a", &done),
+            store.append_task_event("tsk_a", &working),
+        );
+        assert!(b.is_ok(), "{b:?}");
+        assert!(dup.is_err(), "a second task with the same id must fail");
+        assert_eq!(w1.expect("w1").expect("written").seq, 2);
+        assert_eq!(w2.expect("w2").expect("written").seq, 2);
+        assert_eq!(end.expect("end").expect("written").seq, 3);
+        assert!(
+            late.expect("late").is_none(),
+            "an ended task takes no events"
+        );
+        let a = store.a2a_task("tsk_a").await.expect("get").expect("a");
+        assert_eq!(a.state, TaskState::Completed);
+        let b = store.a2a_task("tsk_b").await.expect("get").expect("b");
+        assert_eq!(b.state, TaskState::Working);
+        assert_eq!(store.task_events("tsk_a", 0).await.expect("log").len(), 3);
+
+        // Without a bad write the group goes through in one piece.
+        store.insert_a2a_task(&new_task("tsk_c")).await.expect("c");
+        let (x, y) = tokio::join!(
+            store.append_task_event("tsk_c", &working),
+            store.append_task_event("tsk_c", &done),
+        );
+        assert_eq!(x.expect("x").expect("written").seq, 2);
+        assert_eq!(y.expect("y").expect("written").seq, 3);
+    }
 }

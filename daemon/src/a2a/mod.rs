@@ -291,7 +291,8 @@ async fn wait_until_ended(
         return task;
     }
     // Read once after subscribing (an end that came first is not missed),
-    // then again only when an event says the wait may be over.
+    // then only if events were missed; the ending event itself has all a
+    // read would.
     let mut check = live.is_none();
     let mut live = live.unwrap_or_else(|| broker.subscribe(&task.id));
     let deadline = tokio::time::Instant::now() + BLOCKING_WAIT;
@@ -304,8 +305,19 @@ async fn wait_until_ended(
         }
         match tokio::time::timeout_at(deadline, live.rx.recv()).await {
             Ok(Ok(event)) => {
-                check = matches!(event.kind, crate::tasks::EventKind::Status { state, .. }
-                    if over(state));
+                // The event that ends the wait is the task's last status, as
+                // stored: the task as a read would give it, without the read.
+                if let crate::tasks::EventKind::Status { state, message } = &event.kind
+                    && over(*state)
+                {
+                    return A2aTask {
+                        state: *state,
+                        status_message: message.clone(),
+                        updated_at: event.at.clone(),
+                        ..task
+                    };
+                }
+                check = false;
             }
             Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => check = true,
             Ok(Err(_)) | Err(_) => {
