@@ -23,7 +23,7 @@ use axum::routing::any;
 use roost_ctl::api::Session;
 use serde_json::{Value, json};
 
-use crate::supervisor::{Route, Supervisor};
+use crate::supervisor::Supervisor;
 use crate::tasks::{A2aTask, Broker, TaskState};
 use wire::Dialect;
 
@@ -103,12 +103,6 @@ fn no_agent(route: &str) -> Response {
     )
 }
 
-/// A live session, by route: from the supervisor's memory (every request
-/// does this).
-fn agent(gw: &Gateway, route: &str) -> Option<Route> {
-    gw.supervisor.route(route)
-}
-
 /// A live session's whole record, for its agent card.
 async fn agent_record(gw: &Gateway, route: &str) -> Result<Session, Response> {
     match gw.supervisor.get(route).await {
@@ -129,7 +123,8 @@ async fn root(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(session) = agent(&gw, &route) else {
+    // From the supervisor's memory: no database read per request.
+    let Some(session) = gw.supervisor.route(&route) else {
         return no_agent(&route);
     };
     if method != Method::POST {
@@ -156,7 +151,8 @@ async fn rest(
             Err(r) => r,
         };
     }
-    let Some(session) = agent(&gw, &route) else {
+    // From the supervisor's memory: no database read per request.
+    let Some(session) = gw.supervisor.route(&route) else {
         return no_agent(&route);
     };
     rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await

@@ -199,6 +199,10 @@ struct SessionState {
     queue: crate::tasks::Queue,
 }
 
+// Awaits of phases a session does not wait in (hooks, tool calls,
+// compaction, checkpoints) are boxed: an `async fn` carries the whole state
+// of what it awaits inline, and a session parked on its model would keep all
+// of it (BENCHMARKS.md, memory per waiting session).
 impl AgentRun<'_> {
     /// Runs the session: session-start, tasks per the lifecycle, session-end.
     pub async fn run(self) -> AgentEnd {

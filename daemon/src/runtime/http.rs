@@ -4,6 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
+use http_body_util::BodyExt;
+
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::http_client::{self, HttpError as ClientError, Timeouts};
@@ -112,8 +115,6 @@ impl WasiHttpHooks for NetworkPolicyHooks {
             first_byte: options.first_byte_timeout.unwrap_or(default),
             between_bytes: options.between_bytes_timeout.unwrap_or(default),
         };
-        use futures::FutureExt;
-        use http_body_util::BodyExt;
         Box::new(http_client::send(request, timeouts).map(|sent| {
             let response = sent.map_err(wasi_error)?;
             Ok((
