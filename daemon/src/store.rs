@@ -14,11 +14,16 @@ use sqlx::{Row, SqlitePool};
 
 use crate::tasks::{A2aTask, EventKind, TaskEvent, TaskState};
 
+mod writer;
+use writer::{TaskWriter, WriteOp};
+
 /// A database problem; the message names what failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
+    #[error("database write failed: {0}")]
+    Write(String),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database holds an unreadable row: {0}")]
@@ -106,153 +111,16 @@ pub struct Resumable {
     pub restart_count: u32,
 }
 
-/// Handle on the database: one writer connection (SQLite serialises writes anyway,
-/// and a single writer avoids busy-wait sleeps) and a small pool of readers.
+/// Handle on the database: one writer connection for sessions (SQLite
+/// serialises writes anyway, and a single writer avoids busy-wait sleeps), the
+/// task writer's thread for A2A tasks and their events (see [`writer`]), and
+/// a small pool of readers.
 #[derive(Clone)]
 pub struct Store {
     writer: SqlitePool,
     reader: SqlitePool,
-    /// Checkpoints, on a connection of their own so they never queue writes.
-    maint: SqlitePool,
-    /// Task events, committed in groups (see [`EventWriter`]).
-    events: EventWriter,
-}
-
-/// One A2A task write waiting for its group: a new task, or an event.
-struct Append {
-    op: WriteOp,
-    reply: tokio::sync::oneshot::Sender<Result<Option<(u64, String)>, String>>,
-}
-
-enum WriteOp {
-    /// A new task (its first event comes with it, migration 0006).
-    Task {
-        id: String,
-        session_id: String,
-        context_id: String,
-        input_bytes: i64,
-        route: String,
-        message_json: String,
-    },
-    Event {
-        task_id: String,
-        body: String,
-    },
-}
-
-/// Writes A2A tasks and their events with group commit: whatever arrived
-/// while the last transaction ran goes into the next one, so concurrent tasks share commits
-/// (and the pages they touch are written to the WAL once per group). Each
-/// caller still gets its answer only after its event is committed.
-#[derive(Clone)]
-struct EventWriter(tokio::sync::mpsc::UnboundedSender<Append>);
-
-/// Most events one transaction takes.
-const EVENTS_PER_COMMIT: usize = 256;
-
-impl EventWriter {
-    fn spawn(writer: SqlitePool) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Append>();
-        tokio::spawn(async move {
-            let mut group = Vec::with_capacity(EVENTS_PER_COMMIT);
-            while rx.recv_many(&mut group, EVENTS_PER_COMMIT).await > 0 {
-                let results = Self::commit(&writer, &group).await;
-                for (append, result) in group.drain(..).zip(results) {
-                    let _ = append.reply.send(result);
-                }
-            }
-        });
-        Self(tx)
-    }
-
-    /// Queues `op` and waits until its group is committed.
-    async fn write(&self, op: WriteOp) -> Result<Option<(u64, String)>, StoreError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let gone = || StoreError::Corrupt("the task writer has stopped".into());
-        self.0.send(Append { op, reply }).map_err(|_| gone())?;
-        answer
-            .await
-            .map_err(|_| gone())?
-            .map_err(|e| StoreError::Sql(sqlx::Error::Protocol(e)))
-    }
-
-    /// One transaction for the group; each write's sequence number and time
-    /// (`None`: the event's task has ended), or why it failed.
-    async fn commit(
-        writer: &SqlitePool,
-        group: &[Append],
-    ) -> Vec<Result<Option<(u64, String)>, String>> {
-        let fail_all = |e: sqlx::Error| group.iter().map(|_| Err(e.to_string())).collect();
-        // A write alone needs no transaction: each is one statement.
-        if let [one] = group {
-            return match writer.acquire().await {
-                Ok(mut conn) => vec![Self::apply(&mut conn, &one.op).await],
-                Err(e) => fail_all(e),
-            };
-        }
-        let mut tx = match writer.begin().await {
-            Ok(tx) => tx,
-            Err(e) => return fail_all(e),
-        };
-        let mut results = Vec::with_capacity(group.len());
-        for a in group {
-            results.push(Self::apply(&mut tx, &a.op).await);
-        }
-        match tx.commit().await {
-            Ok(()) => results,
-            Err(e) => fail_all(e),
-        }
-    }
-
-    /// One write: its sequence number and time (`None`: the event's task has
-    /// ended), or why it failed.
-    async fn apply(
-        conn: &mut sqlx::SqliteConnection,
-        op: &WriteOp,
-    ) -> Result<Option<(u64, String)>, String> {
-        let at = now();
-        let seq = match op {
-            WriteOp::Task {
-                id,
-                session_id,
-                context_id,
-                input_bytes,
-                route,
-                message_json,
-            } => sqlx::query(
-                "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-                 created_at, updated_at, route, message_json) \
-                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
-            )
-            .bind(id)
-            .bind(session_id)
-            .bind(context_id)
-            .bind(input_bytes)
-            .bind(&at)
-            .bind(route)
-            .bind(message_json)
-            .execute(&mut *conn)
-            .await
-            .map(|_| Some(1)),
-            // One statement: the triggers of migration 0006 update the task row.
-            WriteOp::Event { task_id, body } => {
-                sqlx::query_scalar(
-                    "INSERT INTO task_events (task_id, seq, body_json, at) \
-                     SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
-                     0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
-                     AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
-                     RETURNING seq",
-                )
-                .bind(task_id)
-                .bind(body)
-                .bind(&at)
-                .fetch_optional(&mut *conn)
-                .await
-            }
-        };
-        seq.map(|s| s.map(|s| (s.max(0) as u64, at)))
-            .map_err(|e| e.to_string())
-    }
+    /// A2A tasks and their events, committed in groups; checkpoints.
+    tasks: TaskWriter,
 }
 
 const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
@@ -276,54 +144,52 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        // Checkpoints run in the background (see `checkpoint`), not inside
-        // whichever commit happens to cross the threshold.
+        // Checkpoints run on the task writer's thread (see `checkpoint`),
+        // not inside whichever commit happens to cross a threshold.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
             .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
             .await?;
         sqlx::migrate!("../migrations").run(&writer).await?;
-        let maint = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options.clone())
-            .await?;
         // Readers map the database file instead of reading it page by page.
+        // A local SQLite connection cannot go stale: no ping before each use.
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
+            .test_before_acquire(false)
             .connect_with(options.read_only(true).pragma("mmap_size", "268435456"))
             .await?;
         Ok(Self {
-            events: EventWriter::spawn(writer.clone()),
+            tasks: TaskWriter::open(path).map_err(StoreError::Write)?,
             writer,
             reader,
-            maint,
         })
     }
 
-    /// A store over an existing pool (tests with `#[sqlx::test]`).
-    pub fn from_pool(pool: SqlitePool) -> Self {
-        Self {
-            events: EventWriter::spawn(pool.clone()),
+    /// A store over an existing (migrated) pool on a database file (tests
+    /// with `#[sqlx::test]`).
+    pub fn from_pool(pool: SqlitePool) -> Result<Self, StoreError> {
+        let path = pool.connect_options().get_filename().to_path_buf();
+        Ok(Self {
+            tasks: TaskWriter::open(&path).map_err(StoreError::Write)?,
             writer: pool.clone(),
-            maint: pool.clone(),
             reader: pool,
-        }
+        })
     }
 
     /// Copies the WAL back into the database without blocking writers
-    /// (PASSIVE); the daemon calls it periodically and at shutdown.
+    /// (PASSIVE), on the task writer's thread between its groups, so a
+    /// checkpoint under steady load still reaches the end of the WAL and the
+    /// next write starts it over. The daemon calls it periodically and at
+    /// shutdown.
     pub async fn checkpoint(&self) -> Result<(), StoreError> {
-        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .execute(&self.maint)
-            .await?;
-        Ok(())
+        self.tasks.checkpoint().await.map_err(StoreError::Write)
     }
 
     pub async fn close(&self) {
         let _ = self.checkpoint().await;
         self.writer.close().await;
         self.reader.close().await;
-        self.maint.close().await;
     }
 
     /// Inserts a new session and returns its record. Staging is complete before
@@ -553,6 +419,7 @@ impl Store {
     /// Records an A2A task as `submitted`, with its first event, in one
     /// transaction: once this returns, the task survives a crash.
     pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
+        let at = now();
         let op = WriteOp::Task {
             id: t.id.to_string(),
             session_id: t.session_id.to_string(),
@@ -560,12 +427,18 @@ impl Store {
             input_bytes: t.text.len() as i64,
             route: t.route.to_string(),
             message_json: t.message_json.to_string(),
+            at: at.clone(),
         };
-        let (_, at) = self
-            .events
-            .write(op)
-            .await?
-            .ok_or_else(|| StoreError::Corrupt("a new task was not written".into()))?;
+        let written = self
+            .tasks
+            .write(vec![op])
+            .await
+            .map_err(StoreError::Write)?;
+        match written.into_iter().next() {
+            Some(Ok(Some(_))) => {}
+            Some(Err(e)) => return Err(StoreError::Write(e)),
+            _ => return Err(StoreError::Corrupt("a new task was not written".into())),
+        }
         Ok(A2aTask {
             id: t.id.to_string(),
             context_id: t.context_id.to_string(),
@@ -589,16 +462,44 @@ impl Store {
         task_id: &str,
         kind: &EventKind,
     ) -> Result<Option<TaskEvent>, StoreError> {
-        let op = WriteOp::Event {
-            task_id: task_id.to_string(),
-            body: event_json(kind)?,
-        };
-        let written = self.events.write(op).await?;
-        Ok(written.map(|(seq, at)| TaskEvent {
-            seq,
-            at,
-            kind: kind.clone(),
-        }))
+        let mut written = self
+            .append_task_events(task_id, std::slice::from_ref(kind))
+            .await?;
+        Ok(written.pop().flatten())
+    }
+
+    /// Appends events to a task's log, in order, in one commit; each one as
+    /// [`Store::append_task_event`] would (a write that fails fails alone
+    /// and makes this an error; one after the task's end is `None`).
+    pub async fn append_task_events(
+        &self,
+        task_id: &str,
+        kinds: &[EventKind],
+    ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
+        let at = now();
+        let ops = kinds
+            .iter()
+            .map(|kind| {
+                Ok(WriteOp::Event {
+                    task_id: task_id.to_string(),
+                    body: event_json(kind)?,
+                    at: at.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let written = self.tasks.write(ops).await.map_err(StoreError::Write)?;
+        written
+            .into_iter()
+            .zip(kinds)
+            .map(|(w, kind)| match w {
+                Ok(seq) => Ok(seq.map(|seq| TaskEvent {
+                    seq,
+                    at: at.clone(),
+                    kind: kind.clone(),
+                })),
+                Err(e) => Err(StoreError::Write(e)),
+            })
+            .collect()
     }
 
     /// Ids of A2A tasks in `states` (all sessions), oldest first; with
@@ -877,7 +778,7 @@ mod tests {
 
     #[sqlx::test(migrations = "../migrations")]
     async fn transitions_are_recorded_in_order(pool: SqlitePool) {
-        let store = Store::from_pool(pool);
+        let store = Store::from_pool(pool).expect("store");
         let req = request();
         insert(&store, "ses_1", "hello", &req).await;
         store
@@ -905,7 +806,7 @@ mod tests {
 
     #[sqlx::test(migrations = "../migrations")]
     async fn startup_interrupts_live_sessions_and_finds_resumable(pool: SqlitePool) {
-        let store = Store::from_pool(pool);
+        let store = Store::from_pool(pool).expect("store");
         let always = request();
         let no = StartRequest {
             restart: RestartPolicy::No,
@@ -945,7 +846,7 @@ mod tests {
 
     #[sqlx::test(migrations = "../migrations")]
     async fn task_use_adds_up_per_task_and_per_session(pool: SqlitePool) {
-        let store = Store::from_pool(pool);
+        let store = Store::from_pool(pool).expect("store");
         insert(&store, "ses_1", "agent", &request()).await;
         for (id, tokens) in [("tsk_1", 10), ("tsk_2", 5)] {
             store
@@ -988,7 +889,7 @@ mod tests {
 
     #[sqlx::test(migrations = "../migrations")]
     async fn name_lookup_prefers_the_live_session(pool: SqlitePool) {
-        let store = Store::from_pool(pool);
+        let store = Store::from_pool(pool).expect("store");
         let req = request();
         insert(&store, "ses_old", "hello", &req).await;
         store
@@ -1017,7 +918,7 @@ mod tests {
     async fn a_group_commit_numbers_each_tasks_events_and_one_bad_write_fails_alone(
         pool: SqlitePool,
     ) {
-        let store = Store::from_pool(pool);
+        let store = Store::from_pool(pool).expect("store");
         insert(&store, "ses_1", "hello", &request()).await;
         store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
         let working = EventKind::Status {
@@ -1028,8 +929,8 @@ mod tests {
             state: TaskState::Completed,
             message: None,
         };
-        // Queued together (the writer runs only once this test yields), so
-        // they are committed as one group.
+        // Queued together, so mostly committed as one group (the writer's
+        // thread may take the first alone); the answers do not depend on it.
         let (task_b, again_a) = (new_task("tsk_b"), new_task("tsk_a"));
         let (b, dup, w1, w2, end, late) = tokio::join!(
             store.insert_a2a_task(&task_b),

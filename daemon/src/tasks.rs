@@ -419,18 +419,27 @@ impl Broker {
         task_id: &str,
         kind: EventKind,
     ) -> Result<Option<TaskEvent>, StoreError> {
-        let Some(event) = self.store.append_task_event(task_id, &kind).await? else {
-            return Ok(None);
-        };
-        let terminal = matches!(&kind, EventKind::Status { state, .. } if state.is_terminal());
+        Ok(self.publish_all(task_id, vec![kind]).await?.pop().flatten())
+    }
+
+    /// Appends events to the task's log in one commit, in order, and tells
+    /// its subscribers; each as [`Broker::publish`] would.
+    pub async fn publish_all(
+        &self,
+        task_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
+        let written = self.store.append_task_events(task_id, &kinds).await?;
         let mut live = lock(&self.live);
-        if let Some(tx) = live.get(task_id) {
-            let _ = tx.send(event.clone());
+        for event in written.iter().flatten() {
+            if let Some(tx) = live.get(task_id) {
+                let _ = tx.send(event.clone());
+            }
+            if matches!(&event.kind, EventKind::Status { state, .. } if state.is_terminal()) {
+                live.remove(task_id);
+            }
         }
-        if terminal {
-            live.remove(task_id);
-        }
-        Ok(Some(event))
+        Ok(written)
     }
 
     /// Ends a task in `state` with an optional status message.
@@ -827,45 +836,47 @@ impl Broker {
         if let Some(slot) = slot {
             *lock(slot) = None;
         }
-        let (end, message) = match &outcome {
-            Outcome::Completed(text) if text.is_empty() => (TaskState::Completed, None),
-            Outcome::Completed(text) => {
-                let artifact = EventKind::Artifact {
+        // The answer and the end are committed together.
+        let (answer, end, message) = match &outcome {
+            Outcome::Completed(text) if text.is_empty() => (None, TaskState::Completed, None),
+            Outcome::Completed(text) => (
+                Some(EventKind::Artifact {
                     artifact_id: ANSWER_ARTIFACT.into(),
                     text: text.clone(),
                     append: false,
                     last_chunk: true,
                     part: None,
-                };
-                if let Err(error) = self.publish(&id, artifact).await {
-                    tracing::warn!(%error, task_id = %id, "cannot record the answer");
-                }
-                (TaskState::Completed, None)
-            }
-            Outcome::Reply(text) => {
-                let reply = EventKind::Reply { text: text.clone() };
-                if let Err(error) = self.publish(&id, reply).await {
-                    tracing::warn!(%error, task_id = %id, "cannot record the reply");
-                }
-                (TaskState::Completed, None)
-            }
-            Outcome::Failed(e) => (TaskState::Failed, Some(e.as_str())),
-            Outcome::Rejected(e) => (TaskState::Rejected, Some(e.as_str())),
-            Outcome::Canceled => (TaskState::Canceled, Some("canceled by the client")),
-            Outcome::Stopped => (TaskState::Failed, Some("the session was stopped")),
+                }),
+                TaskState::Completed,
+                None,
+            ),
+            Outcome::Reply(text) => (
+                Some(EventKind::Reply { text: text.clone() }),
+                TaskState::Completed,
+                None,
+            ),
+            Outcome::Failed(e) => (None, TaskState::Failed, Some(e.as_str())),
+            Outcome::Rejected(e) => (None, TaskState::Rejected, Some(e.as_str())),
+            Outcome::Canceled => (None, TaskState::Canceled, Some("canceled by the client")),
+            Outcome::Stopped => (None, TaskState::Failed, Some("the session was stopped")),
         };
-        let outcome = match self.finish(&id, end, message).await {
-            Ok(Some(_)) => outcome,
+        let status = EventKind::Status {
+            state: end,
+            message: message.map(str::to_string),
+        };
+        let events = answer.into_iter().chain([status]).collect();
+        let outcome = match self.publish_all(&id, events).await.map(|mut w| w.pop()) {
+            Ok(Some(Some(_))) => outcome,
             // It had already ended (an input request timed out): the session
             // sees what the client sees.
-            Ok(None) => match self.store.a2a_task(&id).await {
+            Ok(_) => match self.store.a2a_task(&id).await {
                 Ok(Some(t)) if t.state == TaskState::Failed => {
                     Outcome::Failed(t.status_message.unwrap_or_default())
                 }
                 _ => outcome,
             },
             Err(error) => {
-                tracing::warn!(%error, task_id = %id, "cannot record the task's end");
+                tracing::warn!(%error, task_id = %id, "cannot record the task's answer and end");
                 outcome
             }
         };

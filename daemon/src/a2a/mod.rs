@@ -24,7 +24,7 @@ use roost_ctl::api::Session;
 use serde_json::{Value, json};
 
 use crate::supervisor::Supervisor;
-use crate::tasks::{A2aTask, Broker, TaskState};
+use crate::tasks::{A2aTask, Broker, EventKind, TaskEvent, TaskState};
 use wire::Dialect;
 
 /// Largest request body the gateway reads.
@@ -274,22 +274,35 @@ fn card(gw: &Gateway, session: &Session) -> Value {
 
 /// Waits until the task has ended, or (`at_input`) needs input, or the wait
 /// runs out, and returns it. `live`: a subscription made before the task
-/// could change (saves reading it first).
+/// could change (saves reading it first); then the task's whole log comes
+/// back too when every event was seen (saves reading that).
 async fn wait_until_ended(
     broker: &Arc<Broker>,
     task: A2aTask,
     at_input: bool,
     live: Option<crate::tasks::Subscription>,
-) -> A2aTask {
+) -> (A2aTask, Option<Vec<TaskEvent>>) {
     let over =
         |state: TaskState| state.is_terminal() || (at_input && state == TaskState::InputRequired);
     if over(task.state) {
-        return task;
+        return (task, None);
     }
     // Read once after subscribing (an end that came first is not missed),
     // then only if events were missed; the ending event itself has all a
     // read would.
     let mut check = live.is_none();
+    // The log so far, while nothing was missed: the first event (written
+    // with the task) and what the subscription saw.
+    let mut log = live.is_some().then(|| {
+        vec![TaskEvent {
+            seq: 1,
+            at: task.created_at.clone(),
+            kind: EventKind::Status {
+                state: TaskState::Submitted,
+                message: None,
+            },
+        }]
+    });
     let mut live = live.unwrap_or_else(|| broker.subscribe(&task.id));
     let deadline = tokio::time::Instant::now() + BLOCKING_WAIT;
     loop {
@@ -297,33 +310,44 @@ async fn wait_until_ended(
             && let Ok(Some(now)) = broker.store().a2a_task(&task.id).await
             && over(now.state)
         {
-            return now;
+            return (now, None);
         }
         match tokio::time::timeout_at(deadline, live.rx.recv()).await {
             Ok(Ok(event)) => {
+                let ends = matches!(&event.kind, EventKind::Status { state, .. } if over(*state));
+                let status = match &event.kind {
+                    EventKind::Status { state, message } if ends => {
+                        Some((*state, message.clone(), event.at.clone()))
+                    }
+                    _ => None,
+                };
+                if let Some(l) = &mut log {
+                    if l.last().is_some_and(|e| e.seq + 1 == event.seq) {
+                        l.push(event);
+                    } else {
+                        log = None;
+                    }
+                }
                 // The event that ends the wait is the task's last status, as
                 // stored: the task as a read would give it, without the read.
-                if let crate::tasks::EventKind::Status { state, message } = &event.kind
-                    && over(*state)
-                {
-                    return A2aTask {
-                        state: *state,
-                        status_message: message.clone(),
-                        updated_at: event.at.clone(),
+                if let Some((state, status_message, updated_at)) = status {
+                    let task = A2aTask {
+                        state,
+                        status_message,
+                        updated_at,
                         ..task
                     };
+                    return (task, log);
                 }
                 check = false;
             }
-            Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => check = true,
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => {
+                check = true;
+                log = None;
+            }
             Ok(Err(_)) | Err(_) => {
-                return broker
-                    .store()
-                    .a2a_task(&task.id)
-                    .await
-                    .ok()
-                    .flatten()
-                    .unwrap_or(task);
+                let now = broker.store().a2a_task(&task.id).await.ok().flatten();
+                return (now.unwrap_or(task), None);
             }
         }
     }
@@ -401,7 +425,7 @@ fn async_stream(
             if !logged.is_empty() {
                 for e in logged {
                     st.seq = e.seq;
-                    let ended = matches!(&e.kind, crate::tasks::EventKind::Status { state, .. }
+                    let ended = matches!(&e.kind, EventKind::Status { state, .. }
                         if state.is_terminal()
                             || (*state == TaskState::InputRequired && !through_input));
                     st.pending.extend(wire::event(&st.task, &e, st.d));

@@ -517,7 +517,7 @@ async fn run(
                 )));
             }
             broker.cancel(&id).await?;
-            let t = wait_until_ended(broker, t, false, None).await;
+            let (t, _) = wait_until_ended(broker, t, false, None).await;
             Ok(Answer::Value(
                 render(broker, &t, d, Shape::default()).await?,
             ))
@@ -564,8 +564,8 @@ async fn answer_send(
             .and_then(Value::as_bool)
             .unwrap_or(true),
     };
-    let task = if return_now {
-        task
+    let (task, log) = if return_now {
+        (task, None)
     } else {
         wait_until_ended(broker, task, true, live).await
     };
@@ -576,7 +576,10 @@ async fn answer_send(
         history,
         artifacts: true,
     };
-    let log = broker.store().task_events(&task.id, 0).await?;
+    let log = match log {
+        Some(log) => log,
+        None => broker.store().task_events(&task.id, 0).await?,
+    };
     if task.state == TaskState::Completed
         && let Some(text) = wire::reply(&log)
     {

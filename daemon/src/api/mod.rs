@@ -192,7 +192,7 @@ mod tests {
         };
         let supervisor = Supervisor::spawn(
             config,
-            Store::from_pool(pool),
+            Store::from_pool(pool).expect("store"),
             runtime,
             metrics,
             "http://127.0.0.1:7420".into(),

@@ -1,0 +1,224 @@
+//! The task writer: one OS thread that owns a SQLite connection and commits
+//! A2A tasks and their events in groups, and runs the WAL checkpoints.
+//!
+//! Why a thread of its own: every A2A request makes three or more commits, one
+//! after another. Through sqlx each statement, `BEGIN` and `COMMIT` is a
+//! round trip to sqlx's worker thread (and `BEGIN`/`COMMIT` two); here a whole
+//! group is one hop in and one hop out. Checkpoints run here too, between
+//! groups, so they always see the end of the WAL and SQLite can start the
+//! WAL over from the top instead of growing the file under steady load.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+/// Most writes one transaction takes.
+const WRITES_PER_COMMIT: usize = 256;
+
+/// One write: a new task (its first event comes with it, migration 0006),
+/// or an event of a task.
+pub(super) enum WriteOp {
+    Task {
+        id: String,
+        session_id: String,
+        context_id: String,
+        input_bytes: i64,
+        route: String,
+        message_json: String,
+        at: String,
+    },
+    Event {
+        task_id: String,
+        body: String,
+        at: String,
+    },
+}
+
+/// What a write did: the event's sequence number (`None`: its task has
+/// ended and took no more), or why it failed.
+pub(super) type Written = Result<Option<u64>, String>;
+
+enum Job {
+    /// Writes committed together, answered together, in order.
+    Writes {
+        ops: Vec<WriteOp>,
+        reply: oneshot::Sender<Vec<Written>>,
+    },
+    /// Copy the WAL back into the database (PASSIVE).
+    Checkpoint {
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// Handle on the writer thread; the thread ends when the last handle is dropped.
+#[derive(Clone)]
+pub(super) struct TaskWriter(mpsc::Sender<Job>);
+
+impl TaskWriter {
+    /// Opens a connection to the (migrated) database at `path` and starts the thread.
+    pub(super) fn open(path: &Path) -> Result<Self, String> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .and_then(|()| {
+                conn.execute_batch(
+                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                     PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;",
+                )
+            })
+            .map_err(|e| format!("cannot set up {}: {e}", path.display()))?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("roost-store".into())
+            .spawn(move || run(conn, rx))
+            .map_err(|e| format!("cannot start the task writer: {e}"))?;
+        Ok(Self(tx))
+    }
+
+    /// Commits `ops` (with whatever else is waiting) and answers for each, in order.
+    pub(super) async fn write(&self, ops: Vec<WriteOp>) -> Result<Vec<Written>, String> {
+        let (reply, answer) = oneshot::channel();
+        self.0
+            .send(Job::Writes { ops, reply })
+            .map_err(|_| STOPPED.to_string())?;
+        answer.await.map_err(|_| STOPPED.to_string())
+    }
+
+    /// Runs a PASSIVE checkpoint between groups.
+    pub(super) async fn checkpoint(&self) -> Result<(), String> {
+        let (reply, answer) = oneshot::channel();
+        self.0
+            .send(Job::Checkpoint { reply })
+            .map_err(|_| STOPPED.to_string())?;
+        answer.await.map_err(|_| STOPPED.to_string())?
+    }
+}
+
+const STOPPED: &str = "the task writer has stopped";
+
+/// The thread: takes what is waiting (up to a limit), commits it as one
+/// transaction, answers, and again.
+fn run(mut conn: Connection, rx: mpsc::Receiver<Job>) {
+    let mut group: Vec<(Vec<WriteOp>, oneshot::Sender<Vec<Written>>)> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        let mut count = 0;
+        while let Some(job) = next.take() {
+            match job {
+                Job::Writes { ops, reply } => {
+                    count += ops.len();
+                    group.push((ops, reply));
+                }
+                // What came before it is committed first.
+                Job::Checkpoint { reply } => {
+                    commit(&mut conn, &mut group);
+                    let _ = reply.send(checkpoint(&conn));
+                }
+            }
+            if count < WRITES_PER_COMMIT {
+                next = rx.try_recv().ok();
+            }
+        }
+        commit(&mut conn, &mut group);
+    }
+}
+
+/// Commits the group in one transaction (a single write needs none) and
+/// answers each sender. A write that fails fails alone (SQLite undoes the
+/// statement, not the transaction); a failed commit fails them all.
+fn commit(conn: &mut Connection, group: &mut Vec<(Vec<WriteOp>, oneshot::Sender<Vec<Written>>)>) {
+    if group.is_empty() {
+        return;
+    }
+    let single = group.len() == 1 && group[0].0.len() == 1;
+    let results: Vec<Vec<Written>> = if single {
+        group
+            .iter()
+            .map(|(ops, _)| vec![apply(conn, &ops[0])])
+            .collect()
+    } else {
+        match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+            Ok(tx) => {
+                let results: Vec<Vec<Written>> = group
+                    .iter()
+                    .map(|(ops, _)| ops.iter().map(|op| apply(&tx, op)).collect())
+                    .collect();
+                match tx.commit() {
+                    Ok(()) => results,
+                    Err(e) => fail_all(group, &e),
+                }
+            }
+            Err(e) => fail_all(group, &e),
+        }
+    };
+    for ((_, reply), written) in group.drain(..).zip(results) {
+        let _ = reply.send(written);
+    }
+}
+
+fn fail_all(
+    group: &[(Vec<WriteOp>, oneshot::Sender<Vec<Written>>)],
+    e: &rusqlite::Error,
+) -> Vec<Vec<Written>> {
+    group
+        .iter()
+        .map(|(ops, _)| ops.iter().map(|_| Err(e.to_string())).collect())
+        .collect()
+}
+
+fn apply(conn: &Connection, op: &WriteOp) -> Written {
+    let done = match op {
+        WriteOp::Task {
+            id,
+            session_id,
+            context_id,
+            input_bytes,
+            route,
+            message_json,
+            at,
+        } => conn
+            .prepare_cached(
+                "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
+                 created_at, updated_at, route, message_json) \
+                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    id,
+                    session_id,
+                    context_id,
+                    input_bytes,
+                    at,
+                    route,
+                    message_json
+                ])
+            })
+            .map(|_| Some(1)),
+        // One statement: the triggers of migration 0006 update the task row.
+        WriteOp::Event { task_id, body, at } => conn
+            .prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body_json, at) \
+                 SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
+                 0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
+                 AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
+                 RETURNING seq",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![task_id, body, at], |r| r.get::<_, i64>(0))
+                    .optional()
+            }),
+    };
+    done.map(|seq| seq.map(|s| s.max(0) as u64))
+        .map_err(|e| e.to_string())
+}
+
+fn checkpoint(conn: &Connection) -> Result<(), String> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        .map_err(|e| format!("WAL checkpoint: {e}"))
+}
