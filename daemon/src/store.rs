@@ -476,6 +476,25 @@ impl Store {
         task_id: &str,
         kinds: &[EventKind],
     ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.append_task_events_then(task_id, kinds.to_vec(), move |written| {
+            let _ = reply.send(written);
+        });
+        answer
+            .await
+            .map_err(|_| StoreError::Write("the task writer has stopped".into()))?
+    }
+
+    /// Queues events for a task's log, as [`Store::append_task_events`]
+    /// would write them, without waiting: `then` runs with the outcome on
+    /// the writer's thread once they are committed, after everything queued
+    /// before (so it sees events in log order).
+    pub fn append_task_events_then(
+        &self,
+        task_id: &str,
+        kinds: Vec<EventKind>,
+        then: impl FnOnce(Result<Vec<Option<TaskEvent>>, StoreError>) + Send + 'static,
+    ) {
         let at = now();
         let ops = kinds
             .iter()
@@ -486,20 +505,31 @@ impl Store {
                     at: at.clone(),
                 })
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let written = self.tasks.write(ops).await.map_err(StoreError::Write)?;
-        written
-            .into_iter()
-            .zip(kinds)
-            .map(|(w, kind)| match w {
-                Ok(seq) => Ok(seq.map(|seq| TaskEvent {
-                    seq,
-                    at: at.clone(),
-                    kind: kind.clone(),
-                })),
-                Err(e) => Err(StoreError::Write(e)),
-            })
-            .collect()
+            .collect::<Result<Vec<_>, StoreError>>();
+        let ops = match ops {
+            Ok(ops) => ops,
+            Err(e) => return then(Err(e)),
+        };
+        self.tasks.write_then(
+            ops,
+            Box::new(move |written| {
+                let events = written.map_err(StoreError::Write).and_then(|written| {
+                    written
+                        .into_iter()
+                        .zip(kinds)
+                        .map(|(w, kind)| match w {
+                            Ok(seq) => Ok(seq.map(|seq| TaskEvent {
+                                seq,
+                                at: at.clone(),
+                                kind,
+                            })),
+                            Err(e) => Err(StoreError::Write(e)),
+                        })
+                        .collect()
+                });
+                then(events);
+            }),
+        );
     }
 
     /// Ids of A2A tasks in `states` (all sessions), oldest first; with

@@ -4,10 +4,11 @@
 //! work. It knows no HTTP (the gateway, `a2a`, renders it) and no SQL (`store`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::{NewA2aTask, Store, StoreError};
@@ -198,6 +199,22 @@ pub struct TaskLink {
     pub cancel: CancellationToken,
     /// The `traceparent` the client sent with the task.
     pub traceparent: Option<String>,
+    /// Whether the task's `working` status is written (or queued): it goes
+    /// with the task's first event, see [`Broker::serve`].
+    started: Arc<AtomicBool>,
+    /// Updates queued but not yet committed, at most [`UPDATES_IN_FLIGHT`].
+    in_flight: Arc<Semaphore>,
+}
+
+/// How many of a task's updates (chunks, artifacts) may wait for their
+/// commit while the guest goes on.
+const UPDATES_IN_FLIGHT: usize = 64;
+
+fn working() -> EventKind {
+    EventKind::Status {
+        state: TaskState::Working,
+        message: None,
+    }
 }
 
 /// A 32-hex-digit W3C trace id named after a roostd id (`tsk_<uuid>` gives
@@ -233,9 +250,40 @@ impl TaskLink {
     }
 
     pub async fn request_input(&self, prompt: &str) -> Result<Reply, InputError> {
+        let first = self.first_events();
         self.broker
-            .request_input(&self.task_id, prompt, self.input_timeout, &self.cancel)
+            .request_input(
+                &self.task_id,
+                first,
+                prompt,
+                self.input_timeout,
+                &self.cancel,
+            )
             .await
+    }
+
+    /// What must precede the task's next event: `working`, the first time.
+    fn first_events(&self) -> Vec<EventKind> {
+        if self.started.swap(true, Ordering::AcqRel) {
+            Vec::new()
+        } else {
+            vec![working()]
+        }
+    }
+
+    /// Records the task as working if nothing has yet; `false` when it
+    /// had already ended (canceled).
+    async fn mark_working(&self) -> Result<bool, StoreError> {
+        let first = self.first_events();
+        if first.is_empty() {
+            return Ok(true);
+        }
+        Ok(self
+            .broker
+            .publish_all(&self.task_id, first)
+            .await?
+            .iter()
+            .all(Option::is_some))
     }
 
     /// Streams a guest's text to the task's subscribers, in order: text as an
@@ -259,11 +307,17 @@ impl TaskLink {
         self.artifact(kind).await;
     }
 
-    /// Records an event of the task (an artifact update) and tells its subscribers.
+    /// Records an event of the task (an artifact update) and tells its
+    /// subscribers once it is committed. The guest goes on meanwhile: up to
+    /// [`UPDATES_IN_FLIGHT`] updates wait for their commit at a time, and
+    /// everything the task records later is committed after them.
     pub async fn artifact(&self, kind: EventKind) {
-        if let Err(error) = self.broker.publish(&self.task_id, kind).await {
-            tracing::warn!(%error, task_id = %self.task_id, "cannot record a task update");
-        }
+        let Ok(permit) = Arc::clone(&self.in_flight).acquire_owned().await else {
+            return;
+        };
+        let mut events = self.first_events();
+        events.push(kind);
+        self.broker.publish_queued(&self.task_id, events, permit);
     }
 }
 
@@ -308,11 +362,30 @@ impl Drop for Subscription {
     }
 }
 
+/// Where each task's live events go.
+type LiveTasks = HashMap<String, broadcast::Sender<TaskEvent>>;
+
+/// Tells a task's subscribers about its committed events (on the task
+/// writer's thread, so in log order).
+fn fan_out(live: &Mutex<LiveTasks>, task_id: &str, written: &[Option<TaskEvent>]) {
+    let mut live = lock(live);
+    for event in written.iter().flatten() {
+        if let Some(tx) = live.get(task_id) {
+            let _ = tx.send(event.clone());
+        }
+        if matches!(&event.kind, EventKind::Status { state, .. } if state.is_terminal()) {
+            live.remove(task_id);
+        }
+    }
+}
+
 /// Accepts tasks, delivers them, and fans their events out.
 pub struct Broker {
     store: Store,
     inboxes: Mutex<HashMap<String, Inbox>>,
-    live: Mutex<HashMap<String, broadcast::Sender<TaskEvent>>>,
+    live: Arc<Mutex<LiveTasks>>,
+    /// Tokens of running tasks; a canceled token for a task canceled before
+    /// it started (so it never starts).
     running: Mutex<HashMap<String, CancellationToken>>,
     /// Tasks in input-required, each with where the answer goes.
     waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
@@ -327,7 +400,7 @@ impl Broker {
         Self {
             store,
             inboxes: Mutex::default(),
-            live: Mutex::default(),
+            live: Arc::default(),
             running: Mutex::default(),
             waiting: Mutex::default(),
         }
@@ -429,17 +502,36 @@ impl Broker {
         task_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
-        let written = self.store.append_task_events(task_id, &kinds).await?;
-        let mut live = lock(&self.live);
-        for event in written.iter().flatten() {
-            if let Some(tx) = live.get(task_id) {
-                let _ = tx.send(event.clone());
-            }
-            if matches!(&event.kind, EventKind::Status { state, .. } if state.is_terminal()) {
-                live.remove(task_id);
-            }
-        }
-        Ok(written)
+        let (reply, answer) = oneshot::channel();
+        let live = Arc::clone(&self.live);
+        let id = task_id.to_string();
+        self.store
+            .append_task_events_then(task_id, kinds, move |written| {
+                if let Ok(events) = &written {
+                    fan_out(&live, &id, events);
+                }
+                let _ = reply.send(written);
+            });
+        answer
+            .await
+            .map_err(|_| StoreError::Write("the task writer has stopped".into()))?
+    }
+
+    /// Queues events for the task's log without waiting; its subscribers
+    /// hear of them once they are committed, and `permit` is released then.
+    fn publish_queued(&self, task_id: &str, kinds: Vec<EventKind>, permit: OwnedSemaphorePermit) {
+        let live = Arc::clone(&self.live);
+        let id = task_id.to_string();
+        self.store
+            .append_task_events_then(task_id, kinds, move |written| {
+                match &written {
+                    Ok(events) => fan_out(&live, &id, events),
+                    Err(error) => {
+                        tracing::warn!(%error, task_id = %id, "cannot record a task update");
+                    }
+                }
+                drop(permit);
+            });
     }
 
     /// Ends a task in `state` with an optional status message.
@@ -479,6 +571,7 @@ impl Broker {
     pub async fn request_input(
         &self,
         task_id: &str,
+        first: Vec<EventKind>,
         prompt: &str,
         timeout: Option<std::time::Duration>,
         cancel: &CancellationToken,
@@ -490,7 +583,10 @@ impl Broker {
             state: TaskState::InputRequired,
             message: Some(prompt.to_string()),
         };
-        if !matches!(self.publish(task_id, asked).await, Ok(Some(_))) {
+        let mut events = first;
+        events.push(asked);
+        let asked = self.publish_all(task_id, events).await;
+        if !asked.is_ok_and(|w| w.iter().all(Option::is_some)) {
             lock(&self.waiting).remove(task_id);
             return Err(InputError::Store);
         }
@@ -547,13 +643,8 @@ impl Broker {
             message_id: message_id.to_string(),
             text: text.to_string(),
         };
-        let working = EventKind::Status {
-            state: TaskState::Working,
-            message: None,
-        };
-        if self.publish(task_id, input).await?.is_none()
-            || self.publish(task_id, working).await?.is_none()
-        {
+        let written = self.publish_all(task_id, vec![input, working()]).await?;
+        if !written.iter().all(Option::is_some) {
             return Err(not_waiting());
         }
         let task = self
@@ -572,10 +663,20 @@ impl Broker {
     }
 
     /// A session starts running a task: the token is cancelled by [`Broker::cancel`].
-    pub fn running(&self, task_id: &str) -> CancellationToken {
+    /// Registers a delivered task as running: its cancel token, or `None`
+    /// when the task was canceled before it started (it must not run).
+    pub fn running(&self, task_id: &str) -> Option<CancellationToken> {
+        let mut running = lock(&self.running);
+        if running
+            .get(task_id)
+            .is_some_and(CancellationToken::is_cancelled)
+        {
+            running.remove(task_id);
+            return None;
+        }
         let token = CancellationToken::new();
-        lock(&self.running).insert(task_id.to_string(), token.clone());
-        token
+        running.insert(task_id.to_string(), token.clone());
+        Some(token)
     }
 
     pub fn done(&self, task_id: &str) {
@@ -585,13 +686,31 @@ impl Broker {
     /// Cancels a task that has not ended: a running one is interrupted, a
     /// waiting one is marked canceled (its session skips it).
     pub async fn cancel(&self, task_id: &str) -> Result<(), StoreError> {
-        let token = lock(&self.running).get(task_id).cloned();
-        match token {
-            Some(token) => token.cancel(),
-            None => {
-                self.finish(task_id, TaskState::Canceled, Some("canceled by the client"))
-                    .await?;
+        let waiting = {
+            let mut running = lock(&self.running);
+            match running.get(task_id) {
+                Some(token) => {
+                    token.cancel();
+                    false
+                }
+                // Its session must not start it: a canceled token says so.
+                None => {
+                    let token = CancellationToken::new();
+                    token.cancel();
+                    running.insert(task_id.to_string(), token);
+                    true
+                }
             }
+        };
+        if waiting {
+            let ended = self
+                .finish(task_id, TaskState::Canceled, Some("canceled by the client"))
+                .await;
+            // Not canceled after all (it had ended, or the write failed): no mark.
+            if !matches!(ended, Ok(Some(_))) {
+                self.done(task_id);
+            }
+            ended?;
         }
         Ok(())
     }
@@ -630,6 +749,7 @@ impl Broker {
     pub async fn fail_all(&self, ids: impl IntoIterator<Item = String>, why: &str) -> usize {
         let mut failed = 0;
         for id in ids {
+            self.done(&id);
             match self.finish(&id, TaskState::Failed, Some(why)).await {
                 Ok(_) => failed += 1,
                 Err(error) => tracing::error!(%error, task_id = %id, "cannot fail a task"),
@@ -779,10 +899,15 @@ impl Queue {
 }
 
 impl Broker {
-    /// Runs one delivered task: marks it working, points `slot` (through
-    /// which tool calls ask for input and stream text) at it,
-    /// runs `work`, records the answer and the final state. `None` when the
-    /// task was canceled before it started.
+    /// Runs one delivered task: points `slot` (through which tool calls ask
+    /// for input and stream text) at it, runs `work`, records the answer and
+    /// the final state. `None` when the task was canceled before it started.
+    ///
+    /// The task's `working` status is written with its first event: an
+    /// update or input request, or its answer and end when `work` finishes
+    /// without waiting (one commit instead of two), or on its own as soon as
+    /// `work` first waits. A crash before then leaves the task `submitted`,
+    /// so it is delivered again.
     pub async fn serve<Fut>(
         self: &Arc<Self>,
         incoming: Incoming,
@@ -794,49 +919,45 @@ impl Broker {
         Fut: std::future::Future<Output = Outcome>,
     {
         let id = incoming.task_id.clone();
-        // Registered before the task is marked working, so a cancel in
-        // between is seen; one canceled while it waited is not marked.
-        let cancel = self.running(&id);
-        let working = EventKind::Status {
-            state: TaskState::Working,
-            message: None,
-        };
-        match self.publish(&id, working).await {
-            Ok(Some(_)) => {}
-            // Canceled (or ended) between the check and now: it must not run.
-            Ok(None) => {
-                self.done(&id);
-                return None;
-            }
-            Err(error) => {
-                tracing::warn!(%error, task_id = %id, "cannot record the task as working");
-                self.done(&id);
-                let _ = self
-                    .finish(
-                        &id,
-                        TaskState::Failed,
-                        Some("the task store failed; see roostd's log"),
-                    )
-                    .await;
-                return None;
-            }
-        }
+        // Canceled while it waited: it must not run (the cancel recorded it).
+        let cancel = self.running(&id)?;
         let link = TaskLink {
             broker: Arc::clone(self),
             task_id: id.clone(),
             context_id: incoming.context_id.clone(),
             input_timeout,
-            cancel,
+            cancel: cancel.clone(),
             traceparent: incoming.traceparent.clone(),
+            started: Arc::default(),
+            in_flight: Arc::new(Semaphore::new(UPDATES_IN_FLIGHT)),
         };
         if let Some(slot) = slot {
             *lock(slot) = Some(link.clone());
         }
-        let outcome = work(link, incoming).await;
+        let mut work = std::pin::pin!(work(link.clone(), incoming));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx)));
+        let outcome = match first.await {
+            std::task::Poll::Ready(outcome) => outcome,
+            std::task::Poll::Pending => match link.mark_working().await {
+                Ok(true) => work.await,
+                // Ended meanwhile (it cannot start after a cancel; this is a backstop).
+                Ok(false) => {
+                    cancel.cancel();
+                    work.await
+                }
+                Err(error) => {
+                    tracing::warn!(%error, task_id = %id, "cannot record the task as working");
+                    cancel.cancel();
+                    let _ = work.await;
+                    Outcome::Failed("the task store failed; see roostd's log".into())
+                }
+            },
+        };
         if let Some(slot) = slot {
             *lock(slot) = None;
         }
-        // The answer and the end are committed together.
+        // The answer and the end are committed together (after any updates
+        // still queued).
         let (answer, end, message) = match &outcome {
             Outcome::Completed(text) if text.is_empty() => (None, TaskState::Completed, None),
             Outcome::Completed(text) => (
@@ -864,7 +985,9 @@ impl Broker {
             state: end,
             message: message.map(str::to_string),
         };
-        let events = answer.into_iter().chain([status]).collect();
+        let mut events = link.first_events();
+        events.extend(answer);
+        events.push(status);
         let outcome = match self.publish_all(&id, events).await.map(|mut w| w.pop()) {
             Ok(Some(Some(_))) => outcome,
             // It had already ended (an input request timed out): the session

@@ -41,12 +41,13 @@ pub(super) enum WriteOp {
 /// ended and took no more), or why it failed.
 pub(super) type Written = Result<Option<u64>, String>;
 
+/// What runs on the writer's thread once a job's writes are committed (or
+/// failed), in commit order.
+pub(super) type Then = Box<dyn FnOnce(Result<Vec<Written>, String>) + Send>;
+
 enum Job {
     /// Writes committed together, answered together, in order.
-    Writes {
-        ops: Vec<WriteOp>,
-        reply: oneshot::Sender<Vec<Written>>,
-    },
+    Writes { ops: Vec<WriteOp>, then: Then },
     /// Copy the WAL back into the database (PASSIVE).
     Checkpoint {
         reply: oneshot::Sender<Result<(), String>>,
@@ -84,10 +85,23 @@ impl TaskWriter {
     /// Commits `ops` (with whatever else is waiting) and answers for each, in order.
     pub(super) async fn write(&self, ops: Vec<WriteOp>) -> Result<Vec<Written>, String> {
         let (reply, answer) = oneshot::channel();
-        self.0
-            .send(Job::Writes { ops, reply })
-            .map_err(|_| STOPPED.to_string())?;
-        answer.await.map_err(|_| STOPPED.to_string())
+        self.write_then(
+            ops,
+            Box::new(move |written| {
+                let _ = reply.send(written);
+            }),
+        );
+        answer.await.map_err(|_| STOPPED.to_string())?
+    }
+
+    /// Queues `ops`; `then` runs on the writer's thread with the answers once
+    /// they are committed, after every job queued before it.
+    pub(super) fn write_then(&self, ops: Vec<WriteOp>, then: Then) {
+        if let Err(mpsc::SendError(job)) = self.0.send(Job::Writes { ops, then })
+            && let Job::Writes { then, .. } = job
+        {
+            then(Err(STOPPED.to_string()));
+        }
     }
 
     /// Runs a PASSIVE checkpoint between groups.
@@ -105,15 +119,15 @@ const STOPPED: &str = "the task writer has stopped";
 /// The thread: takes what is waiting (up to a limit), commits it as one
 /// transaction, answers, and again.
 fn run(mut conn: Connection, rx: mpsc::Receiver<Job>) {
-    let mut group: Vec<(Vec<WriteOp>, oneshot::Sender<Vec<Written>>)> = Vec::new();
+    let mut group: Vec<(Vec<WriteOp>, Then)> = Vec::new();
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         let mut count = 0;
         while let Some(job) = next.take() {
             match job {
-                Job::Writes { ops, reply } => {
+                Job::Writes { ops, then } => {
                     count += ops.len();
-                    group.push((ops, reply));
+                    group.push((ops, then));
                 }
                 // What came before it is committed first.
                 Job::Checkpoint { reply } => {
@@ -130,9 +144,9 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Job>) {
 }
 
 /// Commits the group in one transaction (a single write needs none) and
-/// answers each sender. A write that fails fails alone (SQLite undoes the
-/// statement, not the transaction); a failed commit fails them all.
-fn commit(conn: &mut Connection, group: &mut Vec<(Vec<WriteOp>, oneshot::Sender<Vec<Written>>)>) {
+/// answers each job, in order. A write that fails fails alone (SQLite undoes
+/// the statement, not the transaction); a failed commit fails them all.
+fn commit(conn: &mut Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
     if group.is_empty() {
         return;
     }
@@ -157,15 +171,12 @@ fn commit(conn: &mut Connection, group: &mut Vec<(Vec<WriteOp>, oneshot::Sender<
             Err(e) => fail_all(group, &e),
         }
     };
-    for ((_, reply), written) in group.drain(..).zip(results) {
-        let _ = reply.send(written);
+    for ((_, then), written) in group.drain(..).zip(results) {
+        then(Ok(written));
     }
 }
 
-fn fail_all(
-    group: &[(Vec<WriteOp>, oneshot::Sender<Vec<Written>>)],
-    e: &rusqlite::Error,
-) -> Vec<Vec<Written>> {
+fn fail_all(group: &[(Vec<WriteOp>, Then)], e: &rusqlite::Error) -> Vec<Vec<Written>> {
     group
         .iter()
         .map(|(ops, _)| ops.iter().map(|_| Err(e.to_string())).collect())
