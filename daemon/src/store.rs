@@ -103,6 +103,25 @@ pub struct TaskFilter<'a> {
     pub offset: u32,
 }
 
+/// A queued A2A task record (see [`Store::queue_a2a_task`]).
+pub struct TaskInsert(tokio::sync::oneshot::Receiver<Result<Vec<writer::Written>, String>>);
+
+impl TaskInsert {
+    /// Waits until the record is committed (the task survives a crash).
+    pub async fn committed(self) -> Result<(), StoreError> {
+        let written = self
+            .0
+            .await
+            .map_err(|_| StoreError::Write("the task writer has stopped".into()))?
+            .map_err(StoreError::Write)?;
+        match written.into_iter().next() {
+            Some(Ok(Some(_))) => Ok(()),
+            Some(Err(e)) => Err(StoreError::Write(e)),
+            _ => Err(StoreError::Corrupt("a new task was not written".into())),
+        }
+    }
+}
+
 /// A session the daemon should bring back at start-up.
 pub struct Resumable {
     pub id: String,
@@ -382,43 +401,44 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a task and adds what it used to its session's totals, atomically.
+    /// Ends a task and adds what it used to its session's totals, atomically
+    /// (on the task writer, after the task's own writes).
     pub async fn finish_task(&self, end: &TaskEnd<'_>) -> Result<(), StoreError> {
-        let at = now();
-        let input = i64::try_from(end.input_tokens).unwrap_or(i64::MAX);
-        let output = i64::try_from(end.output_tokens).unwrap_or(i64::MAX);
-        let mut tx = self.writer.begin().await?;
-        sqlx::query(
-            "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
-             input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
-             ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
-        )
-        .bind(end.state)
-        .bind(end.error)
-        .bind(input)
-        .bind(output)
-        .bind(end.turns)
-        .bind(&at)
-        .bind(end.id)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "UPDATE sessions SET input_tokens = input_tokens + ?1, \
-             output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
-        )
-        .bind(input)
-        .bind(output)
-        .bind(end.turns)
-        .bind(end.session_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        let op = WriteOp::Finish {
+            id: end.id.to_string(),
+            session_id: end.session_id.to_string(),
+            state: end.state.map(str::to_string),
+            error: end.error.map(str::to_string),
+            input_tokens: i64::try_from(end.input_tokens).unwrap_or(i64::MAX),
+            output_tokens: i64::try_from(end.output_tokens).unwrap_or(i64::MAX),
+            turns: end.turns,
+            at: now(),
+        };
+        let written = self
+            .tasks
+            .write(vec![op])
+            .await
+            .map_err(StoreError::Write)?;
+        match written.into_iter().next() {
+            Some(Err(e)) => Err(StoreError::Write(e)),
+            _ => Ok(()),
+        }
     }
 
     /// Records an A2A task as `submitted`, with its first event, in one
     /// transaction: once this returns, the task survives a crash.
     pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
+        let (task, insert) = self.queue_a2a_task(t, true);
+        insert.committed().await?;
+        Ok(task)
+    }
+
+    /// Queues an A2A task's record (as [`Store::insert_a2a_task`] writes
+    /// it); the task survives a crash once [`TaskInsert::committed`] says
+    /// so. Unless `urgent`, the commit may wait a millisecond to share the
+    /// task's first events'; anything queued for the task later is
+    /// committed after it.
+    pub fn queue_a2a_task(&self, t: &NewA2aTask<'_>, urgent: bool) -> (A2aTask, TaskInsert) {
         let at = now();
         let op = WriteOp::Task {
             id: t.id.to_string(),
@@ -429,17 +449,15 @@ impl Store {
             message_json: t.message_json.to_string(),
             at: at.clone(),
         };
-        let written = self
-            .tasks
-            .write(vec![op])
-            .await
-            .map_err(StoreError::Write)?;
-        match written.into_iter().next() {
-            Some(Ok(Some(_))) => {}
-            Some(Err(e)) => return Err(StoreError::Write(e)),
-            _ => return Err(StoreError::Corrupt("a new task was not written".into())),
-        }
-        Ok(A2aTask {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.tasks.write_then(
+            vec![op],
+            Box::new(move |written| {
+                let _ = reply.send(written);
+            }),
+            urgent,
+        );
+        let task = A2aTask {
             id: t.id.to_string(),
             context_id: t.context_id.to_string(),
             session_id: t.session_id.to_string(),
@@ -451,7 +469,8 @@ impl Store {
             answer: None,
             created_at: at.clone(),
             updated_at: at,
-        })
+        };
+        (task, TaskInsert(answer))
     }
 
     /// Appends an event to a task's log (and applies a status change to the
@@ -477,7 +496,7 @@ impl Store {
         kinds: &[EventKind],
     ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.append_task_events_then(task_id, kinds.to_vec(), move |written| {
+        self.append_task_events_then(task_id, kinds.to_vec(), true, move |written| {
             let _ = reply.send(written);
         });
         answer
@@ -488,11 +507,13 @@ impl Store {
     /// Queues events for a task's log, as [`Store::append_task_events`]
     /// would write them, without waiting: `then` runs with the outcome on
     /// the writer's thread once they are committed, after everything queued
-    /// before (so it sees events in log order).
+    /// before (so it sees events in log order). Unless `urgent`, the commit
+    /// may wait a millisecond for another write to share it.
     pub fn append_task_events_then(
         &self,
         task_id: &str,
         kinds: Vec<EventKind>,
+        urgent: bool,
         then: impl FnOnce(Result<Vec<Option<TaskEvent>>, StoreError>) + Send + 'static,
     ) {
         let at = now();
@@ -529,6 +550,7 @@ impl Store {
                 });
                 then(events);
             }),
+            urgent,
         );
     }
 

@@ -335,6 +335,9 @@ pub struct NewTask<'a> {
     pub message_json: &'a str,
     /// The W3C `traceparent` the client sent, if any.
     pub traceparent: Option<&'a str>,
+    /// The acknowledgement waits for the task's end (a blocking send), so
+    /// the record may share the commit of the task's first events.
+    pub answer_waits: bool,
 }
 
 struct Inbox {
@@ -430,8 +433,11 @@ impl Broker {
         self.fail_all(waiting, NEVER_RAN).await;
     }
 
-    /// Records the task and its first message, then hands it to the session:
-    /// the caller may acknowledge only after this returns `Ok`. The
+    /// Records the task and its first message and hands it to the session:
+    /// the caller may acknowledge only after this returns `Ok` (the record
+    /// is committed). The session may start on it meanwhile; what it records
+    /// is committed after the record, and if the record fails so do they
+    /// (the task then ran unrecorded and the client gets an error). The
     /// subscription to its events exists before the session has it, so no
     /// event can be missed.
     pub async fn submit(
@@ -462,9 +468,10 @@ impl Broker {
             .context_id
             .map(str::to_string)
             .unwrap_or_else(|| format!("ctx_{}", uuid::Uuid::now_v7().simple()));
-        let task = self
-            .store
-            .insert_a2a_task(&NewA2aTask {
+        // Queued before the session has the task, so whatever the session
+        // records for it is committed after (or with) the record.
+        let (task, insert) = self.store.queue_a2a_task(
+            &NewA2aTask {
                 id: &task_id,
                 session_id: new.session_id,
                 route: new.route,
@@ -472,8 +479,9 @@ impl Broker {
                 message_id: new.message_id,
                 text: new.text,
                 message_json: new.message_json,
-            })
-            .await?;
+            },
+            !new.answer_waits,
+        );
         let live = self.subscribe(&task_id);
         permit.send(Box::new(Incoming {
             task_id,
@@ -482,6 +490,7 @@ impl Broker {
             text: new.text.to_string(),
             traceparent: new.traceparent.map(str::to_string),
         }));
+        insert.committed().await?;
         Ok((task, live))
     }
 
@@ -506,7 +515,7 @@ impl Broker {
         let live = Arc::clone(&self.live);
         let id = task_id.to_string();
         self.store
-            .append_task_events_then(task_id, kinds, move |written| {
+            .append_task_events_then(task_id, kinds, true, move |written| {
                 if let Ok(events) = &written {
                     fan_out(&live, &id, events);
                 }
@@ -523,7 +532,7 @@ impl Broker {
         let live = Arc::clone(&self.live);
         let id = task_id.to_string();
         self.store
-            .append_task_events_then(task_id, kinds, move |written| {
+            .append_task_events_then(task_id, kinds, false, move |written| {
                 match &written {
                     Ok(events) => fan_out(&live, &id, events),
                     Err(error) => {

@@ -59,6 +59,7 @@ impl Peers {
                 text: &m.text,
                 message_json: &message.to_string(),
                 traceparent: Some(&m.traceparent),
+                answer_waits: false,
             })
             .await
             .map_err(|e| e.to_string())?;

@@ -434,6 +434,7 @@ async fn run(
                     text: &m.text,
                     message_json: &canonical,
                     traceparent,
+                    answer_waits: matches!(op, Op::Send) && !returns_now(d, params),
                 })
                 .await
                 .map_err(|e| match e {
@@ -544,6 +545,22 @@ async fn run(
     }
 }
 
+/// Whether SendMessage answers at once rather than when the task has ended
+/// or needs input.
+fn returns_now(d: Dialect, params: &Value) -> bool {
+    let config = params.get("configuration");
+    match d {
+        Dialect::V10 => config
+            .and_then(|c| field(c, "returnImmediately", "return_immediately"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        Dialect::V03 => !config
+            .and_then(|c| c.get("blocking"))
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+    }
+}
+
 /// SendMessage's answer: the task now, or once it has ended or needs input
 /// (unless the client asked to return immediately).
 async fn answer_send(
@@ -554,17 +571,7 @@ async fn answer_send(
     params: &Value,
 ) -> Result<Answer, A2aError> {
     let config = params.get("configuration");
-    let return_now = match d {
-        Dialect::V10 => config
-            .and_then(|c| field(c, "returnImmediately", "return_immediately"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        Dialect::V03 => !config
-            .and_then(|c| c.get("blocking"))
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
-    };
-    let (task, log) = if return_now {
+    let (task, log) = if returns_now(d, params) {
         (task, None)
     } else {
         wait_until_ended(broker, task, true, live).await

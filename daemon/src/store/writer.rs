@@ -10,7 +10,7 @@
 
 use std::path::Path;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
@@ -18,8 +18,13 @@ use tokio::sync::oneshot;
 /// Most writes one transaction takes.
 const WRITES_PER_COMMIT: usize = 256;
 
+/// How long writes nobody waits for (a task's streamed updates) may wait for
+/// a write somebody does, to share its commit. Streams see updates this much
+/// later at most; a task that streams and then ends makes one commit.
+const LINGER: Duration = Duration::from_millis(1);
+
 /// One write: a new task (its first event comes with it, migration 0006),
-/// or an event of a task.
+/// an event of a task, or a task's end.
 pub(super) enum WriteOp {
     Task {
         id: String,
@@ -35,6 +40,17 @@ pub(super) enum WriteOp {
         body: String,
         at: String,
     },
+    /// A task's end and use, added to its session's totals (atomically).
+    Finish {
+        id: String,
+        session_id: String,
+        state: Option<String>,
+        error: Option<String>,
+        input_tokens: i64,
+        output_tokens: i64,
+        turns: u32,
+        at: String,
+    },
 }
 
 /// What a write did: the event's sequence number (`None`: its task has
@@ -47,7 +63,12 @@ pub(super) type Then = Box<dyn FnOnce(Result<Vec<Written>, String>) + Send>;
 
 enum Job {
     /// Writes committed together, answered together, in order.
-    Writes { ops: Vec<WriteOp>, then: Then },
+    Writes {
+        ops: Vec<WriteOp>,
+        then: Then,
+        /// Somebody waits for it: commit now.
+        urgent: bool,
+    },
     /// Copy the WAL back into the database (PASSIVE).
     Checkpoint {
         reply: oneshot::Sender<Result<(), String>>,
@@ -90,14 +111,16 @@ impl TaskWriter {
             Box::new(move |written| {
                 let _ = reply.send(written);
             }),
+            true,
         );
         answer.await.map_err(|_| STOPPED.to_string())?
     }
 
     /// Queues `ops`; `then` runs on the writer's thread with the answers once
-    /// they are committed, after every job queued before it.
-    pub(super) fn write_then(&self, ops: Vec<WriteOp>, then: Then) {
-        if let Err(mpsc::SendError(job)) = self.0.send(Job::Writes { ops, then })
+    /// they are committed, after every job queued before it. Not `urgent`:
+    /// the commit may wait up to [`LINGER`] for company.
+    pub(super) fn write_then(&self, ops: Vec<WriteOp>, then: Then, urgent: bool) {
+        if let Err(mpsc::SendError(job)) = self.0.send(Job::Writes { ops, then, urgent })
             && let Job::Writes { then, .. } = job
         {
             then(Err(STOPPED.to_string()));
@@ -117,36 +140,53 @@ impl TaskWriter {
 const STOPPED: &str = "the task writer has stopped";
 
 /// The thread: takes what is waiting (up to a limit), commits it as one
-/// transaction, answers, and again.
-fn run(mut conn: Connection, rx: mpsc::Receiver<Job>) {
+/// transaction, answers, and again. A group of writes nobody waits for
+/// lingers a little for one somebody does.
+fn run(conn: Connection, rx: mpsc::Receiver<Job>) {
     let mut group: Vec<(Vec<WriteOp>, Then)> = Vec::new();
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
-        let mut count = 0;
-        while let Some(job) = next.take() {
-            match job {
-                Job::Writes { ops, then } => {
-                    count += ops.len();
-                    group.push((ops, then));
+        let (mut count, mut urgent) = (0, false);
+        let mut linger_until = None;
+        loop {
+            while let Some(job) = next.take() {
+                match job {
+                    Job::Writes {
+                        ops,
+                        then,
+                        urgent: u,
+                    } => {
+                        count += ops.len();
+                        urgent |= u;
+                        group.push((ops, then));
+                    }
+                    // What came before it is committed first.
+                    Job::Checkpoint { reply } => {
+                        commit(&conn, &mut group);
+                        let _ = reply.send(checkpoint(&conn));
+                    }
                 }
-                // What came before it is committed first.
-                Job::Checkpoint { reply } => {
-                    commit(&mut conn, &mut group);
-                    let _ = reply.send(checkpoint(&conn));
+                if count < WRITES_PER_COMMIT {
+                    next = rx.try_recv().ok();
                 }
             }
-            if count < WRITES_PER_COMMIT {
-                next = rx.try_recv().ok();
+            if urgent || group.is_empty() || count >= WRITES_PER_COMMIT {
+                break;
+            }
+            let until = *linger_until.get_or_insert_with(|| Instant::now() + LINGER);
+            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(job) => next = Some(job),
+                Err(_) => break,
             }
         }
-        commit(&mut conn, &mut group);
+        commit(&conn, &mut group);
     }
 }
 
 /// Commits the group in one transaction (a single write needs none) and
 /// answers each job, in order. A write that fails fails alone (SQLite undoes
 /// the statement, not the transaction); a failed commit fails them all.
-fn commit(conn: &mut Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
+fn commit(conn: &Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
     if group.is_empty() {
         return;
     }
@@ -157,15 +197,20 @@ fn commit(conn: &mut Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
             .map(|(ops, _)| vec![apply(conn, &ops[0])])
             .collect()
     } else {
-        match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
-            Ok(tx) => {
+        // Cached statements: `BEGIN`/`COMMIT` are not parsed again per group.
+        let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
+        match run("BEGIN IMMEDIATE") {
+            Ok(_) => {
                 let results: Vec<Vec<Written>> = group
                     .iter()
-                    .map(|(ops, _)| ops.iter().map(|op| apply(&tx, op)).collect())
+                    .map(|(ops, _)| ops.iter().map(|op| apply(conn, op)).collect())
                     .collect();
-                match tx.commit() {
-                    Ok(()) => results,
-                    Err(e) => fail_all(group, &e),
+                match run("COMMIT") {
+                    Ok(_) => results,
+                    Err(e) => {
+                        let _ = run("ROLLBACK");
+                        fail_all(group, &e)
+                    }
                 }
             }
             Err(e) => fail_all(group, &e),
@@ -185,6 +230,7 @@ fn fail_all(group: &[(Vec<WriteOp>, Then)], e: &rusqlite::Error) -> Vec<Vec<Writ
 
 fn apply(conn: &Connection, op: &WriteOp) -> Written {
     let done = match op {
+        WriteOp::Finish { .. } => return finish(conn, op),
         WriteOp::Task {
             id,
             session_id,
@@ -212,13 +258,14 @@ fn apply(conn: &Connection, op: &WriteOp) -> Written {
             })
             .map(|_| Some(1)),
         // One statement: the triggers of migration 0006 update the task row.
+        // (No `NOT IN` list: SQLite would build a temporary table for it each time.)
         WriteOp::Event { task_id, body, at } => conn
             .prepare_cached(
                 "INSERT INTO task_events (task_id, seq, body_json, at) \
                  SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
                  0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
-                 AND state NOT IN ('completed', 'failed', 'canceled', 'rejected') \
-                 RETURNING seq",
+                 AND state <> 'completed' AND state <> 'failed' AND state <> 'canceled' \
+                 AND state <> 'rejected' RETURNING seq",
             )
             .and_then(|mut s| {
                 s.query_row(params![task_id, body, at], |r| r.get::<_, i64>(0))
@@ -227,6 +274,59 @@ fn apply(conn: &Connection, op: &WriteOp) -> Written {
     };
     done.map(|seq| seq.map(|s| s.max(0) as u64))
         .map_err(|e| e.to_string())
+}
+
+/// A task's end: both rows or neither (a savepoint, inside a group's
+/// transaction or not).
+fn finish(conn: &Connection, op: &WriteOp) -> Written {
+    let WriteOp::Finish {
+        id,
+        session_id,
+        state,
+        error,
+        input_tokens,
+        output_tokens,
+        turns,
+        at,
+    } = op
+    else {
+        return Err("not a task end".into());
+    };
+    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
+    run("SAVEPOINT finish").map_err(|e| e.to_string())?;
+    let done = conn
+        .prepare_cached(
+            "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
+             input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
+             ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                state,
+                error,
+                input_tokens,
+                output_tokens,
+                turns,
+                at,
+                id
+            ])
+        })
+        .and_then(|_| {
+            conn.prepare_cached(
+                "UPDATE sessions SET input_tokens = input_tokens + ?1, \
+                 output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
+            )
+            .and_then(|mut s| s.execute(params![input_tokens, output_tokens, turns, session_id]))
+        });
+    match done {
+        Ok(_) => run("RELEASE finish")
+            .map(|_| None)
+            .map_err(|e| e.to_string()),
+        Err(e) => {
+            let _ = run("ROLLBACK TO finish").and_then(|_| run("RELEASE finish"));
+            Err(e.to_string())
+        }
+    }
 }
 
 fn checkpoint(conn: &Connection) -> Result<(), String> {
