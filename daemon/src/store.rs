@@ -15,7 +15,7 @@ use sqlx::{Row, SqlitePool};
 use crate::tasks::{A2aTask, EventKind, TaskEvent, TaskState};
 
 mod writer;
-use writer::{TaskWriter, WriteOp};
+use writer::{RowChange, TaskWriter, WriteOp};
 
 /// A database problem; the message names what failed.
 #[derive(Debug, thiserror::Error)]
@@ -524,6 +524,7 @@ impl Store {
                     task_id: task_id.to_string(),
                     body: event_json(kind)?,
                     at: at.clone(),
+                    row: row_change(kind),
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>();
@@ -788,6 +789,26 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
+}
+
+/// What an event changes in its task's row: a status its state (and error,
+/// end); the whole answer its answer.
+fn row_change(kind: &EventKind) -> RowChange {
+    match kind {
+        EventKind::Status { state, message } => RowChange::Status {
+            state: state.as_str(),
+            message: message.clone(),
+            fails: matches!(state, TaskState::Failed | TaskState::Rejected),
+            ends: state.is_terminal(),
+        },
+        EventKind::Artifact {
+            artifact_id,
+            text,
+            append: false,
+            ..
+        } if artifact_id == crate::tasks::ANSWER_ARTIFACT => RowChange::Answer(text.clone()),
+        _ => RowChange::None,
+    }
 }
 
 fn event_json(kind: &EventKind) -> Result<String, StoreError> {

@@ -39,6 +39,8 @@ pub(super) enum WriteOp {
         task_id: String,
         body: String,
         at: String,
+        /// What the event changes in the task's row.
+        row: RowChange,
     },
     /// A task's end and use, added to its session's totals (atomically).
     Finish {
@@ -51,6 +53,21 @@ pub(super) enum WriteOp {
         turns: u32,
         at: String,
     },
+}
+
+/// What an event changes in its task's row (migration 0007).
+pub(super) enum RowChange {
+    None,
+    /// A state change: its message is the task's error when it `fails`
+    /// (failed, rejected); it `ends` the task (a terminal state).
+    Status {
+        state: &'static str,
+        message: Option<String>,
+        fails: bool,
+        ends: bool,
+    },
+    /// The whole answer.
+    Answer(String),
 }
 
 /// What a write did: the event's sequence number (`None`: its task has
@@ -91,7 +108,8 @@ impl TaskWriter {
             .and_then(|()| {
                 conn.execute_batch(
                     "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                     PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0;",
+                     PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; \
+                     PRAGMA temp_store = MEMORY;",
                 )
             })
             .map_err(|e| format!("cannot set up {}: {e}", path.display()))?;
@@ -257,23 +275,74 @@ fn apply(conn: &Connection, op: &WriteOp) -> Written {
                 ])
             })
             .map(|_| Some(1)),
-        // One statement: the triggers of migration 0006 update the task row.
-        // (No `NOT IN` list: SQLite would build a temporary table for it each time.)
-        WriteOp::Event { task_id, body, at } => conn
-            .prepare_cached(
-                "INSERT INTO task_events (task_id, seq, body_json, at) \
-                 SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
-                 0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
-                 AND state <> 'completed' AND state <> 'failed' AND state <> 'canceled' \
-                 AND state <> 'rejected' RETURNING seq",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![task_id, body, at], |r| r.get::<_, i64>(0))
-                    .optional()
-            }),
+        // The event and its row change, both or neither.
+        WriteOp::Event {
+            task_id,
+            body,
+            at,
+            row,
+        } => return event(conn, task_id, body, at, row),
     };
     done.map(|seq| seq.map(|s| s.max(0) as u64))
         .map_err(|e| e.to_string())
+}
+
+/// Appends an event to its task's log (numbered after the last) unless the
+/// task has ended, and applies its change to the task's row: both or
+/// neither. (No `NOT IN` list: SQLite would build a temporary table for it
+/// each time.)
+fn event(conn: &Connection, task_id: &str, body: &str, at: &str, row: &RowChange) -> Written {
+    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
+    run("SAVEPOINT event").map_err(|e| e.to_string())?;
+    let done = conn
+        .prepare_cached(
+            "INSERT INTO task_events (task_id, seq, body_json, at) \
+             SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
+             0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
+             AND state <> 'completed' AND state <> 'failed' AND state <> 'canceled' \
+             AND state <> 'rejected' RETURNING seq",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![task_id, body, at], |r| r.get::<_, i64>(0))
+                .optional()
+        })
+        .and_then(|seq| {
+            match (seq, row) {
+                (None, _) | (_, RowChange::None) => {}
+                (
+                    Some(_),
+                    RowChange::Status {
+                        state,
+                        message,
+                        fails,
+                        ends,
+                    },
+                ) => {
+                    conn.prepare_cached(
+                        "UPDATE tasks SET state = ?1, \
+                         error = CASE WHEN ?2 THEN ?3 ELSE error END, updated_at = ?4, \
+                         ended_at = CASE WHEN ?5 THEN ?4 ELSE ended_at END WHERE id = ?6",
+                    )?
+                    .execute(params![state, fails, message, at, ends, task_id])?;
+                }
+                (Some(_), RowChange::Answer(text)) => {
+                    conn.prepare_cached(
+                        "UPDATE tasks SET answer = ?1, updated_at = ?2 WHERE id = ?3",
+                    )?
+                    .execute(params![text, at, task_id])?;
+                }
+            }
+            Ok(seq)
+        });
+    match done {
+        Ok(seq) => run("RELEASE event")
+            .map(|_| seq.map(|s| s.max(0) as u64))
+            .map_err(|e| e.to_string()),
+        Err(e) => {
+            let _ = run("ROLLBACK TO event").and_then(|_| run("RELEASE event"));
+            Err(e.to_string())
+        }
+    }
 }
 
 /// A task's end: both rows or neither (a savepoint, inside a group's
