@@ -1037,4 +1037,58 @@ mod tests {
         assert_eq!(x.expect("x").expect("written").seq, 2);
         assert_eq!(y.expect("y").expect("written").seq, 3);
     }
+
+    #[sqlx::test(migrations = "../migrations")]
+    async fn events_keep_the_task_row_in_step_in_one_commit(pool: SqlitePool) {
+        let store = Store::from_pool(pool).expect("store");
+        insert(&store, "ses_1", "hello", &request()).await;
+        store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
+        let artifact = |text: &str, append: bool| EventKind::Artifact {
+            artifact_id: crate::tasks::ANSWER_ARTIFACT.into(),
+            text: text.into(),
+            append,
+            last_chunk: !append,
+            part: None,
+        };
+        let status = |state, message: Option<&str>| EventKind::Status {
+            state,
+            message: message.map(str::to_string),
+        };
+        // A chunk is not the answer; the whole answer is.
+        let written = store
+            .append_task_events(
+                "tsk_a",
+                &[
+                    status(TaskState::Working, None),
+                    artifact("par", true),
+                    artifact("partial answer", false),
+                    status(TaskState::Completed, None),
+                ],
+            )
+            .await
+            .expect("events");
+        let seqs: Vec<u64> = written.iter().flatten().map(|e| e.seq).collect();
+        assert_eq!(seqs, [2, 3, 4, 5]);
+        let a = store.a2a_task("tsk_a").await.expect("get").expect("a");
+        assert_eq!(a.state, TaskState::Completed);
+        assert_eq!(a.answer.as_deref(), Some("partial answer"));
+        assert_eq!(a.updated_at, written[3].as_ref().expect("end").at);
+
+        // A failure's message is the task's error, and it ends the task.
+        store.insert_a2a_task(&new_task("tsk_b")).await.expect("b");
+        let failed = status(TaskState::Failed, Some("the tool broke"));
+        let late = store
+            .append_task_events("tsk_b", &[failed, status(TaskState::Working, None)])
+            .await
+            .expect("events");
+        assert!(late[0].is_some() && late[1].is_none(), "{late:?}");
+        let tasks = store.tasks("ses_1").await.expect("tasks");
+        let b = tasks.iter().find(|t| t.id == "tsk_b").expect("b");
+        assert_eq!(b.state, "failed");
+        assert_eq!(b.error.as_deref(), Some("the tool broke"));
+        assert!(b.ended_at.is_some());
+        let a = tasks.iter().find(|t| t.id == "tsk_a").expect("a");
+        assert_eq!(a.error, None);
+        assert!(a.ended_at.is_some());
+    }
 }

@@ -216,17 +216,16 @@ fn commit(conn: &Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
             .collect()
     } else {
         // Cached statements: `BEGIN`/`COMMIT` are not parsed again per group.
-        let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
-        match run("BEGIN IMMEDIATE") {
-            Ok(_) => {
+        match exec(conn, "BEGIN IMMEDIATE") {
+            Ok(()) => {
                 let results: Vec<Vec<Written>> = group
                     .iter()
                     .map(|(ops, _)| ops.iter().map(|op| apply(conn, op)).collect())
                     .collect();
-                match run("COMMIT") {
-                    Ok(_) => results,
+                match exec(conn, "COMMIT") {
+                    Ok(()) => results,
                     Err(e) => {
-                        let _ = run("ROLLBACK");
+                        let _ = exec(conn, "ROLLBACK");
                         fail_all(group, &e)
                     }
                 }
@@ -292,57 +291,62 @@ fn apply(conn: &Connection, op: &WriteOp) -> Written {
 /// neither. (No `NOT IN` list: SQLite would build a temporary table for it
 /// each time.)
 fn event(conn: &Connection, task_id: &str, body: &str, at: &str, row: &RowChange) -> Written {
-    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
-    run("SAVEPOINT event").map_err(|e| e.to_string())?;
-    let done = conn
-        .prepare_cached(
-            "INSERT INTO task_events (task_id, seq, body_json, at) \
-             SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
-             0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
-             AND state <> 'completed' AND state <> 'failed' AND state <> 'canceled' \
-             AND state <> 'rejected' RETURNING seq",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![task_id, body, at], |r| r.get::<_, i64>(0))
-                .optional()
-        })
-        .and_then(|seq| {
-            match (seq, row) {
-                (None, _) | (_, RowChange::None) => {}
-                (
-                    Some(_),
-                    RowChange::Status {
-                        state,
-                        message,
-                        fails,
-                        ends,
-                    },
-                ) => {
-                    conn.prepare_cached(
-                        "UPDATE tasks SET state = ?1, \
-                         error = CASE WHEN ?2 THEN ?3 ELSE error END, updated_at = ?4, \
-                         ended_at = CASE WHEN ?5 THEN ?4 ELSE ended_at END WHERE id = ?6",
-                    )?
-                    .execute(params![state, fails, message, at, ends, task_id])?;
-                }
-                (Some(_), RowChange::Answer(text)) => {
-                    conn.prepare_cached(
-                        "UPDATE tasks SET answer = ?1, updated_at = ?2 WHERE id = ?3",
-                    )?
-                    .execute(params![text, at, task_id])?;
-                }
+    savepoint(conn, || {
+        let seq = conn
+            .prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body_json, at) \
+                 SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
+                 0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
+                 AND state <> 'completed' AND state <> 'failed' AND state <> 'canceled' \
+                 AND state <> 'rejected' RETURNING seq",
+            )?
+            .query_row(params![task_id, body, at], |r| r.get::<_, i64>(0))
+            .optional()?;
+        match (seq, row) {
+            (None, _) | (_, RowChange::None) => {}
+            (
+                Some(_),
+                RowChange::Status {
+                    state,
+                    message,
+                    fails,
+                    ends,
+                },
+            ) => {
+                conn.prepare_cached(
+                    "UPDATE tasks SET state = ?1, \
+                     error = CASE WHEN ?2 THEN ?3 ELSE error END, updated_at = ?4, \
+                     ended_at = CASE WHEN ?5 THEN ?4 ELSE ended_at END WHERE id = ?6",
+                )?
+                .execute(params![state, fails, message, at, ends, task_id])?;
             }
-            Ok(seq)
-        });
-    match done {
-        Ok(seq) => run("RELEASE event")
-            .map(|_| seq.map(|s| s.max(0) as u64))
+            (Some(_), RowChange::Answer(text)) => {
+                conn.prepare_cached("UPDATE tasks SET answer = ?1, updated_at = ?2 WHERE id = ?3")?
+                    .execute(params![text, at, task_id])?;
+            }
+        }
+        Ok(seq.map(|s| s.max(0) as u64))
+    })
+}
+
+/// Runs `body` inside a savepoint (a transaction of its own outside a
+/// group's): all of its changes or none.
+fn savepoint(conn: &Connection, body: impl FnOnce() -> rusqlite::Result<Option<u64>>) -> Written {
+    exec(conn, "SAVEPOINT write").map_err(|e| e.to_string())?;
+    match body() {
+        Ok(seq) => exec(conn, "RELEASE write")
+            .map(|()| seq)
             .map_err(|e| e.to_string()),
         Err(e) => {
-            let _ = run("ROLLBACK TO event").and_then(|_| run("RELEASE event"));
+            let _ = exec(conn, "ROLLBACK TO write").and_then(|()| exec(conn, "RELEASE write"));
             Err(e.to_string())
         }
     }
+}
+
+/// Runs a parameterless statement, prepared once.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
 /// A task's end: both rows or neither (a savepoint, inside a group's
@@ -361,41 +365,28 @@ fn finish(conn: &Connection, op: &WriteOp) -> Written {
     else {
         return Err("not a task end".into());
     };
-    let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
-    run("SAVEPOINT finish").map_err(|e| e.to_string())?;
-    let done = conn
-        .prepare_cached(
+    savepoint(conn, || {
+        conn.prepare_cached(
             "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
              input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
              ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
-        )
-        .and_then(|mut s| {
-            s.execute(params![
-                state,
-                error,
-                input_tokens,
-                output_tokens,
-                turns,
-                at,
-                id
-            ])
-        })
-        .and_then(|_| {
-            conn.prepare_cached(
-                "UPDATE sessions SET input_tokens = input_tokens + ?1, \
-                 output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
-            )
-            .and_then(|mut s| s.execute(params![input_tokens, output_tokens, turns, session_id]))
-        });
-    match done {
-        Ok(_) => run("RELEASE finish")
-            .map(|_| None)
-            .map_err(|e| e.to_string()),
-        Err(e) => {
-            let _ = run("ROLLBACK TO finish").and_then(|_| run("RELEASE finish"));
-            Err(e.to_string())
-        }
-    }
+        )?
+        .execute(params![
+            state,
+            error,
+            input_tokens,
+            output_tokens,
+            turns,
+            at,
+            id
+        ])?;
+        conn.prepare_cached(
+            "UPDATE sessions SET input_tokens = input_tokens + ?1, \
+             output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
+        )?
+        .execute(params![input_tokens, output_tokens, turns, session_id])?;
+        Ok(None)
+    })
 }
 
 fn checkpoint(conn: &Connection) -> Result<(), String> {
