@@ -15,7 +15,7 @@ use sqlx::{Row, SqlitePool};
 use crate::tasks::{A2aTask, EventKind, TaskEvent, TaskState};
 
 mod writer;
-use writer::{RowChange, TaskWriter, WriteOp};
+use writer::{RowChange, TaskEndRow, TaskWriter, WriteOp};
 
 /// A database problem; the message names what failed.
 #[derive(Debug, thiserror::Error)]
@@ -404,7 +404,7 @@ impl Store {
     /// Ends a task and adds what it used to its session's totals, atomically
     /// (on the task writer, after the task's own writes).
     pub async fn finish_task(&self, end: &TaskEnd<'_>) -> Result<(), StoreError> {
-        let op = WriteOp::Finish {
+        let op = WriteOp::Finish(TaskEndRow {
             id: end.id.to_string(),
             session_id: end.session_id.to_string(),
             state: end.state.map(str::to_string),
@@ -413,7 +413,7 @@ impl Store {
             output_tokens: i64::try_from(end.output_tokens).unwrap_or(i64::MAX),
             turns: end.turns,
             at: now(),
-        };
+        });
         let written = self
             .tasks
             .write(vec![op])

@@ -43,16 +43,19 @@ pub(super) enum WriteOp {
         row: RowChange,
     },
     /// A task's end and use, added to its session's totals (atomically).
-    Finish {
-        id: String,
-        session_id: String,
-        state: Option<String>,
-        error: Option<String>,
-        input_tokens: i64,
-        output_tokens: i64,
-        turns: u32,
-        at: String,
-    },
+    Finish(TaskEndRow),
+}
+
+/// A task's end as written.
+pub(super) struct TaskEndRow {
+    pub id: String,
+    pub session_id: String,
+    pub state: Option<String>,
+    pub error: Option<String>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub turns: u32,
+    pub at: String,
 }
 
 /// What an event changes in its task's row (migration 0007).
@@ -247,7 +250,7 @@ fn fail_all(group: &[(Vec<WriteOp>, Then)], e: &rusqlite::Error) -> Vec<Vec<Writ
 
 fn apply(conn: &Connection, op: &WriteOp) -> Written {
     let done = match op {
-        WriteOp::Finish { .. } => return finish(conn, op),
+        WriteOp::Finish(end) => return finish(conn, end),
         WriteOp::Task {
             id,
             session_id,
@@ -351,20 +354,8 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 
 /// A task's end: both rows or neither (a savepoint, inside a group's
 /// transaction or not).
-fn finish(conn: &Connection, op: &WriteOp) -> Written {
-    let WriteOp::Finish {
-        id,
-        session_id,
-        state,
-        error,
-        input_tokens,
-        output_tokens,
-        turns,
-        at,
-    } = op
-    else {
-        return Err("not a task end".into());
-    };
+fn finish(conn: &Connection, end: &TaskEndRow) -> Written {
+    let (input, output) = (end.input_tokens, end.output_tokens);
     savepoint(conn, || {
         conn.prepare_cached(
             "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
@@ -372,19 +363,13 @@ fn finish(conn: &Connection, op: &WriteOp) -> Written {
              ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
         )?
         .execute(params![
-            state,
-            error,
-            input_tokens,
-            output_tokens,
-            turns,
-            at,
-            id
+            end.state, end.error, input, output, end.turns, end.at, end.id
         ])?;
         conn.prepare_cached(
             "UPDATE sessions SET input_tokens = input_tokens + ?1, \
              output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
         )?
-        .execute(params![input_tokens, output_tokens, turns, session_id])?;
+        .execute(params![input, output, end.turns, end.session_id])?;
         Ok(None)
     })
 }
