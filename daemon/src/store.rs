@@ -30,6 +30,13 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// The task writer's thread is gone (roostd is shutting down).
+    pub fn writer_stopped() -> Self {
+        Self::Write(writer::STOPPED.into())
+    }
+}
+
 /// Why a session ended in `stopped`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -112,7 +119,7 @@ impl TaskInsert {
         let written = self
             .0
             .await
-            .map_err(|_| StoreError::Write("the task writer has stopped".into()))?
+            .map_err(|_| StoreError::writer_stopped())?
             .map_err(StoreError::Write)?;
         match written.into_iter().next() {
             Some(Ok(Some(_))) => Ok(()),
@@ -499,9 +506,7 @@ impl Store {
         self.append_task_events_then(task_id, kinds.to_vec(), true, move |written| {
             let _ = reply.send(written);
         });
-        answer
-            .await
-            .map_err(|_| StoreError::Write("the task writer has stopped".into()))?
+        answer.await.map_err(|_| StoreError::writer_stopped())?
     }
 
     /// Queues events for a task's log, as [`Store::append_task_events`]

@@ -521,9 +521,7 @@ impl Broker {
                 }
                 let _ = reply.send(written);
             });
-        answer
-            .await
-            .map_err(|_| StoreError::Write("the task writer has stopped".into()))?
+        answer.await.map_err(|_| StoreError::writer_stopped())?
     }
 
     /// Queues events for the task's log without waiting; its subscribers

@@ -158,7 +158,7 @@ impl TaskWriter {
     }
 }
 
-const STOPPED: &str = "the task writer has stopped";
+pub(super) const STOPPED: &str = "the task writer has stopped";
 
 /// The thread: takes what is waiting (up to a limit), commits it as one
 /// transaction, answers, and again. A group of writes nobody waits for
