@@ -522,19 +522,16 @@ impl Store {
         then: impl FnOnce(Result<Vec<Option<TaskEvent>>, StoreError>) + Send + 'static,
     ) {
         let at = now();
-        let ops = kinds
+        let events = kinds
             .iter()
-            .map(|kind| {
-                Ok(WriteOp::Event {
-                    task_id: task_id.to_string(),
-                    body: event_json(kind)?,
-                    at: at.clone(),
-                    row: row_change(kind),
-                })
-            })
+            .map(|kind| Ok((event_json(kind)?, row_change(kind))))
             .collect::<Result<Vec<_>, StoreError>>();
-        let ops = match ops {
-            Ok(ops) => ops,
+        let ops = match events {
+            Ok(events) => vec![WriteOp::Events {
+                task_id: task_id.to_string(),
+                at: at.clone(),
+                events,
+            }],
             Err(e) => return then(Err(e)),
         };
         self.tasks.write_then(

@@ -1,15 +1,22 @@
 //! The task writer: one OS thread that owns a SQLite connection and commits
 //! A2A tasks and their events in groups, and runs the WAL checkpoints.
 //!
-//! Why a thread of its own: every A2A request makes three or more commits, one
-//! after another. Through sqlx each statement, `BEGIN` and `COMMIT` is a
-//! round trip to sqlx's worker thread (and `BEGIN`/`COMMIT` two); here a whole
-//! group is one hop in and one hop out. Checkpoints run here too, between
-//! groups, so they always see the end of the WAL and SQLite can start the
-//! WAL over from the top instead of growing the file under steady load.
+//! Why a thread of its own: through sqlx each statement, `BEGIN` and
+//! `COMMIT` is a round trip to sqlx's worker thread (and `BEGIN`/`COMMIT`
+//! two); here a whole group is one hop in and one hop out. Checkpoints run
+//! here too, between groups, so they always see the end of the WAL and
+//! SQLite can start the WAL over from the top instead of growing the file
+//! under steady load.
+//!
+//! What it costs per write is kept small: a task's events in one job are
+//! numbered with one lookup and change the task's row with one update; no
+//! savepoints or triggers (each makes SQLite copy every page it touches into
+//! a statement journal first). A write that fails undoes its group, and the
+//! group's jobs are tried again one by one, so it fails alone.
 
+use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -23,8 +30,8 @@ const WRITES_PER_COMMIT: usize = 256;
 /// later at most; a task that streams and then ends makes one commit.
 const LINGER: Duration = Duration::from_millis(1);
 
-/// One write: a new task (its first event comes with it, migration 0006),
-/// an event of a task, or a task's end.
+/// One write: a new task (with its first event, `submitted`), events of a
+/// task, or a task's end.
 pub(super) enum WriteOp {
     Task {
         id: String,
@@ -35,15 +42,25 @@ pub(super) enum WriteOp {
         message_json: String,
         at: String,
     },
-    Event {
+    /// Events of one task, in order, each with what it changes in the
+    /// task's row; one answer each.
+    Events {
         task_id: String,
-        body: String,
         at: String,
-        /// What the event changes in the task's row.
-        row: RowChange,
+        events: Vec<(String, RowChange)>,
     },
     /// A task's end and use, added to its session's totals (atomically).
     Finish(TaskEndRow),
+}
+
+impl WriteOp {
+    /// How many answers (and rows of the log or the tasks table) it makes.
+    fn answers(&self) -> usize {
+        match self {
+            WriteOp::Events { events, .. } => events.len(),
+            _ => 1,
+        }
+    }
 }
 
 /// A task's end as written.
@@ -81,23 +98,77 @@ pub(super) type Written = Result<Option<u64>, String>;
 /// failed), in commit order.
 pub(super) type Then = Box<dyn FnOnce(Result<Vec<Written>, String>) + Send>;
 
-enum Job {
-    /// Writes committed together, answered together, in order.
-    Writes {
-        ops: Vec<WriteOp>,
-        then: Then,
-        /// Somebody waits for it: commit now.
-        urgent: bool,
-    },
-    /// Copy the WAL back into the database (PASSIVE).
-    Checkpoint {
-        reply: oneshot::Sender<Result<(), String>>,
-    },
+/// A job waiting for a commit.
+struct Queued {
+    ops: Vec<WriteOp>,
+    then: Then,
+    urgent: bool,
 }
 
-/// Handle on the writer thread; the thread ends when the last handle is dropped.
+/// What waits for the writer, under one lock.
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Queued>,
+    /// Writes in `jobs`.
+    count: usize,
+    /// Some job in `jobs` is urgent.
+    urgent: bool,
+    /// When the oldest job nobody waits for was queued.
+    lazy_since: Option<Instant>,
+    checkpoints: Vec<oneshot::Sender<Result<(), String>>>,
+    /// The thread waits on `wake`: `Some(true)` until a deadline (a lazy
+    /// group's), `Some(false)` for good.
+    thread_waits: Option<bool>,
+    /// A runtime timer will wake the thread for the lazy jobs.
+    timer_armed: bool,
+    /// The last handle is gone: finish what is queued and stop.
+    closed: bool,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes up to [`WRITES_PER_COMMIT`] writes off the queue, oldest first.
+    fn take(&self) -> Vec<(Vec<WriteOp>, Then)> {
+        let mut q = self.queue();
+        let mut group = Vec::new();
+        let mut count = 0;
+        while count < WRITES_PER_COMMIT
+            && let Some(job) = q.jobs.pop_front()
+        {
+            count += job.ops.iter().map(WriteOp::answers).sum::<usize>();
+            group.push((job.ops, job.then));
+        }
+        q.count -= count;
+        if q.jobs.is_empty() {
+            q.urgent = false;
+            q.lazy_since = None;
+        } else {
+            q.urgent = q.jobs.iter().any(|j| j.urgent);
+        }
+        group
+    }
+}
+
+/// Handle on the writer; the thread ends when the last handle is dropped.
 #[derive(Clone)]
-pub(super) struct TaskWriter(mpsc::Sender<Job>);
+pub(super) struct TaskWriter(Arc<Handle>);
+
+struct Handle(Arc<Shared>);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.0.queue().closed = true;
+        self.0.wake.notify_one();
+    }
+}
 
 impl TaskWriter {
     /// Opens a connection to the (migrated) database at `path` and starts the thread.
@@ -116,12 +187,16 @@ impl TaskWriter {
                 )
             })
             .map_err(|e| format!("cannot set up {}: {e}", path.display()))?;
-        let (tx, rx) = mpsc::channel::<Job>();
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+        });
+        let thread = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("roost-store".into())
-            .spawn(move || run(conn, rx))
+            .spawn(move || run(&thread, &conn))
             .map_err(|e| format!("cannot start the task writer: {e}"))?;
-        Ok(Self(tx))
+        Ok(Self(Arc::new(Handle(shared))))
     }
 
     /// Commits `ops` (with whatever else is waiting) and answers for each, in order.
@@ -137,120 +212,191 @@ impl TaskWriter {
         answer.await.map_err(|_| STOPPED.to_string())?
     }
 
-    /// Queues `ops`; `then` runs on the writer's thread with the answers once
-    /// they are committed, after every job queued before it. Not `urgent`:
-    /// the commit may wait up to [`LINGER`] for company.
+    /// Queues `ops`; `then` runs on the thread with the answers once they
+    /// are committed, after every job queued before it.
+    ///
+    /// `urgent`: somebody waits for it; the thread is woken if it sleeps.
+    /// Not `urgent`: the commit may wait up to [`LINGER`] for company, and
+    /// the thread is not woken for it (a runtime timer does that if no
+    /// urgent job brings it along sooner): a lone blocking request then
+    /// makes one hand-off to the thread instead of two.
     pub(super) fn write_then(&self, ops: Vec<WriteOp>, then: Then, urgent: bool) {
-        if let Err(mpsc::SendError(job)) = self.0.send(Job::Writes { ops, then, urgent })
-            && let Job::Writes { then, .. } = job
-        {
-            then(Err(STOPPED.to_string()));
+        let shared = &self.0.0;
+        let mut q = shared.queue();
+        q.count += ops.iter().map(WriteOp::answers).sum::<usize>();
+        q.jobs.push_back(Queued { ops, then, urgent });
+        if urgent {
+            q.urgent = true;
+            // Awake, it takes this next with whatever else came in meanwhile
+            // (under load, commits grow instead of multiplying).
+            if q.thread_waits.is_some() {
+                shared.wake.notify_one();
+            }
+            return;
+        }
+        q.lazy_since.get_or_insert_with(Instant::now);
+        if q.thread_waits != Some(false) || q.timer_armed {
+            // The thread is at work, or waits with a deadline, or a timer
+            // will wake it.
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                q.timer_armed = true;
+                rt.spawn(linger_timer(Arc::clone(shared)));
+            }
+            Err(_) => shared.wake.notify_one(),
         }
     }
 
-    /// Runs a PASSIVE checkpoint between groups.
+    /// Runs a PASSIVE checkpoint on the thread, after what is queued.
     pub(super) async fn checkpoint(&self) -> Result<(), String> {
         let (reply, answer) = oneshot::channel();
-        self.0
-            .send(Job::Checkpoint { reply })
-            .map_err(|_| STOPPED.to_string())?;
+        let shared = &self.0.0;
+        shared.queue().checkpoints.push(reply);
+        shared.wake.notify_one();
         answer.await.map_err(|_| STOPPED.to_string())?
     }
 }
 
 pub(super) const STOPPED: &str = "the task writer has stopped";
 
-/// The thread: takes what is waiting (up to a limit), commits it as one
-/// transaction, answers, and again. A group of writes nobody waits for
-/// lingers a little for one somebody does.
-fn run(conn: Connection, rx: mpsc::Receiver<Job>) {
-    let mut group: Vec<(Vec<WriteOp>, Then)> = Vec::new();
-    while let Ok(first) = rx.recv() {
-        let mut next = Some(first);
-        let (mut count, mut urgent) = (0, false);
-        let mut linger_until = None;
-        loop {
-            while let Some(job) = next.take() {
-                match job {
-                    Job::Writes {
-                        ops,
-                        then,
-                        urgent: u,
-                    } => {
-                        count += ops.len();
-                        urgent |= u;
-                        group.push((ops, then));
+/// Wakes the thread once the oldest lazy job has waited [`LINGER`], unless
+/// somebody has committed it by then.
+async fn linger_timer(shared: Arc<Shared>) {
+    loop {
+        let due = {
+            let mut q = shared.queue();
+            match q.lazy_since {
+                Some(since) if since + LINGER <= Instant::now() => {
+                    q.timer_armed = false;
+                    if q.thread_waits.is_some() {
+                        shared.wake.notify_one();
                     }
-                    // What came before it is committed first.
-                    Job::Checkpoint { reply } => {
-                        commit(&conn, &mut group);
-                        let _ = reply.send(checkpoint(&conn));
-                    }
+                    return;
                 }
-                if count < WRITES_PER_COMMIT {
-                    next = rx.try_recv().ok();
+                Some(since) => since + LINGER,
+                None => {
+                    q.timer_armed = false;
+                    return;
                 }
             }
-            if urgent || group.is_empty() || count >= WRITES_PER_COMMIT {
-                break;
-            }
-            let until = *linger_until.get_or_insert_with(|| Instant::now() + LINGER);
-            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(job) => next = Some(job),
-                Err(_) => break,
-            }
-        }
-        commit(&conn, &mut group);
+        };
+        tokio::time::sleep_until(due.into()).await;
     }
 }
 
-/// Commits the group in one transaction (a single write needs none) and
-/// answers each job, in order. A write that fails fails alone (SQLite undoes
-/// the statement, not the transaction); a failed commit fails them all.
+/// The thread: commits what is queued once a job is urgent or the oldest
+/// has lingered long enough (up to [`WRITES_PER_COMMIT`] writes at a time),
+/// and runs the checkpoints between commits.
+fn run(shared: &Shared, conn: &Connection) {
+    loop {
+        let checkpoints = {
+            let mut q = shared.queue();
+            loop {
+                let now = Instant::now();
+                let due = q.lazy_since.map(|since| since + LINGER);
+                let work = q.urgent
+                    || q.count >= WRITES_PER_COMMIT
+                    || due.is_some_and(|due| due <= now)
+                    || !q.checkpoints.is_empty();
+                if work {
+                    break;
+                }
+                if q.closed {
+                    if q.jobs.is_empty() {
+                        return;
+                    }
+                    break;
+                }
+                q.thread_waits = Some(due.is_some());
+                q = match due {
+                    Some(due) => {
+                        shared
+                            .wake
+                            .wait_timeout(q, due - now)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    None => shared.wake.wait(q).unwrap_or_else(PoisonError::into_inner),
+                };
+                q.thread_waits = None;
+            }
+            std::mem::take(&mut q.checkpoints)
+        };
+        // What came before a checkpoint is committed first.
+        commit(conn, &mut shared.take());
+        for reply in checkpoints {
+            let _ = reply.send(checkpoint(conn));
+        }
+    }
+}
+
+/// Commits the group in one transaction and answers each job, in order.
+/// If any write fails, the transaction is undone and each job is tried again
+/// in a transaction of its own, so a write that fails fails its job alone
+/// (and a job is all written or not at all).
 fn commit(conn: &Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
     if group.is_empty() {
         return;
     }
-    let single = group.len() == 1 && group[0].0.len() == 1;
-    let results: Vec<Vec<Written>> = if single {
-        group
+    let results = match transaction(conn, group.iter().map(|(ops, _)| ops)) {
+        Ok(results) => results,
+        Err(e) if group.len() == 1 => vec![failed(&group[0].0, &e)],
+        Err(_) => group
             .iter()
-            .map(|(ops, _)| vec![apply(conn, &ops[0])])
-            .collect()
-    } else {
-        // Cached statements: `BEGIN`/`COMMIT` are not parsed again per group.
-        match exec(conn, "BEGIN IMMEDIATE") {
-            Ok(()) => {
-                let results: Vec<Vec<Written>> = group
-                    .iter()
-                    .map(|(ops, _)| ops.iter().map(|op| apply(conn, op)).collect())
-                    .collect();
-                match exec(conn, "COMMIT") {
-                    Ok(()) => results,
-                    Err(e) => {
-                        let _ = exec(conn, "ROLLBACK");
-                        fail_all(group, &e)
-                    }
-                }
-            }
-            Err(e) => fail_all(group, &e),
-        }
+            .map(|(ops, _)| match transaction(conn, std::iter::once(ops)) {
+                Ok(mut one) => one.pop().unwrap_or_default(),
+                Err(e) => failed(ops, &e),
+            })
+            .collect(),
     };
     for ((_, then), written) in group.drain(..).zip(results) {
         then(Ok(written));
     }
 }
 
-fn fail_all(group: &[(Vec<WriteOp>, Then)], e: &rusqlite::Error) -> Vec<Vec<Written>> {
-    group
-        .iter()
-        .map(|(ops, _)| ops.iter().map(|_| Err(e.to_string())).collect())
+/// Applies each job's writes in one transaction: all of them, or (`Err`) none.
+fn transaction<'a>(
+    conn: &Connection,
+    jobs: impl Iterator<Item = &'a Vec<WriteOp>>,
+) -> rusqlite::Result<Vec<Vec<Written>>> {
+    // Cached statements: `BEGIN`/`COMMIT` are not parsed again per group.
+    exec(conn, "BEGIN IMMEDIATE")?;
+    let applied = jobs
+        .map(|ops| {
+            let mut written = Vec::with_capacity(ops.len());
+            for op in ops {
+                apply(conn, op, &mut written)?;
+            }
+            Ok(written)
+        })
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .and_then(|results| exec(conn, "COMMIT").map(|()| results));
+    if applied.is_err() {
+        // A failed COMMIT may leave the transaction open.
+        let _ = exec(conn, "ROLLBACK");
+    }
+    applied
+}
+
+/// Each answer of a job that was not written.
+fn failed(ops: &[WriteOp], e: &rusqlite::Error) -> Vec<Written> {
+    ops.iter()
+        .flat_map(|op| std::iter::repeat_n(Err(e.to_string()), op.answers()))
         .collect()
 }
 
-fn apply(conn: &Connection, op: &WriteOp) -> Written {
-    let done = match op {
-        WriteOp::Finish(end) => return finish(conn, end),
+/// The body of a task's first event.
+const SUBMITTED: &str = r#"{"type":"status","state":"submitted"}"#;
+
+/// Applies one write, pushing its answers onto `out`.
+fn apply(conn: &Connection, op: &WriteOp, out: &mut Vec<Written>) -> rusqlite::Result<()> {
+    let written = match op {
+        WriteOp::Finish(end) => {
+            finish(conn, end)?;
+            None
+        }
         WriteOp::Task {
             id,
             session_id,
@@ -259,92 +405,111 @@ fn apply(conn: &Connection, op: &WriteOp) -> Written {
             route,
             message_json,
             at,
-        } => conn
-            .prepare_cached(
+        } => {
+            conn.prepare_cached(
                 "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
                  created_at, updated_at, route, message_json) \
                  VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    id,
-                    session_id,
-                    context_id,
-                    input_bytes,
-                    at,
-                    route,
-                    message_json
-                ])
-            })
-            .map(|_| Some(1)),
-        // The event and its row change, both or neither.
-        WriteOp::Event {
-            task_id,
-            body,
-            at,
-            row,
-        } => return event(conn, task_id, body, at, row),
-    };
-    done.map(|seq| seq.map(|s| s.max(0) as u64))
-        .map_err(|e| e.to_string())
-}
-
-/// Appends an event to its task's log (numbered after the last) unless the
-/// task has ended, and applies its change to the task's row: both or
-/// neither. (No `NOT IN` list: SQLite would build a temporary table for it
-/// each time.)
-fn event(conn: &Connection, task_id: &str, body: &str, at: &str, row: &RowChange) -> Written {
-    savepoint(conn, || {
-        let seq = conn
-            .prepare_cached(
-                "INSERT INTO task_events (task_id, seq, body_json, at) \
-                 SELECT ?1, COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), \
-                 0) + 1, ?2, ?3 FROM tasks WHERE id = ?1 \
-                 AND state <> 'completed' AND state <> 'failed' AND state <> 'canceled' \
-                 AND state <> 'rejected' RETURNING seq",
             )?
-            .query_row(params![task_id, body, at], |r| r.get::<_, i64>(0))
-            .optional()?;
-        match (seq, row) {
-            (None, _) | (_, RowChange::None) => {}
-            (
-                Some(_),
-                RowChange::Status {
-                    state,
-                    message,
-                    fails,
-                    ends,
-                },
-            ) => {
-                conn.prepare_cached(
-                    "UPDATE tasks SET state = ?1, \
-                     error = CASE WHEN ?2 THEN ?3 ELSE error END, updated_at = ?4, \
-                     ended_at = CASE WHEN ?5 THEN ?4 ELSE ended_at END WHERE id = ?6",
-                )?
-                .execute(params![state, fails, message, at, ends, task_id])?;
-            }
-            (Some(_), RowChange::Answer(text)) => {
-                conn.prepare_cached("UPDATE tasks SET answer = ?1, updated_at = ?2 WHERE id = ?3")?
-                    .execute(params![text, at, task_id])?;
-            }
+            .execute(params![
+                id,
+                session_id,
+                context_id,
+                input_bytes,
+                at,
+                route,
+                message_json
+            ])?;
+            conn.prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, 1, ?2, ?3)",
+            )?
+            .execute(params![id, SUBMITTED, at])?;
+            Some(1)
         }
-        Ok(seq.map(|s| s.max(0) as u64))
-    })
+        WriteOp::Events {
+            task_id,
+            at,
+            events,
+        } => return append(conn, task_id, at, events, out),
+    };
+    out.push(Ok(written));
+    Ok(())
 }
 
-/// Runs `body` inside a savepoint (a transaction of its own outside a
-/// group's): all of its changes or none.
-fn savepoint(conn: &Connection, body: impl FnOnce() -> rusqlite::Result<Option<u64>>) -> Written {
-    exec(conn, "SAVEPOINT write").map_err(|e| e.to_string())?;
-    match body() {
-        Ok(seq) => exec(conn, "RELEASE write")
-            .map(|()| seq)
-            .map_err(|e| e.to_string()),
-        Err(e) => {
-            let _ = exec(conn, "ROLLBACK TO write").and_then(|()| exec(conn, "RELEASE write"));
-            Err(e.to_string())
+/// Appends events to their task's log, numbered after the last, until the
+/// task has ended (`None` for each event after), and applies their changes
+/// to the task's row in one update.
+fn append(
+    conn: &Connection,
+    task_id: &str,
+    at: &str,
+    events: &[(String, RowChange)],
+    out: &mut Vec<Written>,
+) -> rusqlite::Result<()> {
+    let found = conn
+        .prepare_cached(
+            "SELECT state IN ('completed', 'failed', 'canceled', 'rejected'), \
+             COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), 0) \
+             FROM tasks WHERE id = ?1",
+        )?
+        .query_row(params![task_id], |r| {
+            Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)?))
+        })
+        .optional()?;
+    let (mut ended, mut seq) = found.unwrap_or((true, 0));
+    // The row's change: its last state, error and answer.
+    let (mut state, mut error, mut answer, mut ends) = (None, None, None, false);
+    let mut changed = false;
+    for (body, row) in events {
+        if ended {
+            out.push(Ok(None));
+            continue;
+        }
+        seq += 1;
+        conn.prepare_cached(
+            "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![task_id, seq, body, at])?;
+        out.push(Ok(Some(seq.max(0) as u64)));
+        match row {
+            RowChange::None => {}
+            RowChange::Status {
+                state: s,
+                message,
+                fails,
+                ends: e,
+            } => {
+                state = Some(*s);
+                if *fails {
+                    error = Some(message.as_deref());
+                }
+                ends |= *e;
+                ended |= *e;
+                changed = true;
+            }
+            RowChange::Answer(text) => {
+                answer = Some(text.as_str());
+                changed = true;
+            }
         }
     }
+    if changed {
+        conn.prepare_cached(
+            "UPDATE tasks SET state = COALESCE(?1, state), \
+             error = CASE WHEN ?2 THEN ?3 ELSE error END, answer = COALESCE(?4, answer), \
+             updated_at = ?5, ended_at = CASE WHEN ?6 THEN ?5 ELSE ended_at END WHERE id = ?7",
+        )?
+        .execute(params![
+            state,
+            error.is_some(),
+            error.flatten(),
+            answer,
+            at,
+            ends,
+            task_id
+        ])?;
+    }
+    Ok(())
 }
 
 /// Runs a parameterless statement, prepared once.
@@ -352,26 +517,23 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
-/// A task's end: both rows or neither (a savepoint, inside a group's
-/// transaction or not).
-fn finish(conn: &Connection, end: &TaskEndRow) -> Written {
+/// A task's end and use, added to its session's totals.
+fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
     let (input, output) = (end.input_tokens, end.output_tokens);
-    savepoint(conn, || {
-        conn.prepare_cached(
-            "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
-             input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
-             ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
-        )?
-        .execute(params![
-            end.state, end.error, input, output, end.turns, end.at, end.id
-        ])?;
-        conn.prepare_cached(
-            "UPDATE sessions SET input_tokens = input_tokens + ?1, \
-             output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
-        )?
-        .execute(params![input, output, end.turns, end.session_id])?;
-        Ok(None)
-    })
+    conn.prepare_cached(
+        "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
+         input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
+         ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
+    )?
+    .execute(params![
+        end.state, end.error, input, output, end.turns, end.at, end.id
+    ])?;
+    conn.prepare_cached(
+        "UPDATE sessions SET input_tokens = input_tokens + ?1, \
+         output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
+    )?
+    .execute(params![input, output, end.turns, end.session_id])?;
+    Ok(())
 }
 
 fn checkpoint(conn: &Connection) -> Result<(), String> {
