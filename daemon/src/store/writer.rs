@@ -264,25 +264,28 @@ pub(super) const STOPPED: &str = "the task writer has stopped";
 /// Wakes the thread once the oldest lazy job has waited [`LINGER`], unless
 /// somebody has committed it by then.
 async fn linger_timer(shared: Arc<Shared>) {
+    let _disarm = Disarm(Arc::clone(&shared));
     loop {
-        let due = {
-            let mut q = shared.queue();
-            match q.lazy_since {
-                Some(since) if since + LINGER <= Instant::now() => {
-                    q.timer_armed = false;
-                    if q.thread_waits.is_some() {
-                        shared.wake.notify_one();
-                    }
-                    return;
-                }
-                Some(since) => since + LINGER,
-                None => {
-                    q.timer_armed = false;
-                    return;
-                }
-            }
+        let due = match shared.queue().lazy_since {
+            Some(since) if since + LINGER > Instant::now() => since + LINGER,
+            _ => return,
         };
         tokio::time::sleep_until(due.into()).await;
+    }
+}
+
+/// However a linger timer ends (due, or dropped with its runtime), the
+/// thread hears of lazy jobs still queued: none waits on a timer that will
+/// not fire.
+struct Disarm(Arc<Shared>);
+
+impl Drop for Disarm {
+    fn drop(&mut self) {
+        let mut q = self.0.queue();
+        q.timer_armed = false;
+        if q.lazy_since.is_some() && q.thread_waits.is_some() {
+            self.0.wake.notify_one();
+        }
     }
 }
 
