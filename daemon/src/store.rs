@@ -111,16 +111,12 @@ pub struct TaskFilter<'a> {
 }
 
 /// A queued A2A task record (see [`Store::queue_a2a_task`]).
-pub struct TaskInsert(tokio::sync::oneshot::Receiver<Result<Vec<writer::Written>, String>>);
+pub struct TaskInsert(tokio::sync::oneshot::Receiver<Vec<writer::Written>>);
 
 impl TaskInsert {
     /// Waits until the record is committed (the task survives a crash).
     pub async fn committed(self) -> Result<(), StoreError> {
-        let written = self
-            .0
-            .await
-            .map_err(|_| StoreError::writer_stopped())?
-            .map_err(StoreError::Write)?;
+        let written = self.0.await.map_err(|_| StoreError::writer_stopped())?;
         match written.into_iter().next() {
             Some(Ok(Some(_))) => Ok(()),
             Some(Err(e)) => Err(StoreError::Write(e)),
@@ -537,20 +533,18 @@ impl Store {
         self.tasks.write_then(
             ops,
             Box::new(move |written| {
-                let events = written.map_err(StoreError::Write).and_then(|written| {
-                    written
-                        .into_iter()
-                        .zip(kinds)
-                        .map(|(w, kind)| match w {
-                            Ok(seq) => Ok(seq.map(|seq| TaskEvent {
-                                seq,
-                                at: at.clone(),
-                                kind,
-                            })),
-                            Err(e) => Err(StoreError::Write(e)),
-                        })
-                        .collect()
-                });
+                let events = written
+                    .into_iter()
+                    .zip(kinds)
+                    .map(|(w, kind)| match w {
+                        Ok(seq) => Ok(seq.map(|seq| TaskEvent {
+                            seq,
+                            at: at.clone(),
+                            kind,
+                        })),
+                        Err(e) => Err(StoreError::Write(e)),
+                    })
+                    .collect();
                 then(events);
             }),
             urgent,

@@ -94,15 +94,22 @@ pub(super) enum RowChange {
 /// ended and took no more), or why it failed.
 pub(super) type Written = Result<Option<u64>, String>;
 
-/// What runs on the writer's thread once a job's writes are committed (or
-/// failed), in commit order.
-pub(super) type Then = Box<dyn FnOnce(Result<Vec<Written>, String>) + Send>;
+/// What runs on the writer's thread with a job's answers once its writes are
+/// committed (or failed), in commit order.
+pub(super) type Then = Box<dyn FnOnce(Vec<Written>) + Send>;
 
 /// A job waiting for a commit.
 struct Queued {
     ops: Vec<WriteOp>,
     then: Then,
     urgent: bool,
+}
+
+impl Queued {
+    /// Its writes, as [`WRITES_PER_COMMIT`] counts them.
+    fn writes(&self) -> usize {
+        self.ops.iter().map(WriteOp::answers).sum()
+    }
 }
 
 /// What waits for the writer, under one lock.
@@ -143,7 +150,7 @@ impl Shared {
         while count < WRITES_PER_COMMIT
             && let Some(job) = q.jobs.pop_front()
         {
-            count += job.ops.iter().map(WriteOp::answers).sum::<usize>();
+            count += job.writes();
             group.push((job.ops, job.then));
         }
         q.count -= count;
@@ -209,7 +216,7 @@ impl TaskWriter {
             }),
             true,
         );
-        answer.await.map_err(|_| STOPPED.to_string())?
+        answer.await.map_err(|_| STOPPED.to_string())
     }
 
     /// Queues `ops`; `then` runs on the thread with the answers once they
@@ -223,8 +230,9 @@ impl TaskWriter {
     pub(super) fn write_then(&self, ops: Vec<WriteOp>, then: Then, urgent: bool) {
         let shared = &self.0.0;
         let mut q = shared.queue();
-        q.count += ops.iter().map(WriteOp::answers).sum::<usize>();
-        q.jobs.push_back(Queued { ops, then, urgent });
+        let job = Queued { ops, then, urgent };
+        q.count += job.writes();
+        q.jobs.push_back(job);
         if urgent {
             q.urgent = true;
             // Awake, it takes this next with whatever else came in meanwhile
@@ -355,7 +363,7 @@ fn commit(conn: &Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
             .collect(),
     };
     for ((_, then), written) in group.drain(..).zip(results) {
-        then(Ok(written));
+        then(written);
     }
 }
 
@@ -460,9 +468,10 @@ fn append(
         })
         .optional()?;
     let (mut ended, mut seq) = found.unwrap_or((true, 0));
-    // The row's change: its last state, error and answer.
-    let (mut state, mut error, mut answer, mut ends) = (None, None, None, false);
-    let mut changed = false;
+    // The row's change: its last state, error and answer. (Nothing is
+    // written for a task that had already ended, so `ended` then says
+    // whether these events end it.)
+    let (mut state, mut error, mut answer) = (None, None, None);
     for (body, row) in events {
         if ended {
             out.push(Ok(None));
@@ -486,17 +495,12 @@ fn append(
                 if *fails {
                     error = Some(message.as_deref());
                 }
-                ends |= *e;
                 ended |= *e;
-                changed = true;
             }
-            RowChange::Answer(text) => {
-                answer = Some(text.as_str());
-                changed = true;
-            }
+            RowChange::Answer(text) => answer = Some(text.as_str()),
         }
     }
-    if changed {
+    if state.is_some() || answer.is_some() {
         conn.prepare_cached(
             "UPDATE tasks SET state = COALESCE(?1, state), \
              error = CASE WHEN ?2 THEN ?3 ELSE error END, answer = COALESCE(?4, answer), \
@@ -508,7 +512,7 @@ fn append(
             error.flatten(),
             answer,
             at,
-            ends,
+            ended,
             task_id
         ])?;
     }
