@@ -147,7 +147,7 @@ async fn main() {
         .expect("cold stage");
     let cold_resolve = t.elapsed();
     let dir = root.path().join("cold-install");
-    artifacts::install(&dir, &staged.items, &[]).expect("install");
+    artifacts::install(&dir, &dir, &staged.items, &[]).expect("install");
     let cold_total = t.elapsed();
     println!(
         "stage {ARTIFACTS} artifacts, cold (compile all)        {:>9.1} ms (resolve+verify+compile {:.1} ms)",
@@ -168,7 +168,7 @@ async fn main() {
     .await
     .expect("restart stage");
     let dir = root.path().join("restart-install");
-    artifacts::install(&dir, &staged.items, &[]).expect("install");
+    artifacts::install(&dir, &dir, &staged.items, &[]).expect("install");
     println!(
         "stage {ARTIFACTS} artifacts, after a restart (disk cache) {:>9.1} ms",
         t.elapsed().as_secs_f64() * 1e3
@@ -190,7 +190,7 @@ async fn main() {
             .expect("warm stage");
         resolve_only.push(t.elapsed());
         let dir = root.path().join(format!("warm-{i}"));
-        artifacts::install(&dir, &again.items, &[]).expect("install");
+        artifacts::install(&dir, &dir, &again.items, &[]).expect("install");
         warm.push(t.elapsed());
     }
     summary(
@@ -209,6 +209,7 @@ async fn main() {
     let session_artifacts = Arc::new(SessionArtifacts::new(
         staged.items.clone(),
         registry.clone(),
+        workdir.clone(),
         workdir.clone(),
         staged.lock_path.clone(),
         64 << 20,

@@ -53,6 +53,7 @@ async fn main() {
     )
     .expect("policy");
     let mut ctx = ProcessContext {
+        session_id: "ses_bench".into(),
         name: "sh".into(),
         workdir: dir.path().to_path_buf(),
         bookkeeping: dir.path().to_path_buf(),

@@ -223,6 +223,9 @@ pub struct PolicyReport {
     pub tool_tcp_ports: Option<Vec<u16>>,
     /// Whether tools may use UDP (only with a DNS port or any port allowed).
     pub tool_udp: bool,
+    /// Whether tools may open Unix sockets (`network.unix_sockets`).
+    #[serde(default)]
+    pub tool_unix_sockets: bool,
     pub read_only: Vec<String>,
     pub read_write: Vec<String>,
     pub shell_allow: Vec<String>,
@@ -267,6 +270,16 @@ pub struct Health {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_addr: Option<String>,
     pub state_dir: String,
+    /// What the tool jail enforces for a capsule with native or shell tools
+    /// on this host (`full`, `partial: missing …`, `none: missing …`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_jail: Option<String>,
+    /// Whether the A2A gateway requires a bearer token (`a2a.token_file`).
+    #[serde(default)]
+    pub a2a_token: bool,
+    /// The jail helper roostd runs tools through, when it found one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jail_helper: Option<String>,
 }
 
 /// Every error response: `{"error": {"code", "message"}}`.

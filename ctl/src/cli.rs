@@ -330,7 +330,10 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             json,
         } => {
             let state_dir = state_dir.unwrap_or_else(paths::default_state_dir);
-            let checks = crate::doctor::run(&state_dir, client.socket(), &unit);
+            let mut checks = crate::doctor::run(&state_dir, client.socket(), &unit);
+            let health = client.health().await.ok();
+            checks.push(crate::doctor::tool_jail(health.as_ref()));
+            checks.extend(health.as_ref().map(crate::doctor::a2a_exposure));
             let failed = checks
                 .iter()
                 .any(|c| c.verdict == crate::doctor::Verdict::Fail);
@@ -520,6 +523,15 @@ fn print_policy(out: &mut impl Write, r: &crate::api::PolicyReport) -> Result<()
         (
             "tool udp",
             if r.tool_udp { "allowed" } else { "refused" }.to_string(),
+        ),
+        (
+            "tool unix sockets",
+            if r.tool_unix_sockets {
+                "allowed (network.unix_sockets)"
+            } else {
+                "refused"
+            }
+            .to_string(),
         ),
         ("read-only", list(&r.read_only)),
         (

@@ -46,6 +46,85 @@ pub fn run(state_dir: &Path, socket: &Path, unit: &Path) -> Vec<Check> {
     checks
 }
 
+/// Whether the running roostd can jail native and shell tools at all (it
+/// reports what it found in `/v1/health`).
+pub fn tool_jail(health: Option<&crate::api::Health>) -> Check {
+    let Some(health) = health else {
+        return check(
+            "tool jail",
+            Verdict::Warn,
+            "roostd is not reachable on the control socket: cannot tell which jail helper it uses"
+                .into(),
+            Some("start roostd (or pass --socket) and run doctor again"),
+        );
+    };
+    match (&health.tool_jail, &health.jail_helper) {
+        (Some(tier), _) if tier.starts_with("none") => check(
+            "tool jail",
+            Verdict::Fail,
+            format!("roostd found no jail helper: {tier}"),
+            Some(
+                "install roost-jail next to roostd (it is built with it), or set \
+                 sandbox.jail_helper to its absolute path",
+            ),
+        ),
+        (Some(tier), _) if tier.starts_with("unjailed") => check(
+            "tool jail",
+            Verdict::Fail,
+            format!("tools run {tier}"),
+            Some("remove sandbox.jail_tools: false from roostd's config"),
+        ),
+        (Some(tier), helper) => check(
+            "tool jail",
+            if tier == "full" {
+                Verdict::Ok
+            } else {
+                Verdict::Warn
+            },
+            format!("{tier} (helper {})", helper.as_deref().unwrap_or("unknown")),
+            (tier != "full").then_some("see the other checks for what this host lacks"),
+        ),
+        (None, _) => check(
+            "tool jail",
+            Verdict::Warn,
+            format!("roostd {} does not report its jail", health.version),
+            Some("upgrade roostd"),
+        ),
+    }
+}
+
+/// Whether the A2A gateway is open beyond loopback without a token.
+pub fn a2a_exposure(health: &crate::api::Health) -> Check {
+    let loopback = health
+        .a2a_addr
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback());
+    match (loopback, health.a2a_token) {
+        (_, true) => check(
+            "a2a gateway",
+            Verdict::Ok,
+            format!("{} (bearer token required)", health.a2a_addr),
+            None,
+        ),
+        (true, false) => check(
+            "a2a gateway",
+            Verdict::Ok,
+            format!("{} (loopback only, no token)", health.a2a_addr),
+            None,
+        ),
+        (false, false) => check(
+            "a2a gateway",
+            Verdict::Fail,
+            format!(
+                "{} listens beyond loopback without a token: anyone who reaches it can send \
+                 tasks to every capsule",
+                health.a2a_addr
+            ),
+            Some("set a2a.token_file in roostd's config, or a2a_listen: 127.0.0.1:<port>"),
+        ),
+    }
+}
+
 fn landlock() -> Check {
     match host::landlock_abi() {
         None => check(
@@ -290,6 +369,57 @@ fn private_path(name: &'static str, path: &Path, others_mask: u32) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn health(a2a: &str, token: bool, jail: Option<&str>) -> crate::api::Health {
+        crate::api::Health {
+            status: "ok".into(),
+            version: "0.1.0".into(),
+            pid: 1,
+            uptime_secs: 0,
+            live_sessions: 0,
+            a2a_addr: a2a.into(),
+            control_addr: None,
+            state_dir: "/var/lib/roost".into(),
+            tool_jail: jail.map(str::to_string),
+            a2a_token: token,
+            jail_helper: jail.map(|_| "/usr/libexec/roost-jail".to_string()),
+        }
+    }
+
+    #[test]
+    fn no_jail_helper_and_an_open_gateway_fail() {
+        let none = health(
+            "127.0.0.1:7420",
+            false,
+            Some("none: missing the jail helper (…)"),
+        );
+        assert_eq!(tool_jail(Some(&none)).verdict, Verdict::Fail);
+        let off = health(
+            "127.0.0.1:7420",
+            false,
+            Some("unjailed (sandbox.jail_tools: false)"),
+        );
+        assert_eq!(tool_jail(Some(&off)).verdict, Verdict::Fail);
+        let full = health("127.0.0.1:7420", false, Some("full"));
+        assert_eq!(tool_jail(Some(&full)).verdict, Verdict::Ok);
+        let partial = health("127.0.0.1:7420", false, Some("partial: missing x"));
+        assert_eq!(tool_jail(Some(&partial)).verdict, Verdict::Warn);
+        assert_eq!(tool_jail(None).verdict, Verdict::Warn, "no daemon to ask");
+
+        assert_eq!(a2a_exposure(&full).verdict, Verdict::Ok, "loopback");
+        let open = health("0.0.0.0:7420", false, Some("full"));
+        let check = a2a_exposure(&open);
+        assert_eq!(check.verdict, Verdict::Fail);
+        assert!(
+            check
+                .fix
+                .as_deref()
+                .unwrap_or_default()
+                .contains("a2a.token_file")
+        );
+        let guarded = health("0.0.0.0:7420", true, Some("full"));
+        assert_eq!(a2a_exposure(&guarded).verdict, Verdict::Ok);
+    }
 
     #[test]
     fn unit_filter_must_allow_the_jail_syscalls() {

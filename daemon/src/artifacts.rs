@@ -599,22 +599,15 @@ fn shell_manifest(binary: &str) -> ArtifactManifest {
 /// Into a fresh tool dir files are written directly; an existing one (a resume,
 /// a pull over an older version) has its files replaced by rename, so a reader
 /// or a still-running binary never sees a half-written file.
-pub fn install_one(dir: &Path, item: &Installed) -> std::io::Result<()> {
+pub fn install_one(root: &Path, dir: &Path, item: &Installed) -> std::io::Result<()> {
     let tool_dir = dir.join("tools").join(&item.name);
-    let fresh = match std::fs::create_dir(&tool_dir) {
-        Ok(()) => true,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(&tool_dir)?;
-            true
-        }
-        Err(e) => return Err(e),
-    };
+    let fresh = !tool_dir.exists();
+    crate::fsx::create_dir_all(root, &tool_dir)?;
     let write = |path: &Path, bytes: &[u8], mode: u32| {
         if fresh {
-            write_new(path, bytes, mode)
+            write_new(root, path, bytes, mode)
         } else {
-            replace_file(path, bytes, mode)
+            crate::fsx::replace(root, path, bytes, mode)
         }
     };
     write(
@@ -632,16 +625,25 @@ pub fn install_one(dir: &Path, item: &Installed) -> std::io::Result<()> {
 
 /// Installs every staged artifact (a few at a time: on a real disk each file is
 /// a journal round trip), then a generic manifest for each shell binary that
-/// has none.
-pub fn install(dir: &Path, items: &[Installed], shell_allow: &[String]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir.join("tools"))?;
+/// has none. `dir` lies below `root`, the session's workdir; no link below
+/// `root` is followed ([`crate::fsx`]).
+pub fn install(
+    root: &Path,
+    dir: &Path,
+    items: &[Installed],
+    shell_allow: &[String],
+) -> std::io::Result<()> {
+    crate::fsx::create_dir_all(root, &dir.join("tools"))?;
     let workers = items.len().clamp(1, 4);
     let chunk = items.len().div_ceil(workers).max(1);
     std::thread::scope(|scope| {
         let handles: Vec<_> = items
             .chunks(chunk)
             .map(|part| {
-                scope.spawn(move || part.iter().try_for_each(|item| install_one(dir, item)))
+                scope.spawn(move || {
+                    part.iter()
+                        .try_for_each(|item| install_one(root, dir, item))
+                })
             })
             .collect();
         handles.into_iter().try_for_each(|h| {
@@ -650,41 +652,24 @@ pub fn install(dir: &Path, items: &[Installed], shell_allow: &[String]) -> std::
         })
     })?;
     for binary in shell_allow {
-        let tool_dir = dir.join("tools").join(binary);
-        let path = tool_dir.join(ARTIFACT_MANIFEST);
-        if !path.exists() {
-            std::fs::create_dir_all(&tool_dir)?;
-            let yaml =
-                serde_yaml::to_string(&shell_manifest(binary)).map_err(std::io::Error::other)?;
-            replace_file(&path, yaml.as_bytes(), 0o644)?;
-        }
+        let path = dir.join("tools").join(binary).join(ARTIFACT_MANIFEST);
+        let yaml = serde_yaml::to_string(&shell_manifest(binary)).map_err(std::io::Error::other)?;
+        crate::fsx::write_if_absent(root, &path, yaml.as_bytes(), 0o644)?;
     }
     Ok(())
 }
 
-fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+/// A file in a tool dir roostd just made: exclusive, so nothing already there
+/// (a planted link) is written through.
+fn write_new(root: &Path, path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(path)?;
+    let mut file = crate::fsx::create_new(root, path, mode)?;
     if mode & 0o111 != 0 {
         // Exactly `mode`, whatever the umask (an executable must stay runnable).
         use std::os::unix::fs::PermissionsExt;
         file.set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
     file.write_all(bytes)
-}
-
-/// Temp file + rename, so a reader never sees half a file (and a running
-/// binary is replaced, not overwritten in place).
-fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    write_new(&tmp, bytes, mode)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// What `invoke` should run for a name.
@@ -745,6 +730,8 @@ pub struct SessionArtifacts {
     /// Names declared in murmur.yaml (which a run-time remove refuses).
     declared: HashSet<String>,
     registry: Arc<dyn Registry>,
+    /// The session's workdir: no link below it is followed.
+    root: PathBuf,
     dir: PathBuf,
     lock_path: PathBuf,
     max_bundle_bytes: u64,
@@ -755,9 +742,11 @@ pub struct SessionArtifacts {
 static LOCK_WRITES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl SessionArtifacts {
+    /// `dir` (the bookkeeping dir) lies below `root` (the session's workdir).
     pub fn new(
         items: Vec<Installed>,
         registry: Arc<dyn Registry>,
+        root: PathBuf,
         dir: PathBuf,
         lock_path: PathBuf,
         max_bundle_bytes: u64,
@@ -767,6 +756,7 @@ impl SessionArtifacts {
             declared: items.iter().map(|i| i.name.clone()).collect(),
             items: Mutex::new(items),
             registry,
+            root,
             dir,
             lock_path,
             max_bundle_bytes,
@@ -939,10 +929,11 @@ impl SessionArtifacts {
         // The lock may have changed while the bundle was fetched.
         check_pin(&self.lock_path, &item.name, &item.version, &plan.sha256).await?;
         let dir = self.dir.clone();
+        let root = self.root.clone();
         let lock_path = self.lock_path.clone();
         let for_install = item.clone();
         blocking(move || {
-            install_one(&dir, &for_install).map_err(|e| {
+            install_one(&root, &dir, &for_install).map_err(|e| {
                 format!(
                     "cannot install {} into {}: {e}",
                     for_install.name,

@@ -105,6 +105,9 @@ pub struct SandboxConfig {
     /// A capsule with native or shell tools on a host that cannot enforce all
     /// of the jail: `refuse` to start it (default) or `warn` and start it.
     pub unenforceable: Unenforceable,
+    /// The jail helper to use when no `roost-jail` sits next to roostd's
+    /// executable (absolute path; it must answer the helper's probe).
+    pub jail_helper: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -119,6 +122,7 @@ impl Default for SandboxConfig {
         Self {
             jail_tools: true,
             unenforceable: Unenforceable::Refuse,
+            jail_helper: None,
         }
     }
 }
@@ -326,6 +330,14 @@ impl DaemonConfig {
             return Err(ConfigError::Invalid(
                 "limits.timeout_secs must be at least 1".into(),
             ));
+        }
+        if let Some(helper) = &self.sandbox.jail_helper
+            && !helper.is_absolute()
+        {
+            return Err(ConfigError::Invalid(format!(
+                "sandbox.jail_helper must be an absolute path, got {}",
+                helper.display()
+            )));
         }
         if let Some(location) = &self.registry {
             crate::registry::open(location)

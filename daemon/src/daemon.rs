@@ -97,6 +97,14 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         Some(path) => Some(read_token(Some(path), "a2a.token_file")?),
         None => None,
     };
+    if !a2a_addr.ip().is_loopback() && a2a_token.is_none() {
+        tracing::warn!(
+            code = "W-SEC-005",
+            a2a = %a2a_addr,
+            "the A2A gateway listens beyond loopback without a token: anyone who can reach \
+             it can send tasks to every capsule; set a2a.token_file or listen on 127.0.0.1"
+        );
+    }
     let socket_path = config.socket.clone();
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let supervisor = Supervisor::spawn(

@@ -25,6 +25,7 @@ pub mod api;
 pub mod artifacts;
 pub mod config;
 pub mod daemon;
+pub mod fsx;
 pub mod http_client;
 pub mod logs;
 pub mod manifest;

@@ -1,7 +1,7 @@
 //! Per-session guest output capture: a size-bounded `guest.log` rotated to
 //! `guest.log.1`, plus an in-memory tail of stderr used to explain traps.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,8 @@ pub struct LogSink {
 }
 
 struct SinkInner {
+    /// The session's workdir: nothing below it is trusted not to be a link.
+    root: PathBuf,
     dir: PathBuf,
     file: Option<File>,
     written: u64,
@@ -37,8 +39,15 @@ impl LogSink {
     /// silent guest costs no files); `max_bytes` bounds each file, so at most
     /// twice that is kept on disk.
     pub fn new(dir: &Path, max_bytes: u64) -> Self {
+        Self::within(dir, dir, max_bytes)
+    }
+
+    /// A sink whose `dir` lies below `root` (the session's workdir), reached
+    /// without following any link below `root` (see [`crate::fsx`]).
+    pub fn within(root: &Path, dir: &Path, max_bytes: u64) -> Self {
         Self {
             inner: Arc::new(Mutex::new(SinkInner {
+                root: root.to_path_buf(),
                 dir: dir.to_path_buf(),
                 file: None,
                 written: 0,
@@ -96,22 +105,24 @@ impl LogSink {
 
 impl SinkInner {
     fn open(&mut self) {
-        if std::fs::create_dir_all(&self.dir).is_err() {
-            return;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(GUEST_LOG));
-        if let Ok(file) = file {
-            self.written = file.metadata().map(|m| m.len()).unwrap_or(0);
-            self.file = Some(file);
+        match crate::fsx::append(&self.root, &self.dir.join(GUEST_LOG)) {
+            Ok(file) => {
+                self.written = file.metadata().map(|m| m.len()).unwrap_or(0);
+                self.file = Some(file);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "guest output is not written to the log");
+            }
         }
     }
 
     fn rotate(&mut self) {
         self.file = None;
-        let _ = std::fs::rename(self.dir.join(GUEST_LOG), rotated_path(&self.dir));
+        let _ = crate::fsx::rename(
+            &self.root,
+            &self.dir.join(GUEST_LOG),
+            &rotated_path(&self.dir),
+        );
         self.open();
     }
 }
@@ -121,13 +132,13 @@ fn rotated_path(dir: &Path) -> PathBuf {
 }
 
 /// Reads what is kept of a session's log: the rotated file, then the live one.
-pub fn read_all(dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut out = match std::fs::read(rotated_path(dir)) {
+pub fn read_all(root: &Path, dir: &Path) -> std::io::Result<Vec<u8>> {
+    let mut out = match crate::fsx::read(root, &rotated_path(dir)) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e),
     };
-    match std::fs::read(dir.join(GUEST_LOG)) {
+    match crate::fsx::read(root, &dir.join(GUEST_LOG)) {
         Ok(bytes) => out.extend_from_slice(&bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
@@ -161,7 +172,7 @@ mod tests {
             .expect("rotated")
             .len();
         assert!(live <= 1024 && old <= 1024, "{live} {old}");
-        let all = String::from_utf8(read_all(dir.path()).expect("read")).expect("utf8");
+        let all = String::from_utf8(read_all(dir.path(), dir.path()).expect("read")).expect("utf8");
         assert!(all.ends_with("line 0999 ..........\n"));
         assert!(!all.contains("line 0000"));
     }

@@ -57,6 +57,10 @@ pub struct Capabilities {
 pub struct NetworkSection {
     #[serde(default)]
     pub allow: Vec<String>,
+    /// Native and shell tools may open Unix sockets (refused by default: a
+    /// Unix socket is a way out of the jail to whatever listens on one).
+    #[serde(default)]
+    pub unix_sockets: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -121,6 +125,8 @@ pub struct CapabilityPolicy {
     /// Extra paths (absolute, existing) beyond the workdir.
     pub read_only: Vec<std::path::PathBuf>,
     pub read_write: Vec<std::path::PathBuf>,
+    /// `network.unix_sockets`: tools may open `AF_UNIX` sockets.
+    pub unix_sockets: bool,
 }
 
 impl CapabilityPolicy {
@@ -172,6 +178,7 @@ impl CapabilityPolicy {
             limits: caps.limits,
             read_only,
             read_write,
+            unix_sockets: caps.network.unix_sockets,
         })
     }
 
@@ -209,6 +216,31 @@ impl CapabilityPolicy {
         self.network_allow
             .iter()
             .any(|rule| rule.matches(scheme, host, port))
+    }
+}
+
+/// A URL as logs and traces may show it: without user info, query string or
+/// fragment, which may carry credentials (`?key=…`, `user:token@`).
+pub fn redact_url(url: &str) -> String {
+    let url = url.split('#').next().unwrap_or_default();
+    let (base, query) = match url.split_once('?') {
+        Some((base, _)) => (base, true),
+        None => (url, false),
+    };
+    let base = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => base.to_string(),
+    };
+    if query {
+        format!("{base}?<redacted>")
+    } else {
+        base
     }
 }
 
@@ -489,6 +521,7 @@ mod tests {
         CapabilityPolicy::from_manifest(Capabilities {
             network: NetworkSection {
                 allow: rules.iter().map(|s| s.to_string()).collect(),
+                unix_sockets: false,
             },
             ..Capabilities::default()
         })

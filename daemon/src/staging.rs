@@ -153,8 +153,7 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
             .items
             .iter()
             .any(|i| i.implementation == Some(roost_ctl::artifact::Implementation::Native));
-    let (sandbox, missing) =
-        crate::sandbox::assess(native_tools, shared.jail_helper.is_some(), &shared.support);
+    let (sandbox, missing) = crate::sandbox::assess(native_tools, &shared.jail, &shared.support);
     if !missing.is_empty() && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse {
         return Err(StageError::Unenforceable {
             missing: missing.join("; "),

@@ -175,8 +175,11 @@ async fn an_agent_calls_a_wasm_tool_a_shell_tool_and_a_skill_then_answers() {
     assert_eq!(results[0], r#"{"text":"hi"}"#);
     assert!(results[1].contains("shell-ok"), "{}", results[1]);
     assert!(
-        results[1].contains("MURMUR_INFERENCE_MODEL=mock-model") && !results[1].contains(KEY),
-        "tools see the model settings, never the key: {}",
+        results[1].contains("MURMUR_INFERENCE_MODEL=mock-model")
+            && !results[1].contains(KEY)
+            && !results[1].contains("MURMUR_INFERENCE_ENDPOINT")
+            && !results[1].contains(&mock.endpoint()),
+        "tools see the model's name, never its key or endpoint: {}",
         results[1]
     );
     assert!(results[2].contains("Always echo twice."), "{}", results[2]);

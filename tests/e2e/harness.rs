@@ -142,6 +142,8 @@ pub struct Daemon {
     config: PathBuf,
     env: Vec<(String, String)>,
     generation: u32,
+    /// The roostd executable (the built one unless a test copies it).
+    binary: PathBuf,
 }
 
 pub const TEST_CONFIG: &str = "a2a_listen: 127.0.0.1:0\npool: {max_instances: 300, max_memory_mb: 256}\nshutdown_grace_secs: 5\n";
@@ -152,6 +154,16 @@ impl Daemon {
     }
 
     pub async fn start_with(config: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_from(Path::new(env!("CARGO_BIN_EXE_roostd")), config, env).await
+    }
+
+    /// A roostd from another executable (a renamed copy, say).
+    #[allow(dead_code)]
+    pub async fn start_binary(binary: &Path, config: &str) -> Self {
+        Self::start_from(binary, config, &[]).await
+    }
+
+    async fn start_from(binary: &Path, config: &str, env: &[(&str, &str)]) -> Self {
         let root = tempfile::tempdir().expect("tempdir");
         let socket = root.path().join("run").join("roostd.sock");
         let state_dir = root.path().join("state");
@@ -169,6 +181,7 @@ impl Daemon {
                 .collect(),
             root,
             generation: 0,
+            binary: binary.to_path_buf(),
         };
         daemon.spawn().await;
         daemon
@@ -184,7 +197,7 @@ impl Daemon {
     pub async fn spawn(&mut self) {
         self.generation += 1;
         let log = std::fs::File::create(self.log_path()).expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_roostd"));
+        let mut command = Command::new(&self.binary);
         command
             .arg("--config")
             .arg(&self.config)

@@ -9,6 +9,7 @@ mod api_errors;
 mod artifacts;
 mod capsules;
 mod concurrency;
+mod containment;
 mod durability;
 mod harness;
 mod lifecycle;

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::harness::{Daemon, TEST_CONFIG, capsule};
 
-async fn jailed_and_control() -> (Daemon, Daemon) {
+pub(crate) async fn jailed_and_control() -> (Daemon, Daemon) {
     let control = format!("{TEST_CONFIG}sandbox: {{jail_tools: false}}\n");
     (
         Daemon::start().await,
@@ -20,13 +20,13 @@ async fn jailed_and_control() -> (Daemon, Daemon) {
 }
 
 /// What this host can enforce, as roostd detects it.
-fn host_support() -> roostd::sandbox::Support {
+pub(crate) fn host_support() -> roostd::sandbox::Support {
     roostd::sandbox::Support::detect(roostd::sandbox::cgroup::PidsCgroups::detect().as_ref())
 }
 
 /// Whether this kernel has Landlock; when it does not, the jailed daemon must
 /// say so instead of the tests passing.
-fn landlock_or_reported(daemon: &Daemon) -> bool {
+pub(crate) fn landlock_or_reported(daemon: &Daemon) -> bool {
     let support = host_support();
     if support.landlock_abi.is_none() {
         let log = daemon.log();
@@ -42,7 +42,7 @@ fn landlock_or_reported(daemon: &Daemon) -> bool {
 
 /// Runs `command` through the shell tool `tool` in a fresh workdir; returns
 /// the tool's result and the workdir.
-async fn run_shell(
+pub(crate) async fn run_shell(
     daemon: &Daemon,
     tool: &str,
     command: &str,
@@ -79,7 +79,7 @@ async fn run_shell(
     (result, workdir)
 }
 
-fn data(result: &Value) -> &str {
+pub(crate) fn data(result: &Value) -> &str {
     result["data"].as_str().unwrap_or_default()
 }
 
@@ -131,7 +131,7 @@ async fn writing_outside_the_workdir_is_denied_and_inside_allowed() {
 }
 
 /// A listener on a free loopback port that counts accepted connections.
-async fn listener() -> (u16, tokio::task::JoinHandle<usize>) {
+pub(crate) async fn listener() -> (u16, tokio::task::JoinHandle<usize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -133,7 +133,13 @@ impl MurmurLock {
         ));
         let result = (|| {
             use std::io::Write;
-            let mut file = std::fs::File::create(&tmp)?;
+            // Exclusive: a file or link already at the temp name (planted by
+            // a tool, where the capsule dir is its workdir) is never written
+            // through; the rename below replaces a link at `path` itself.
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
             file.write_all(text.as_bytes())?;
             file.sync_all()?;
             std::fs::rename(&tmp, path)

@@ -225,22 +225,9 @@ pub fn sign(key: &CheckpointKey, workdir: &Path) -> std::io::Result<usize> {
         let mac = key.mac(&rel, &contents);
         signatures.insert(rel, mac);
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("json.tmp");
     let json = serde_json::to_vec_pretty(&signatures).map_err(std::io::Error::other)?;
-    match std::fs::remove_file(&tmp) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    // create_new never follows a link planted at the temporary name.
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)?;
-    file.write_all(&json)?;
-    std::fs::rename(&tmp, &path)?;
+    // Through no link a tool may have planted (crate::fsx).
+    crate::fsx::replace(workdir, &path, &json, 0o644)?;
     Ok(signatures.len())
 }
 

@@ -63,25 +63,62 @@ pub struct AgentPlan {
 }
 
 impl AgentPlan {
-    /// `MURMUR_INFERENCE_*` for guests; the API key only when `with_key` (the driver).
-    pub fn inference_env(&self, with_key: bool) -> Vec<(String, String)> {
+    /// `MURMUR_INFERENCE_*`: for tools and hooks the transport, model and
+    /// driver name; for the driver (`for_driver`) also the endpoint, its
+    /// config and the API key, which may all carry credentials (a key in a
+    /// query string or a header in the config) and stay with the driver.
+    pub fn inference_env(&self, for_driver: bool) -> Vec<(String, String)> {
         let spec = &self.spec;
         let mut env = vec![
             ("MURMUR_INFERENCE_TRANSPORT".into(), spec.transport.clone()),
-            (
-                "MURMUR_INFERENCE_ENDPOINT".into(),
-                spec.endpoint.clone().unwrap_or_default(),
-            ),
             ("MURMUR_INFERENCE_MODEL".into(), spec.model.clone()),
             ("MURMUR_INFERENCE_DRIVER".into(), spec.driver.clone()),
         ];
+        if !for_driver {
+            return env;
+        }
+        env.push((
+            "MURMUR_INFERENCE_ENDPOINT".into(),
+            spec.endpoint.clone().unwrap_or_default(),
+        ));
         if let Some(config) = &spec.driver_config {
             env.push(("MURMUR_INFERENCE_DRIVER_CONFIG".into(), config.clone()));
         }
-        if with_key && let Some(key) = &self.api_key {
+        if let Some(key) = &self.api_key {
             env.push(("MURMUR_INFERENCE_API_KEY".into(), key.expose().to_string()));
         }
         env
+    }
+
+    /// `text` without the endpoint's credentials (user info, query string)
+    /// or the API key: a driver's error often quotes the URL it failed on,
+    /// and becomes a task's error and a trace line.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        if let Some(key) = &self.api_key
+            && !key.expose().is_empty()
+        {
+            out = out.replace(key.expose(), "<redacted>");
+        }
+        if let Some(endpoint) = &self.spec.endpoint {
+            let clean = crate::policy::redact_url(endpoint);
+            if clean != *endpoint {
+                out = out.replace(endpoint.as_str(), &clean);
+                // The query or user info alone, wherever the driver put it.
+                if let Some((_, query)) = endpoint.split('#').next().and_then(|u| u.split_once('?'))
+                    && !query.is_empty()
+                {
+                    out = out.replace(query, "<redacted>");
+                }
+                if let Some((_, rest)) = endpoint.split_once("://")
+                    && let Some((user, _)) = rest.split('/').next().and_then(|a| a.rsplit_once('@'))
+                    && !user.is_empty()
+                {
+                    out = out.replace(&format!("{user}@"), "");
+                }
+            }
+        }
+        out
     }
 
     fn has_compaction_hook(&self) -> bool {
@@ -207,7 +244,7 @@ impl AgentRun<'_> {
     /// Runs the session: session-start, tasks per the lifecycle, session-end.
     pub async fn run(self) -> AgentEnd {
         let mut state = SessionState {
-            trace: Trace::new(&self.bookkeeping, &self.session_id),
+            trace: Trace::new(&self.workdir, &self.bookkeeping, &self.session_id),
             continuation: Continuation::default(),
             total_turns: 0,
             used: self.used_before,
@@ -644,6 +681,7 @@ impl AgentRun<'_> {
         let (response, metadata) = match parsed {
             Ok(r) => r,
             Err(error) => {
+                let error = self.plan.redact(&error);
                 state
                     .trace
                     .event(
@@ -900,18 +938,10 @@ impl AgentRun<'_> {
     async fn write_murmur_md(&self) {
         let path = self.bookkeeping.join(murmur_md::MURMUR_MD);
         let text = self.murmur_md_text();
+        let root = self.workdir.clone();
+        // Never through a link (or a hard link) a tool may have planted.
         let written = tokio::task::spawn_blocking(move || {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            // Never through a link a tool may have planted.
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&path)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(|e| (path, e))
+            crate::fsx::replace(&root, &path, text.as_bytes(), 0o644).map_err(|e| (path, e))
         })
         .await;
         if let Ok(Err((path, error))) = written {

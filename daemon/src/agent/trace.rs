@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
-use tokio::io::AsyncWriteExt;
 
 /// File name of the trace in a session's bookkeeping dir.
 pub const TRACE_FILE: &str = "trace.jsonl";
@@ -14,14 +13,17 @@ const FLUSH_AT: usize = 64 * 1024;
 
 /// Appends events to one session's trace.
 pub struct Trace {
+    /// The session's workdir: no link below it is followed (crate::fsx).
+    root: PathBuf,
     path: PathBuf,
     session_id: String,
     buffer: Vec<u8>,
 }
 
 impl Trace {
-    pub fn new(bookkeeping: &Path, session_id: &str) -> Self {
+    pub fn new(root: &Path, bookkeeping: &Path, session_id: &str) -> Self {
         Self {
+            root: root.to_path_buf(),
             path: bookkeeping.join(TRACE_FILE),
             session_id: session_id.to_string(),
             buffer: Vec::new(),
@@ -51,17 +53,16 @@ impl Trace {
         if self.buffer.is_empty() {
             return;
         }
-        // Never through a link a tool may have planted in the bookkeeping dir.
-        let file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&self.path)
-            .await;
-        let written = match file {
-            Ok(mut file) => file.write_all(&self.buffer).await,
-            Err(e) => Err(e),
-        };
+        // Never through a link (or a hard link) a tool may have planted in the
+        // bookkeeping dir.
+        let (root, path) = (self.root.clone(), self.path.clone());
+        let buffer = std::mem::take(&mut self.buffer);
+        let written = tokio::task::spawn_blocking(move || {
+            use std::io::Write;
+            crate::fsx::append(&root, &path)?.write_all(&buffer)
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
         if let Err(error) = written {
             tracing::warn!(path = %self.path.display(), %error, "cannot write trace");
         }

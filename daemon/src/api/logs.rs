@@ -31,13 +31,15 @@ pub(super) async fn logs(
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let session = state.supervisor.get(&id).await?;
+    let root = PathBuf::from(&session.workdir);
     let dir = PathBuf::from(&session.bookkeeping_dir).join("logs");
-    let existing = read_blocking(dir.clone()).await?;
+    let existing = read_blocking(root.clone(), dir.clone()).await?;
     let headers = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     if !query.follow || session.state.is_ended() {
         return Ok((headers, existing).into_response());
     }
     let follow = Follow {
+        root,
         path: logs::live_path(&dir),
         offset: std::fs::metadata(logs::live_path(&dir))
             .map(|m| m.len())
@@ -55,14 +57,16 @@ pub(super) async fn logs(
     Ok((headers, Body::from_stream(stream)).into_response())
 }
 
-async fn read_blocking(dir: PathBuf) -> Result<Vec<u8>, ApiError> {
-    tokio::task::spawn_blocking(move || logs::read_all(&dir))
+async fn read_blocking(root: PathBuf, dir: PathBuf) -> Result<Vec<u8>, ApiError> {
+    tokio::task::spawn_blocking(move || logs::read_all(&root, &dir))
         .await
         .map_err(|e| ApiError::bad_request(format!("cannot read logs: {e}")))?
         .map_err(|e| ApiError::bad_request(format!("cannot read logs: {e}")))
 }
 
 struct Follow {
+    /// The session's workdir: links below it are not followed.
+    root: PathBuf,
     path: PathBuf,
     offset: u64,
     first: Option<Bytes>,
@@ -103,7 +107,7 @@ impl Follow {
     }
 
     fn read_new(&mut self) -> Bytes {
-        let Ok(mut file) = std::fs::File::open(&self.path) else {
+        let Ok(mut file) = crate::fsx::open_read(&self.root, &self.path) else {
             return Bytes::new();
         };
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);

@@ -122,6 +122,29 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
         return ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden", reason)
             .into_response();
     }
+    // A tool runs with roostd's uid (or one admitted above); it is still no
+    // operator.
+    if let Some(tool) = peer
+        .and_then(|p| p.pid)
+        .and_then(crate::tools::origin::tool_peer)
+    {
+        let _entered = span.enter();
+        tracing::warn!(
+            session_id = tool.session_id.as_deref().unwrap_or("unknown"),
+            why = tool.by,
+            "control connection from a tool refused"
+        );
+        return ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "this connection comes from a native or shell tool ({}); tools may not use \
+                 roostd's control API",
+                tool.by
+            ),
+        )
+        .into_response();
+    }
     async move {
         let response = next.run(request).await;
         tracing::Span::current().record("status", response.status().as_u16());

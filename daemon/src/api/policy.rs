@@ -57,8 +57,7 @@ pub(super) async fn policy(
             .artifacts
             .iter()
             .any(|a| a.runtime == roost_ctl::artifact::ArtifactRuntime::Tool);
-    let (native, missing) =
-        crate::sandbox::assess(native_tools, shared.jail_helper.is_some(), &shared.support);
+    let (native, missing) = crate::sandbox::assess(native_tools, &shared.jail, &shared.support);
     let refused = (!missing.is_empty()
         && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse)
         .then(|| format!("this host cannot enforce: {}", missing.join("; ")));
@@ -80,6 +79,7 @@ pub(super) async fn policy(
             .collect(),
         tool_tcp_ports: policy.tcp_connect_ports(),
         tool_udp: policy.tools_may_use_udp(),
+        tool_unix_sockets: policy.unix_sockets,
         read_only: paths(&policy.read_only),
         read_write: paths(&policy.read_write),
         shell_allow: policy.shell_allow.clone(),

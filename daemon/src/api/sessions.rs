@@ -23,6 +23,9 @@ pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
         a2a_addr: state.a2a_addr.clone(),
         control_addr: state.control_addr.clone(),
         state_dir: shared.config.state_dir.display().to_string(),
+        tool_jail: Some(crate::sandbox::assess(true, &shared.jail, &shared.support).0),
+        jail_helper: shared.jail.helper().map(|p| p.display().to_string()),
+        a2a_token: shared.config.a2a.token_file.is_some(),
     })
 }
 

@@ -91,6 +91,7 @@ impl SessionTools {
         };
         let context = || tools::ProcessContext {
             name: name.to_string(),
+            session_id: self.spec.session_id.clone(),
             workdir: self.spec.workdir.clone(),
             bookkeeping: self.spec.bookkeeping.clone(),
             env: self.spec.env.clone(),
@@ -553,9 +554,10 @@ impl murmur::message::send::Host for SessionState {
             .parse()
             .map_err(|_| format!("'{peer_url}' is not a URL; give the peer's A2A base URL"))?;
         if !self.hooks.allowed(&uri) {
-            tracing::warn!(session_id = %self.hooks.session_id, peer = %peer_url,
+            let target = crate::policy::redact_url(&peer_url);
+            tracing::warn!(session_id = %self.hooks.session_id, peer = %target,
                 "A2A send denied: not in capabilities.network.allow");
-            self.hooks.denied(&peer_url);
+            self.hooks.denied(&target);
             return Err(format!(
                 "network policy: '{peer_url}' is not in capabilities.network.allow"
             ));

@@ -98,12 +98,13 @@ impl WasiHttpHooks for NetworkPolicyHooks {
         fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
     ) -> SendFuture {
         if !self.allowed(request.uri()) {
+            let target = crate::policy::redact_url(&request.uri().to_string());
             tracing::warn!(
                 session_id = %self.session_id,
-                uri = %request.uri(),
+                uri = %target,
                 "outgoing HTTP denied: not in capabilities.network.allow"
             );
-            self.denied(&request.uri().to_string());
+            self.denied(&target);
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
         _ = fut;

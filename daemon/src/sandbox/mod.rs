@@ -14,10 +14,79 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod cgroup;
-mod seccomp;
+pub mod seccomp;
 
 /// First argument that turns roostd into the jail helper.
 pub const JAIL_ARG: &str = "__roost-jail";
+/// `<helper> __roost-jail --probe` answers this on stdout: how roostd tells a
+/// jail helper from any other executable, whatever its file name.
+const PROBE: &str = "--probe";
+const PROBE_ANSWER: &str = concat!("roost-jail ", env!("CARGO_PKG_VERSION"));
+
+/// Whether the operator wants tools jailed, and whether a helper was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Jail {
+    /// `sandbox.jail_tools: false`.
+    Off,
+    /// Wanted, but no executable answered the helper's probe.
+    NoHelper(String),
+    /// Tools run through this helper.
+    Helper(PathBuf),
+}
+
+impl Jail {
+    pub fn helper(&self) -> Option<&Path> {
+        match self {
+            Self::Helper(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// Finds the jail helper by what it is, not by its name: `roost-jail` next to
+/// the running executable, else the configured `sandbox.jail_helper`, else the
+/// running executable itself (roostd plays the helper, whatever it is called).
+/// Each candidate must answer the probe; `Jail::NoHelper` says what was tried.
+pub fn find_helper(configured: Option<&Path>) -> Jail {
+    let exe = std::env::current_exe().ok();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(exe) = &exe {
+        candidates.push(exe.with_file_name("roost-jail"));
+    }
+    candidates.extend(configured.map(Path::to_path_buf));
+    candidates.extend(exe);
+    let mut tried = Vec::new();
+    for candidate in candidates {
+        if !candidate.is_file() {
+            continue;
+        }
+        if probe(&candidate) {
+            return Jail::Helper(candidate);
+        }
+        tried.push(candidate.display().to_string());
+    }
+    Jail::NoHelper(format!(
+        "no jail helper: install roost-jail next to roostd or set sandbox.jail_helper          (tried, and none answered the helper's probe: {})",
+        if tried.is_empty() {
+            "nothing found".to_string()
+        } else {
+            tried.join(", ")
+        }
+    ))
+}
+
+/// Runs `candidate __roost-jail --probe` and checks its answer.
+fn probe(candidate: &Path) -> bool {
+    std::process::Command::new(candidate)
+        .args([JAIL_ARG, PROBE])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|out| {
+            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == PROBE_ANSWER
+        })
+}
 
 /// System paths a tool may read and execute from (when they exist). Secrets
 /// such as `/etc/shadow` are outside every entry.
@@ -70,10 +139,11 @@ pub struct JailSpec {
     /// TCP ports the tool may connect to (from `network.allow`); `None` allows
     /// any (a rule with a wildcard port).
     pub tcp_connect_ports: Option<Vec<u16>>,
-    /// Datagram (UDP) sockets: only when the allow-list names port 53 (or
-    /// any port), so tools can resolve names.
+    /// Sockets the tool may open (`AF_INET`/`AF_INET6` when the capsule
+    /// declares network access; UDP only when the allow-list names port 53 or
+    /// any port, so tools can resolve names; `AF_UNIX` only on request).
     #[serde(default)]
-    pub allow_udp: bool,
+    pub sockets: seccomp::Sockets,
     pub rlimits: Rlimits,
     /// `cgroup.procs` of the call's pids cgroup, joined first (before the
     /// Landlock rules that would forbid writing it).
@@ -138,14 +208,25 @@ impl Support {
     }
 }
 
+/// What is missing when no jail helper answered.
+pub const NO_HELPER: &str =
+    "the jail helper (install roost-jail next to roostd, or set sandbox.jail_helper)";
+
+/// The sandbox text of a session without native or shell tools.
+pub const NO_NATIVE_TOOLS: &str = "no native tools (WASM only)";
+
 /// What the jail enforces for one session's native and shell tools: the text
 /// recorded with the session, and what is missing.
-pub fn assess(native_tools: bool, jail_on: bool, support: &Support) -> (String, Vec<&'static str>) {
+pub fn assess(native_tools: bool, jail: &Jail, support: &Support) -> (String, Vec<&'static str>) {
     if !native_tools {
-        return ("no native tools (WASM only)".into(), Vec::new());
+        return (NO_NATIVE_TOOLS.into(), Vec::new());
     }
-    if !jail_on {
-        return ("unjailed (sandbox.jail_tools: false)".into(), Vec::new());
+    match jail {
+        Jail::Off => return ("unjailed (sandbox.jail_tools: false)".into(), Vec::new()),
+        Jail::NoHelper(_) => {
+            return (format!("none: missing {NO_HELPER}"), vec![NO_HELPER]);
+        }
+        Jail::Helper(_) => {}
     }
     let (tier, missing) = support.tier();
     if missing.is_empty() {
@@ -169,6 +250,8 @@ pub enum JailError {
     },
     #[error("landlock: {0}")]
     Landlock(String),
+    #[error("{0}")]
+    Seccomp(String),
     #[error("cannot exec {}: {source}", program.display())]
     Exec {
         program: PathBuf,
@@ -197,6 +280,10 @@ fn run_helper(args: Vec<OsString>) -> Result<std::convert::Infallible, JailError
     // args: [roostd, __roost-jail, spec, --, program, args...]
     let mut it = args.into_iter().skip(2);
     let spec = it.next().ok_or(JailError::Usage)?;
+    if spec == PROBE {
+        println!("{PROBE_ANSWER}");
+        std::process::exit(0);
+    }
     if it.next().as_deref() != Some(std::ffi::OsStr::new("--")) {
         return Err(JailError::Usage);
     }
@@ -230,7 +317,7 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
     close_inherited_fds()?;
     landlock(spec)?;
     if roost_ctl::host::seccomp_available() {
-        seccomp::install(spec.allow_udp).map_err(os("seccomp"))?;
+        seccomp::install(spec.sockets).map_err(|e| JailError::Seccomp(e.to_string()))?;
     }
     Ok(())
 }
@@ -330,7 +417,8 @@ mod tests {
             pids_cgroup: false,
             root: false,
         };
-        let (text, missing) = assess(true, true, &none);
+        let on = Jail::Helper(PathBuf::from("/usr/libexec/roost-jail"));
+        let (text, missing) = assess(true, &on, &none);
         assert!(text.starts_with("rlimits-only: missing landlock"), "{text}");
         assert_eq!(missing.len(), 2);
         let old = Support {
@@ -339,7 +427,7 @@ mod tests {
             pids_cgroup: true,
             root: true,
         };
-        let (text, _) = assess(true, true, &old);
+        let (text, _) = assess(true, &on, &old);
         assert!(
             text.starts_with("partial: missing landlock TCP rules"),
             "{text}"
@@ -350,26 +438,29 @@ mod tests {
             pids_cgroup: true,
             root: true,
         };
-        assert_eq!(assess(true, true, &full), ("full".to_string(), Vec::new()));
+        assert_eq!(assess(true, &on, &full), ("full".to_string(), Vec::new()));
         let root_without_cgroup = Support {
             pids_cgroup: false,
             ..full.clone()
         };
-        let (text, _) = assess(true, true, &root_without_cgroup);
+        let (text, _) = assess(true, &on, &root_without_cgroup);
         assert!(text.starts_with("partial: missing process limit"), "{text}");
         let user_without_cgroup = Support {
             root: false,
             ..root_without_cgroup
         };
         assert_eq!(
-            assess(true, true, &user_without_cgroup).0,
+            assess(true, &on, &user_without_cgroup).0,
             "full",
             "RLIMIT_NPROC binds users"
         );
-        assert_eq!(assess(false, true, &none).0, "no native tools (WASM only)");
+        assert_eq!(assess(false, &on, &none).0, "no native tools (WASM only)");
         assert!(
-            assess(true, false, &none).1.is_empty(),
+            assess(true, &Jail::Off, &none).1.is_empty(),
             "jail off is the operator's call"
         );
+        let (text, missing) = assess(true, &Jail::NoHelper("x".into()), &full);
+        assert!(text.starts_with("none: missing the jail helper"), "{text}");
+        assert_eq!(missing, [NO_HELPER], "a missing helper is refused");
     }
 }

@@ -48,9 +48,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Where artifacts are staged from.
     pub registry: Arc<dyn crate::registry::Registry>,
-    /// The binary that jails native and shell tools (roostd itself), unless
-    /// the operator turned the jail off.
-    pub jail_helper: Option<std::path::PathBuf>,
+    /// The helper that jails native and shell tools, or why there is none.
+    pub jail: crate::sandbox::Jail,
     /// What this host can enforce for tools (detected once).
     pub support: crate::sandbox::Support,
     /// Per-tool pids cgroups, where this host lets roostd make them.
@@ -125,22 +124,6 @@ enum Command {
     },
 }
 
-/// The jail helper: `roost-jail` installed next to roostd, else roostd's own
-/// executable in helper mode (slower to exec); only a binary named `roostd`
-/// qualifies (a test or benchmark harness is not one).
-fn jail_helper() -> Option<std::path::PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    if exe.file_name() == Some(std::ffi::OsStr::new("roostd")) {
-        let small = exe.with_file_name("roost-jail");
-        if small.is_file() {
-            return Some(small);
-        }
-        return Some(exe);
-    }
-    tracing::warn!(exe = %exe.display(), "not running as roostd: native and shell tools run unjailed");
-    None
-}
-
 /// An existing row being brought back at start-up.
 struct Resume {
     id: String,
@@ -187,14 +170,31 @@ impl Supervisor {
                 roost_ctl::artifact::LocalRegistry::new(&location),
             ))
         });
-        let jail_helper = config.sandbox.jail_tools.then(jail_helper).flatten();
-        if let Some(helper) = &jail_helper {
-            tracing::info!(helper = %helper.display(), "tool jail helper");
+        let jail = if config.sandbox.jail_tools {
+            crate::sandbox::find_helper(config.sandbox.jail_helper.as_deref())
+        } else {
+            crate::sandbox::Jail::Off
+        };
+        match &jail {
+            crate::sandbox::Jail::Helper(helper) => {
+                tracing::info!(helper = %helper.display(), "tool jail helper");
+            }
+            crate::sandbox::Jail::NoHelper(why) => {
+                tracing::error!(
+                    tier = "none",
+                    "{why}; capsules with native or shell tools are refused \
+                     (sandbox.unenforceable: refuse) or run unjailed (warn)"
+                );
+            }
+            crate::sandbox::Jail::Off => {}
         }
         // Detected once: the start-up report and every session's record use it.
         let pids = crate::sandbox::cgroup::PidsCgroups::detect().map(Arc::new);
         let support = crate::sandbox::Support::detect(pids.as_deref());
-        let (tier, missing) = support.tier();
+        let (tier, missing) = match &jail {
+            crate::sandbox::Jail::NoHelper(_) => ("none", vec![crate::sandbox::NO_HELPER]),
+            _ => support.tier(),
+        };
         tracing::info!(
             tier,
             landlock_abi = support.landlock_abi.unwrap_or(0),
@@ -221,7 +221,7 @@ impl Supervisor {
             pids,
             checkpoint_key,
             support,
-            jail_helper,
+            jail,
             registry,
             bundles: Arc::default(),
             config,

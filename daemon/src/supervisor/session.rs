@@ -45,6 +45,7 @@ const BOOTSTRAP_LOG: &str = "bootstrap.log";
 const BASH_NETWORK_WARNING: &str = "warning[W-SEC-003]: capabilities.shell.allow includes \
 \"bash\" and capabilities.network.allow is non-empty, but network.allow does not constrain \
 bash's own outbound connections; treat the capsule as having the network access bash has";
+const UNIX_SOCKETS_WARNING: &str = "warning[W-SEC-004]: capabilities.network.unix_sockets lets native and shell tools connect to any Unix socket their files allow (a database's, a container runtime's, a desktop bus); roostd's control socket still refuses them";
 
 /// How long a session without a task waits for one: `MURMUR_A2A_TIMEOUT_SECS`
 /// of roostd's environment, default 30 s (as upstream).
@@ -200,22 +201,29 @@ impl SessionTask {
                     w.join(crate::manifest::MANIFEST_FILENAME),
                 )
             });
+        // Tools may write anywhere below the workdir: nothing below it is
+        // reached through a link (crate::fsx).
+        let root = self.workdir.clone();
         let install = tokio::task::spawn_blocking(move || -> Result<(), String> {
-            std::fs::create_dir_all(&dir)
+            // The workdir itself is trusted (the operator's, or a fresh one in
+            // the state dir); below it, nothing is.
+            std::fs::create_dir_all(&root)
+                .and_then(|()| crate::fsx::create_dir_all(&root, &dir))
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
             if !items.is_empty() || !shell.is_empty() {
-                crate::artifacts::install(&dir, &items, &shell)
+                crate::artifacts::install(&root, &dir, &items, &shell)
                     .map_err(|e| format!("cannot install artifacts into {}: {e}", dir.display()))?;
             }
             // The capsule can read its own manifest by relative path.
-            if let Some((from, to)) = copy_manifest
-                && !to.exists()
-                && let Err(e) = std::fs::copy(&from, &to)
-            {
-                tracing::warn!(error = %e, "cannot copy murmur.yaml into the workdir");
+            if let Some((from, to)) = copy_manifest {
+                let copied = std::fs::read(&from)
+                    .and_then(|bytes| crate::fsx::write_if_absent(&root, &to, &bytes, 0o644));
+                if let Err(e) = copied {
+                    tracing::warn!(error = %e, "cannot copy murmur.yaml into the workdir");
+                }
             }
             if let Some((path, text)) = task {
-                std::fs::write(&path, text)
+                crate::fsx::replace(&root, &path, text.as_bytes(), 0o644)
                     .map_err(|e| format!("cannot write the task to {}: {e}", path.display()))?;
             }
             Ok(())
@@ -238,6 +246,10 @@ impl SessionTask {
             tracing::warn!(code = "W-SEC-003", "{BASH_NETWORK_WARNING}");
             self.bootstrap_log(BASH_NETWORK_WARNING).await;
         }
+        if policy.unix_sockets && staged.sandbox != crate::sandbox::NO_NATIVE_TOOLS {
+            tracing::warn!(code = "W-SEC-004", "{UNIX_SOCKETS_WARNING}");
+            self.bootstrap_log(UNIX_SOCKETS_WARNING).await;
+        }
         if staged.sandbox.contains(": missing") {
             let line = format!(
                 "warning: tools run with a partial jail ({}); sandbox.unenforceable is warn",
@@ -254,6 +266,7 @@ impl SessionTask {
         let artifacts = Arc::new(SessionArtifacts::new(
             self.staged.artifacts.items.clone(),
             Arc::clone(&self.shared.registry),
+            self.workdir.clone(),
             self.bookkeeping.clone(),
             self.staged.artifacts.lock_path.clone(),
             self.shared.config.artifacts.max_bundle_mb << 20,
@@ -274,7 +287,8 @@ impl SessionTask {
     /// `on-stage` hooks, then the lock when the capsule had none.
     async fn run_stage_hooks(&self) -> Result<(), String> {
         let staged = &self.staged;
-        let log = LogSink::new(
+        let log = LogSink::within(
+            &self.workdir,
             &self.bookkeeping.join("logs"),
             self.shared.config.logs.max_bytes,
         );
@@ -333,18 +347,16 @@ impl SessionTask {
 
     /// Appends a line to `logs/bootstrap.log` (staging notes for the operator).
     async fn bootstrap_log(&self, line: &str) {
-        use tokio::io::AsyncWriteExt;
-        let dir = self.bookkeeping.join("logs");
-        let _ = tokio::fs::create_dir_all(&dir).await;
-        let file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join(BOOTSTRAP_LOG))
-            .await;
-        if let Ok(mut file) = file {
-            let _ = file
-                .write_all(format!("[{}] {line}\n", crate::store::now()).as_bytes())
-                .await;
+        use std::io::Write;
+        let root = self.workdir.clone();
+        let path = self.bookkeeping.join("logs").join(BOOTSTRAP_LOG);
+        let line = format!("[{}] {line}\n", crate::store::now());
+        let written = tokio::task::spawn_blocking(move || {
+            crate::fsx::append(&root, &path)?.write_all(line.as_bytes())
+        })
+        .await;
+        if let Ok(Err(error)) = written {
+            tracing::warn!(%error, "cannot write bootstrap.log");
         }
     }
 
@@ -360,7 +372,7 @@ impl SessionTask {
             policy: Arc::clone(&self.staged.policy),
             log,
             stop: self.stop.clone(),
-            jail_helper: self.shared.jail_helper.clone(),
+            jail_helper: self.shared.jail.helper().map(std::path::Path::to_path_buf),
             pids: self.shared.pids.clone(),
             notes: None,
             task: None,
@@ -406,7 +418,8 @@ impl SessionTask {
         if self.stop.is_cancelled() {
             return RunEnd::Stopped;
         }
-        let log = LogSink::new(
+        let log = LogSink::within(
+            &self.workdir,
             &self.bookkeeping.join("logs"),
             self.shared.config.logs.max_bytes,
         );
@@ -637,8 +650,8 @@ impl SessionTask {
             ("MURMUR_SESSION_ID".to_string(), self.id.clone()),
             ("MURMUR_CAPSULE_URL".to_string(), self.capsule_url()),
         ]);
-        // Agents' guests see the model settings, never the key (the driver's own
-        // environment adds it).
+        // Agents' tools and hooks see the model's name, never its endpoint,
+        // config or key (the driver's own environment adds those).
         if let Program::Agent(plan) = &self.staged.program {
             env.extend(plan.inference_env(false));
         }

@@ -3,6 +3,7 @@
 //! and bounded output. (The Landlock/seccomp jail is a separate layer.)
 
 pub mod native;
+pub mod origin;
 pub mod shell;
 
 use std::path::{Path, PathBuf};
@@ -50,6 +51,8 @@ pub struct ToolOutput {
 #[derive(Clone)]
 pub struct ProcessContext {
     pub name: String,
+    /// The session whose tool this is (the control socket refuses its tools).
+    pub session_id: String,
     /// The capsule's accessible workdir: the process's cwd.
     pub workdir: PathBuf,
     /// Bookkeeping dir (full shell output goes under it).
@@ -189,6 +192,7 @@ pub async fn run_process(
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
     let pgid = child.id().map(|id| id as i32);
+    let _registered = pgid.map(|pid| origin::Registered::new(pid, &ctx.session_id));
     // If this future is dropped (the capsule was stopped while it waited), the
     // whole group still goes. Declared after `child`, so it runs first, while
     // the group leader is not yet reaped and its id cannot be reused.
@@ -258,7 +262,11 @@ fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
         read_only: ctx.policy.read_only.clone(),
         read_write: ctx.policy.read_write.clone(),
         tcp_connect_ports: ctx.policy.tcp_connect_ports(),
-        allow_udp: ctx.policy.tools_may_use_udp(),
+        sockets: crate::sandbox::seccomp::Sockets {
+            inet: !ctx.policy.network_allow.is_empty(),
+            udp: ctx.policy.tools_may_use_udp(),
+            unix: ctx.policy.unix_sockets,
+        },
         rlimits: rlimits(&ctx.policy, ctx.timeout, ctx.memory_bytes),
         cgroup_procs: None,
     }
@@ -359,6 +367,7 @@ mod tests {
         };
         ProcessContext {
             name: "t".into(),
+            session_id: "ses_t".into(),
             workdir: PathBuf::from("/w"),
             bookkeeping: PathBuf::from("/w"),
             env: env

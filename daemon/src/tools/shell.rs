@@ -87,18 +87,20 @@ pub async fn run(request: ToolRequest, ctx: &ProcessContext) -> Result<ToolOutpu
 /// Writes the full output under `<bookkeeping>/tool-output/`; returns the path
 /// as the capsule sees it (relative to its workdir) and the host path.
 async fn save_full_output(ctx: &ProcessContext, text: &str) -> Result<(String, String), String> {
-    let dir = ctx.bookkeeping.join("tool-output");
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let file = dir.join(format!(
+    let file = ctx.bookkeeping.join("tool-output").join(format!(
         "{}-{}.txt",
         ctx.name,
         uuid::Uuid::now_v7().simple()
     ));
-    tokio::fs::write(&file, text)
-        .await
-        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    let (root, path, bytes) = (ctx.workdir.clone(), file.clone(), text.as_bytes().to_vec());
+    // The tool may have replaced tool-output/ with a link: not followed.
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        crate::fsx::create_new(&root, &path, 0o644)?.write_all(&bytes)
+    })
+    .await
+    .map_err(|e| format!("cannot write {}: {e}", file.display()))?
+    .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
     let relative = file
         .strip_prefix(&ctx.workdir)
         .map(|p| p.display().to_string())

@@ -1,6 +1,7 @@
 //! Test capsule: invokes the shell tool named in `./shell-tool.txt` with the
 //! command in `./shell-command.txt` and writes the outcome to
-//! `./shell-result.json` (`{"ok", "status", "data"}` or `{"ok": false, "error"}`).
+//! `./shell-result.json` (`{"ok", "status", "data"}` or `{"ok": false, "error"}`),
+//! then prints a line to stdout and one to stderr.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -31,6 +32,10 @@ impl exports::murmur::capsule::run::Guest for Capsule {
             Err(e) => json!({ "ok": false, "error": e }),
         };
         std::fs::write("shell-result.json", outcome.to_string()).expect("write result");
+        // Output after the tool ran: roostd writes it to the session's log,
+        // which the tool may have tampered with.
+        println!("shellrun: {} returned", tool.trim());
+        eprintln!("shellrun: stderr after the tool");
     }
 }
 

@@ -1,0 +1,329 @@
+//! File operations in trees a tool can write (a session's workdir and its
+//! bookkeeping dir inside it): every path is walked from a trusted root one
+//! component at a time with `O_NOFOLLOW`, so a symlink a tool planted anywhere
+//! below the root is refused instead of followed; files are appended to only
+//! when they are regular files with a single link (no hard link to a file
+//! outside); replacements go through an exclusive temp file with an
+//! unpredictable name, renamed over the target within the same directory.
+//!
+//! The root itself (the workdir the operator named, or one under the state
+//! dir) is trusted: tools cannot write its parent.
+
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+
+fn cstr(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::other("a path holds a NUL byte"))
+}
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn refused(path: &Path, why: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("refusing {}: {why}", path.display()),
+    )
+}
+
+/// The components of `path` below `root` (plain names only).
+fn below<'a>(root: &Path, path: &'a Path) -> io::Result<Vec<&'a OsStr>> {
+    let rel = path
+        .strip_prefix(root)
+        .map_err(|_| refused(path, "it is not under the session's workdir"))?;
+    rel.components()
+        .map(|c| match c {
+            Component::Normal(name) => Ok(name),
+            _ => Err(refused(path, "it is not a plain path")),
+        })
+        .collect()
+}
+
+fn open_root(root: &Path) -> io::Result<OwnedFd> {
+    let root = cstr(root.as_os_str())?;
+    // SAFETY: a NUL-terminated path; the returned descriptor is owned below.
+    let fd = check(unsafe {
+        libc::open(
+            root.as_ptr(),
+            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn open_at(dir: &OwnedFd, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+    let name = cstr(name)?;
+    // SAFETY: `dir` is an open directory, `name` NUL-terminated.
+    let fd = check(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode,
+        )
+    })?;
+    // SAFETY: as in `open_root`.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens (creating when `create`) each directory of `names` below `root`,
+/// refusing symlinks; returns the last one.
+fn walk(root: &Path, names: &[&OsStr], create: bool, whole: &Path) -> io::Result<OwnedFd> {
+    let mut dir = open_root(root)?;
+    for name in names {
+        let flags = libc::O_DIRECTORY | libc::O_RDONLY;
+        dir = match open_at(&dir, name, flags, 0) {
+            Ok(fd) => fd,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                let c = cstr(name)?;
+                // SAFETY: `dir` is open, `c` NUL-terminated. EEXIST from a
+                // racing creator is fine: the open below decides.
+                let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o755) };
+                if rc < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::AlreadyExists {
+                        return Err(e);
+                    }
+                }
+                open_at(&dir, name, flags, 0).map_err(|e| link_error(e, whole))?
+            }
+            Err(e) => return Err(link_error(e, whole)),
+        };
+    }
+    Ok(dir)
+}
+
+/// `O_NOFOLLOW` on a symlink answers ELOOP (or ENOTDIR with O_DIRECTORY).
+fn link_error(e: io::Error, path: &Path) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+            refused(path, "a symlink (or non-directory) is in the way")
+        }
+        _ => e,
+    }
+}
+
+/// The directory holding `path` (created as needed) and the file's name.
+fn parent(root: &Path, path: &Path, create: bool) -> io::Result<(OwnedFd, CString)> {
+    let names = below(root, path)?;
+    let (name, dirs) = names
+        .split_last()
+        .ok_or_else(|| refused(path, "it names no file"))?;
+    Ok((walk(root, dirs, create, path)?, cstr(name)?))
+}
+
+fn open_file(
+    dir: &OwnedFd,
+    name: &CString,
+    flags: libc::c_int,
+    mode: u32,
+    path: &Path,
+) -> io::Result<File> {
+    // SAFETY: `dir` is open, `name` NUL-terminated.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            mode,
+        )
+    };
+    let fd = check(fd).map_err(|e| link_error(e, path))?;
+    // SAFETY: just opened, owned by the File.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// A regular file with one link: not a device, FIFO, or a hard link to a file
+/// elsewhere.
+fn sole_regular(file: &File, path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(refused(path, "it is not a regular file"));
+    }
+    if meta.nlink() != 1 {
+        return Err(refused(path, "it has more than one hard link"));
+    }
+    Ok(())
+}
+
+/// Creates the directories of `dir` below `root`, refusing symlinks.
+pub fn create_dir_all(root: &Path, dir: &Path) -> io::Result<()> {
+    walk(root, &below(root, dir)?, true, dir).map(drop)
+}
+
+/// Opens `path` for appending (created 0644 when missing).
+pub fn append(root: &Path, path: &Path) -> io::Result<File> {
+    let (dir, name) = parent(root, path, true)?;
+    let file = open_file(
+        &dir,
+        &name,
+        libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
+        0o644,
+        path,
+    )?;
+    sole_regular(&file, path)?;
+    Ok(file)
+}
+
+/// Creates `path`, which must not exist yet (not even as a dangling symlink).
+pub fn create_new(root: &Path, path: &Path, mode: u32) -> io::Result<File> {
+    let (dir, name) = parent(root, path, true)?;
+    open_file(
+        &dir,
+        &name,
+        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+        mode,
+        path,
+    )
+}
+
+/// Writes `bytes` to `path` unless something (file or link) is there already;
+/// `Ok(false)` when it was.
+pub fn write_if_absent(root: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool> {
+    match create_new(root, path, mode) {
+        Ok(mut file) => file.write_all(bytes).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces `path` with `bytes` (mode `mode`): an exclusive temp file with an
+/// unpredictable name beside it, renamed over it. A symlink at `path` is
+/// replaced, never followed.
+pub fn replace(root: &Path, path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (dir, name) = parent(root, path, true)?;
+    let tmp = cstr(OsStr::new(&format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        uuid::Uuid::now_v7().simple()
+    )))?;
+    let written = (|| {
+        let mut file = open_file(
+            &dir,
+            &tmp,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            mode,
+            path,
+        )?;
+        file.write_all(bytes)?;
+        // The umask may have narrowed the mode.
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+        file.sync_data()?;
+        // SAFETY: both names are NUL-terminated and relative to the open `dir`.
+        check(unsafe {
+            libc::renameat(
+                dir.as_raw_fd(),
+                tmp.as_ptr(),
+                dir.as_raw_fd(),
+                name.as_ptr(),
+            )
+        })
+        .map(drop)
+    })();
+    if written.is_err() {
+        // SAFETY: as above; a leftover temp file is only untidy.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+    }
+    written
+}
+
+/// Reads `path` whole, refusing symlinks (an operator reading a session's log
+/// must not be handed a file a tool linked there). `NotFound` when missing.
+pub fn read(root: &Path, path: &Path) -> io::Result<Vec<u8>> {
+    let mut file = open_read(root, path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Opens `path` for reading, refusing symlinks.
+pub fn open_read(root: &Path, path: &Path) -> io::Result<File> {
+    let (dir, name) = parent(root, path, false)?;
+    open_file(&dir, &name, libc::O_RDONLY, 0, path)
+}
+
+/// Renames `from` to `to`, both below `root` and in the same directory tree;
+/// the names themselves are never followed.
+pub fn rename(root: &Path, from: &Path, to: &Path) -> io::Result<()> {
+    let (from_dir, from_name) = parent(root, from, false)?;
+    let (to_dir, to_name) = parent(root, to, true)?;
+    // SAFETY: names NUL-terminated, relative to open directories.
+    check(unsafe {
+        libc::renameat(
+            from_dir.as_raw_fd(),
+            from_name.as_ptr(),
+            to_dir.as_raw_fd(),
+            to_name.as_ptr(),
+        )
+    })
+    .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlinks_below_the_root_are_refused_and_hard_links_not_appended_to() {
+        let root = tempfile::tempdir().expect("root");
+        let outside = tempfile::tempdir().expect("outside");
+        let target = outside.path().join("victim.txt");
+        std::fs::write(&target, "precious\n").expect("victim");
+        let r = root.path();
+
+        // A planted file link.
+        std::fs::create_dir_all(r.join("logs")).expect("logs");
+        std::os::unix::fs::symlink(&target, r.join("logs/guest.log")).expect("link");
+        let err = append(r, &r.join("logs/guest.log")).expect_err("followed a symlink");
+        assert!(err.to_string().contains("symlink"), "{err}");
+        // A planted directory link.
+        std::os::unix::fs::symlink(outside.path(), r.join("tool-output")).expect("dir link");
+        let err = create_new(r, &r.join("tool-output/x.txt"), 0o644).expect_err("dir link");
+        assert!(err.to_string().contains("symlink"), "{err}");
+        assert!(!outside.path().join("x.txt").exists());
+        // A dangling link is "already there", not a way to create the target.
+        let dangling = outside.path().join("made.txt");
+        std::os::unix::fs::symlink(&dangling, r.join("murmur.yaml")).expect("dangling");
+        assert!(!write_if_absent(r, &r.join("murmur.yaml"), b"x", 0o644).expect("absent"));
+        assert!(!dangling.exists());
+        // Replacing swaps the link out instead of writing through it.
+        std::os::unix::fs::symlink(&target, r.join("murmur.lock")).expect("lock link");
+        replace(r, &r.join("murmur.lock"), b"new", 0o644).expect("replace");
+        assert_eq!(std::fs::read(r.join("murmur.lock")).expect("lock"), b"new");
+        assert!(!r.join("murmur.lock").is_symlink());
+        // A hard link to an outside file.
+        std::fs::hard_link(&target, r.join("logs/bootstrap.log")).expect("hard link");
+        let err = append(r, &r.join("logs/bootstrap.log")).expect_err("hard link");
+        assert!(err.to_string().contains("hard link"), "{err}");
+        // Reads refuse links too.
+        assert!(read(r, &r.join("logs/guest.log")).is_err());
+        assert_eq!(
+            std::fs::read_to_string(&target).expect("victim"),
+            "precious\n",
+            "nothing was written outside"
+        );
+
+        // Plain files work.
+        let mut log = append(r, &r.join("a/b/c.log")).expect("append");
+        log.write_all(b"one\n").expect("write");
+        drop(log);
+        let mut log = append(r, &r.join("a/b/c.log")).expect("append again");
+        log.write_all(b"two\n").expect("write");
+        assert_eq!(read(r, &r.join("a/b/c.log")).expect("read"), b"one\ntwo\n");
+        rename(r, &r.join("a/b/c.log"), &r.join("a/b/c.log.1")).expect("rename");
+        assert!(r.join("a/b/c.log.1").is_file());
+        assert!(below(r, Path::new("/elsewhere/x")).is_err());
+        assert!(below(r, &r.join("../x")).is_err());
+    }
+}

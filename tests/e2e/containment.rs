@@ -1,0 +1,512 @@
+//! The red team: a hostile tool (`attacks/hostile.py`, run through an
+//! allow-listed shell tool) tries to break out of the jail and to turn roostd's
+//! own writes against the host. Every attack has a control that shows it works
+//! outside the jail on this machine (in a roostd with `jail_tools: false`, or
+//! run directly by the test process), so no test here can pass because the
+//! attack itself was broken.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use roost_ctl::api::{SessionState, StartRequest};
+use serde_json::{Value, json};
+
+use crate::harness::{Daemon, TEST_CONFIG, capsule};
+use crate::sandbox::{data, host_support, jailed_and_control, landlock_or_reported, run_shell};
+
+const HOSTILE: &str = include_str!("attacks/hostile.py");
+const PYTHON: &str = "/usr/bin/python3";
+
+fn root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// What the hostile script reported: attack name → (worked, detail).
+fn outcomes(text: &str) -> BTreeMap<String, (bool, String)> {
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line.trim()).ok())
+        .filter_map(|v| {
+            Some((
+                v["attack"].as_str()?.to_string(),
+                (
+                    v["ok"].as_bool()?,
+                    v["detail"].as_str().unwrap_or_default().to_string(),
+                ),
+            ))
+        })
+        .collect()
+}
+
+/// The script's parameters for attacks on `target` (the daemon whose socket,
+/// state and gateway are attacked).
+fn params(target: &Daemon, attacks: &[&str], extra: Value) -> Value {
+    let mut params = json!({
+        "attacks": attacks,
+        "socket": target.socket,
+        "roostd_pid": target.pid(),
+        "roostd_file": target.state_dir.join("checkpoint.key"),
+    });
+    if let (Value::Object(p), Value::Object(e)) = (&mut params, extra) {
+        p.extend(e);
+    }
+    params
+}
+
+/// Runs the script through the `sh` tool of `daemon`, in a fresh workdir.
+async fn attack_in(
+    daemon: &Daemon,
+    params: &Value,
+    caps: &str,
+) -> BTreeMap<String, (bool, String)> {
+    let (result, workdir) = run_shell(daemon, "sh", "true", caps).await;
+    assert_eq!(result["status"], "passed", "{result}");
+    std::fs::write(workdir.path().join("hostile.py"), HOSTILE).expect("script");
+    std::fs::write(workdir.path().join("attack.json"), params.to_string()).expect("params");
+    let (result, _w) = run_shell_in(daemon, workdir, &format!("{PYTHON} hostile.py"), caps).await;
+    let found = outcomes(data(&result));
+    assert!(
+        !found.is_empty(),
+        "the script ran: {result}\n{}",
+        daemon.log()
+    );
+    found
+}
+
+/// Like `run_shell`, in an existing workdir.
+async fn run_shell_in(
+    daemon: &Daemon,
+    workdir: tempfile::TempDir,
+    command: &str,
+    caps: &str,
+) -> (Value, tempfile::TempDir) {
+    std::fs::write(workdir.path().join("shell-tool.txt"), "sh").expect("tool");
+    std::fs::write(workdir.path().join("shell-command.txt"), command).expect("command");
+    let dir = capsule(
+        daemon.root.path(),
+        "hostile",
+        "shellrun",
+        &format!("tools: [sh]\ncapabilities: {{shell: {{allow: [sh]}}{caps}}}\n"),
+    );
+    let session = daemon
+        .client
+        .start(&StartRequest {
+            path: dir.display().to_string(),
+            workdir: Some(workdir.path().display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .expect("start");
+    let session = daemon.client.wait(&session.id).await.expect("wait");
+    assert_eq!(
+        session.state,
+        SessionState::Completed,
+        "{session:?}\n{}",
+        daemon.log()
+    );
+    let text = std::fs::read_to_string(workdir.path().join("shell-result.json")).expect("result");
+    (serde_json::from_str(&text).expect("json"), workdir)
+}
+
+/// The same script run by the test process itself: outside any jail.
+fn attack_directly(params: &Value) -> BTreeMap<String, (bool, String)> {
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(dir.path().join("hostile.py"), HOSTILE).expect("script");
+    std::fs::write(dir.path().join("attack.json"), params.to_string()).expect("params");
+    let out = std::process::Command::new(PYTHON)
+        .arg("hostile.py")
+        .current_dir(dir.path())
+        .output()
+        .expect("python3");
+    outcomes(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn alive(pid: &str) -> bool {
+    Path::new("/proc").join(pid).join("stat").exists()
+        && !std::fs::read_to_string(Path::new("/proc").join(pid).join("stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+fn kill(pid: &str) {
+    if let Ok(pid) = pid.parse::<i32>() {
+        // SAFETY: kill(2) on a process this test's control run left behind.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+#[tokio::test]
+async fn a_hostile_tool_fails_every_attack_in_the_jail_and_succeeds_in_the_control() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("no {PYTHON}: the red-team script cannot run here; skipped");
+        return;
+    }
+    let (jailed, control) = jailed_and_control().await;
+    if !landlock_or_reported(&jailed) || !host_support().seccomp {
+        return;
+    }
+    let outside = tempfile::tempdir().expect("outside");
+    // Listeners that stay for the whole test (the kernel completes a connect
+    // into the backlog without an accept).
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let (allowed_listener, unlisted_listener) = (bind(), bind());
+    let allowed = allowed_listener.local_addr().expect("addr").port();
+    let unlisted = unlisted_listener.local_addr().expect("addr").port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    let abstract_name = format!("roost-redteam-{}", std::process::id());
+    let abstract_addr = {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .expect("abstract name")
+    };
+    let _abstract = std::os::unix::net::UnixListener::bind_addr(&abstract_addr).expect("abstract");
+    let caps = format!(", network: {{allow: [\"http://127.0.0.1:{allowed}\"]}}");
+    let attacks = [
+        "control_socket",
+        "abstract_socket",
+        "proc_environ",
+        "roostd_files",
+        "etc_shadow",
+        "write_outside",
+        "ptrace",
+        "udp",
+        "raw_socket",
+        "netlink_socket",
+        "packet_socket",
+        "tcp_unlisted_port",
+        "tcp_a2a_gateway",
+        "fd_exhaustion",
+        "leftover_child",
+    ];
+    let shared = json!({
+        "abstract": abstract_name,
+        "outside": outside.path(),
+        "udp_port": udp.local_addr().expect("udp addr").port(),
+        "unlisted_port": unlisted,
+    });
+    let extra = async |daemon: &Daemon| {
+        let health = daemon.client.health().await.expect("health");
+        let a2a_port: u16 = health
+            .a2a_addr
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a2a port");
+        let mut extra = shared.clone();
+        extra["a2a_port"] = json!(a2a_port);
+        extra
+    };
+    let inside = attack_in(
+        &jailed,
+        &params(&jailed, &attacks, extra(&jailed).await),
+        &caps,
+    )
+    .await;
+    let leftover = inside["leftover_child"].1.clone();
+    let uncontained = attack_in(
+        &control,
+        &params(&control, &attacks, extra(&control).await),
+        &caps,
+    )
+    .await;
+    let direct = attack_directly(&params(&jailed, &["control_socket"], json!({})));
+
+    for attack in attacks {
+        let (worked, detail) = &inside[attack];
+        if attack == "leftover_child" {
+            assert!(*worked, "the tool could start a child: {detail}");
+            continue;
+        }
+        assert!(!worked, "{attack} worked inside the jail: {detail}");
+    }
+    // The child a tool left running dies with the call (its pids cgroup), or
+    // at the latest with its session (process group).
+    assert!(
+        !alive(&leftover),
+        "a child left by a jailed tool survived the call: {leftover}"
+    );
+
+    // The controls: each attack works outside the jail.
+    assert!(
+        direct["control_socket"].0,
+        "control: the test process reaches the control socket: {:?}",
+        direct["control_socket"]
+    );
+    let control_child = uncontained["leftover_child"].1.clone();
+    let child_survived = alive(&control_child);
+    kill(&control_child);
+    for attack in attacks {
+        let (worked, detail) = &uncontained[attack];
+        match attack {
+            // Refused by the control socket's peer check even unjailed: a
+            // tool is no operator, whatever its uid.
+            "control_socket" => assert!(
+                !worked && detail.contains("403"),
+                "an unjailed tool is still refused by the control API: {detail}"
+            ),
+            // Reading others' files and privileged sockets need root.
+            "proc_environ" | "roostd_files" | "etc_shadow" | "raw_socket" | "packet_socket"
+                if !root() =>
+            {
+                eprintln!("not root: control of {attack} skipped ({detail})")
+            }
+            "leftover_child" => {}
+            _ => assert!(worked, "control: {attack} works outside the jail: {detail}"),
+        }
+    }
+    if !host_support().pids_cgroup {
+        assert!(
+            child_survived || root(),
+            "control: an unjailed child survives"
+        );
+    } else {
+        assert!(
+            child_survived,
+            "control: an unjailed tool's child outlives the call"
+        );
+    }
+}
+
+#[tokio::test]
+async fn unix_sockets_on_request_still_do_not_reach_the_control_api() {
+    if !Path::new(PYTHON).exists() {
+        eprintln!("no {PYTHON}: skipped");
+        return;
+    }
+    let daemon = Daemon::start().await;
+    if !landlock_or_reported(&daemon) || !host_support().seccomp {
+        return;
+    }
+    let caps = ", network: {unix_sockets: true}";
+    let found = attack_in(
+        &daemon,
+        &params(&daemon, &["control_socket"], json!({})),
+        caps,
+    )
+    .await;
+    let (worked, detail) = &found["control_socket"];
+    assert!(
+        !worked && detail.contains("403"),
+        "the socket is reachable with unix_sockets, the API refuses the tool: {detail}"
+    );
+    let log = daemon.log();
+    assert!(
+        log.contains("control connection from a tool refused") && log.contains("session_id=ses_"),
+        "the refusal is logged with the session: {log}"
+    );
+    assert!(
+        log.contains("W-SEC-004"),
+        "the capability is warned about: {log}"
+    );
+}
+
+/// Runs `command` through `sh` in `workdir` (kept), returning the session id.
+async fn plant(daemon: &Daemon, workdir: &Path, command: &str) -> (String, Value) {
+    std::fs::write(workdir.join("shell-tool.txt"), "sh").expect("tool");
+    std::fs::write(workdir.join("shell-command.txt"), command).expect("command");
+    let dir = capsule(
+        daemon.root.path(),
+        "planter",
+        "shellrun",
+        "tools: [sh]\ncapabilities: {shell: {allow: [sh]}}\n",
+    );
+    let session = daemon
+        .client
+        .start(&StartRequest {
+            path: dir.display().to_string(),
+            workdir: Some(workdir.display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .expect("start");
+    let session = daemon.client.wait(&session.id).await.expect("wait");
+    let result = std::fs::read_to_string(workdir.join("shell-result.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    assert_eq!(
+        session.state,
+        SessionState::Completed,
+        "{session:?} {result}\n{}",
+        daemon.log()
+    );
+    (session.id, result)
+}
+
+fn guest_log(workdir: &Path, id: &str) -> PathBuf {
+    workdir
+        .join(".murmur")
+        .join(id)
+        .join("logs")
+        .join("guest.log")
+}
+
+#[tokio::test]
+async fn roostd_never_writes_through_links_a_tool_planted() {
+    let daemon = Daemon::start().await;
+    let outside = tempfile::tempdir().expect("outside");
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    let logs = ".murmur/$MURMUR_SESSION_ID/logs";
+
+    // The guest log, swapped for a symlink before the guest prints.
+    let w = tempfile::tempdir().expect("workdir");
+    let (id, _) = plant(
+        &daemon,
+        w.path(),
+        &format!(
+            "mkdir -p {logs} && ln -sf {} {logs}/guest.log",
+            victim.display()
+        ),
+    )
+    .await;
+    assert!(
+        guest_log(w.path(), &id).is_symlink(),
+        "the link was planted"
+    );
+    // Control: a regular file planted at the same path gets the output, so
+    // roostd does write there after the tool ran.
+    let c = tempfile::tempdir().expect("control workdir");
+    let (cid, _) = plant(
+        &daemon,
+        c.path(),
+        &format!("mkdir -p {logs} && echo planted > {logs}/guest.log"),
+    )
+    .await;
+    let control_log = std::fs::read_to_string(guest_log(c.path(), &cid)).expect("control log");
+    assert!(
+        control_log.starts_with("planted\n") && control_log.contains("shellrun: sh returned"),
+        "control: roostd appends the guest's output at that path: {control_log}"
+    );
+
+    // A hard link to the outside file, where the jail lets the tool make one
+    // (it does not: the link would cross out of the workdir), else in an
+    // unjailed roostd.
+    let unjailed = Daemon::start_with(
+        &format!("{TEST_CONFIG}sandbox: {{jail_tools: false}}\n"),
+        &[],
+    )
+    .await;
+    let h = tempfile::tempdir().expect("workdir");
+    let (hid, _) = plant(
+        &unjailed,
+        h.path(),
+        &format!(
+            "mkdir -p {logs} && ln {} {logs}/guest.log",
+            victim.display()
+        ),
+    )
+    .await;
+    {
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            std::fs::metadata(guest_log(h.path(), &hid))
+                .expect("link")
+                .nlink(),
+            2,
+            "the hard link was planted"
+        );
+    }
+
+    // A dangling link where roostd copies the manifest, then the bookkeeping
+    // dir itself swapped for a link, before the next session on the same
+    // workdir: nothing is created or installed through either.
+    let b = tempfile::tempdir().expect("workdir");
+    let made = outside.path().join("made-by-roostd.yaml");
+    plant(
+        &daemon,
+        b.path(),
+        &format!("rm -f murmur.yaml && ln -s {} murmur.yaml", made.display()),
+    )
+    .await;
+    let elsewhere = outside.path().join("bookkeeping");
+    std::fs::create_dir(&elsewhere).expect("elsewhere");
+    plant(
+        &daemon,
+        b.path(),
+        &format!("rm -rf .murmur && ln -s {} .murmur", elsewhere.display()),
+    )
+    .await;
+    // The next session on that workdir: refused to install through the link.
+    let dir = capsule(
+        daemon.root.path(),
+        "next",
+        "shellrun",
+        "tools: [sh]\ncapabilities: {shell: {allow: [sh]}}\n",
+    );
+    std::fs::write(b.path().join("shell-command.txt"), "true").expect("command");
+    let next = daemon
+        .client
+        .start(&StartRequest {
+            path: dir.display().to_string(),
+            workdir: Some(b.path().display().to_string()),
+            ..StartRequest::default()
+        })
+        .await
+        .expect("start");
+    let next = daemon.client.wait(&next.id).await.expect("wait");
+    assert_eq!(next.state, SessionState::Failed, "{next:?}");
+    assert!(
+        next.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("symlink"),
+        "the failure says why: {next:?}"
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious\n",
+        "nothing was written through a link"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).expect("elsewhere").count(),
+        0,
+        "nothing was installed through the linked bookkeeping dir"
+    );
+    assert!(
+        !made.exists(),
+        "the manifest copy did not follow a dangling link"
+    );
+    assert!(
+        daemon.log().contains("refusing") && unjailed.log().contains("hard link"),
+        "roostd says what it refused:\n{}\n{}",
+        daemon.log(),
+        unjailed.log()
+    );
+}
+
+#[tokio::test]
+async fn a_renamed_roostd_still_jails_its_tools() {
+    let bin = tempfile::tempdir().expect("bin");
+    let renamed = bin.path().join("roostd-wrapped");
+    // Copied by another process: a descriptor open for writing in this one
+    // could leak into a concurrent test's fork and make the exec ETXTBSY.
+    let copied = std::process::Command::new("cp")
+        .arg(env!("CARGO_BIN_EXE_roostd"))
+        .arg(&renamed)
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copy roostd");
+    let daemon = Daemon::start_binary(&renamed, TEST_CONFIG).await;
+    let health = daemon.client.health().await.expect("health");
+    assert_eq!(
+        health.jail_helper.as_deref(),
+        Some(renamed.to_str().expect("utf-8")),
+        "no roost-jail beside it: the renamed binary plays the helper"
+    );
+    if !landlock_or_reported(&daemon) {
+        return;
+    }
+    let (result, _w) = run_shell(&daemon, "sh", "cat /etc/shadow", "").await;
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(
+        data(&result).contains("Permission denied"),
+        "the renamed roostd jails the tool: {result}"
+    );
+    let tier = health.tool_jail.unwrap_or_default();
+    assert!(
+        !tier.starts_with("none") && !tier.starts_with("unjailed"),
+        "{tier}"
+    );
+}
