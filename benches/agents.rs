@@ -207,6 +207,7 @@ async fn main() {
         stop: CancellationToken::new(),
         jail_helper: None,
         pids: None,
+        identity: None,
         notes: None,
         task: None,
     };

@@ -91,6 +91,7 @@ fn spec(dir: &Path, policy: &Arc<CapabilityPolicy>) -> ToolSpec {
         stop: CancellationToken::new(),
         jail_helper: None,
         pids: None,
+        identity: None,
         notes: None,
         task: None,
     }

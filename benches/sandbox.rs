@@ -63,6 +63,7 @@ async fn main() {
         stop: CancellationToken::new(),
         jail_helper: None,
         pids: None,
+        identity: None,
         memory_bytes: 128 << 20,
     };
     let support = roostd::sandbox::Support::detect(None);

@@ -108,6 +108,9 @@ pub struct SandboxConfig {
     /// The jail helper to use when no `roost-jail` sits next to roostd's
     /// executable (absolute path; it must answer the helper's probe).
     pub jail_helper: Option<std::path::PathBuf>,
+    /// When roostd runs as root, tools run as an unprivileged uid from this
+    /// range, one per workdir (`null` keeps them root, and the tier says so).
+    pub tool_uids: Option<crate::sandbox::identity::UidRange>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -123,6 +126,7 @@ impl Default for SandboxConfig {
             jail_tools: true,
             unenforceable: Unenforceable::Refuse,
             jail_helper: None,
+            tool_uids: Some(crate::sandbox::identity::UidRange::default()),
         }
     }
 }
@@ -330,6 +334,9 @@ impl DaemonConfig {
             return Err(ConfigError::Invalid(
                 "limits.timeout_secs must be at least 1".into(),
             ));
+        }
+        if let Some(range) = &self.sandbox.tool_uids {
+            range.validate().map_err(ConfigError::Invalid)?;
         }
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()

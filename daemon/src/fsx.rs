@@ -95,7 +95,11 @@ fn walk(root: &Path, names: &[&OsStr], create: bool, whole: &Path) -> io::Result
                         return Err(e);
                     }
                 }
-                open_at(&dir, name, flags, 0).map_err(|e| link_error(e, whole))?
+                let made = open_at(&dir, name, flags, 0).map_err(|e| link_error(e, whole))?;
+                // Readable by the capsule's tools whatever roostd's umask.
+                // SAFETY: `made` is an open directory.
+                unsafe { libc::fchmod(made.as_raw_fd(), 0o755) };
+                made
             }
             Err(e) => return Err(link_error(e, whole)),
         };
@@ -160,6 +164,17 @@ fn sole_regular(file: &File, path: &Path) -> io::Result<()> {
 /// Creates the directories of `dir` below `root`, refusing symlinks.
 pub fn create_dir_all(root: &Path, dir: &Path) -> io::Result<()> {
     walk(root, &below(root, dir)?, true, dir).map(drop)
+}
+
+/// Creates the directories of `dir` below `root` and, when `owner` is given,
+/// makes `dir` itself theirs (through its descriptor: no link is followed).
+pub fn create_dir_owned(root: &Path, dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
+    let fd = walk(root, &below(root, dir)?, true, dir)?;
+    if let Some((uid, gid)) = owner {
+        // SAFETY: `fd` is an open directory.
+        check(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) })?;
+    }
+    Ok(())
 }
 
 /// Opens `path` for appending (created 0644 when missing).

@@ -168,6 +168,7 @@ async fn a_hostile_tool_fails_every_attack_in_the_jail_and_succeeds_in_the_contr
         "roostd_files",
         "etc_shadow",
         "write_outside",
+        "write_bookkeeping",
         "ptrace",
         "udp",
         "raw_socket",
@@ -246,6 +247,7 @@ async fn a_hostile_tool_fails_every_attack_in_the_jail_and_succeeds_in_the_contr
             ),
             // Reading others' files and privileged sockets need root.
             "proc_environ" | "roostd_files" | "etc_shadow" | "raw_socket" | "packet_socket"
+            | "write_bookkeeping"
                 if !root() =>
             {
                 eprintln!("not root: control of {attack} skipped ({detail})")
@@ -273,14 +275,20 @@ async fn unix_sockets_on_request_still_do_not_reach_the_control_api() {
         eprintln!("no {PYTHON}: skipped");
         return;
     }
-    let daemon = Daemon::start().await;
-    if !landlock_or_reported(&daemon) || !host_support().seccomp {
+    let caps = ", network: {unix_sockets: true}";
+    // Tools as root (no tool uid): the socket's mode lets them connect, and
+    // the control API's own check must refuse them.
+    let as_root = Daemon::start_with(
+        &format!("{TEST_CONFIG}sandbox: {{tool_uids: null, unenforceable: warn}}\n"),
+        &[],
+    )
+    .await;
+    if !landlock_or_reported(&as_root) || !host_support().seccomp {
         return;
     }
-    let caps = ", network: {unix_sockets: true}";
     let found = attack_in(
-        &daemon,
-        &params(&daemon, &["control_socket"], json!({})),
+        &as_root,
+        &params(&as_root, &["control_socket"], json!({})),
         caps,
     )
     .await;
@@ -289,7 +297,7 @@ async fn unix_sockets_on_request_still_do_not_reach_the_control_api() {
         !worked && detail.contains("403"),
         "the socket is reachable with unix_sockets, the API refuses the tool: {detail}"
     );
-    let log = daemon.log();
+    let log = as_root.log();
     assert!(
         log.contains("control connection from a tool refused") && log.contains("session_id=ses_"),
         "the refusal is logged with the session: {log}"
@@ -298,6 +306,22 @@ async fn unix_sockets_on_request_still_do_not_reach_the_control_api() {
         log.contains("W-SEC-004"),
         "the capability is warned about: {log}"
     );
+    // With a tool uid (the default as root), the socket's mode already keeps
+    // the tool out.
+    if root() {
+        let daemon = Daemon::start().await;
+        let found = attack_in(
+            &daemon,
+            &params(&daemon, &["control_socket"], json!({})),
+            caps,
+        )
+        .await;
+        let (worked, detail) = &found["control_socket"];
+        assert!(
+            !worked && detail.contains("Permission denied"),
+            "the tool's uid may not connect to the 0660 socket: {detail}"
+        );
+    }
 }
 
 /// Runs `command` through `sh` in `workdir` (kept), returning the session id.
@@ -351,18 +375,20 @@ async fn roostd_never_writes_through_links_a_tool_planted() {
 
     // The guest log, swapped for a symlink before the guest prints.
     let w = tempfile::tempdir().expect("workdir");
-    let (id, _) = plant(
+    let (id, planted) = plant(
         &daemon,
         w.path(),
+        // The bookkeeping dir is roostd's (the tool's uid cannot write in
+        // it), but the workdir is the tool's: it moves the whole dir aside.
         &format!(
-            "mkdir -p {logs} && ln -sf {} {logs}/guest.log",
+            "mv .murmur .murmur-moved && mkdir -p {logs} && ln -sf {} {logs}/guest.log",
             victim.display()
         ),
     )
     .await;
     assert!(
         guest_log(w.path(), &id).is_symlink(),
-        "the link was planted"
+        "the link was planted: {planted}"
     );
     // Control: a regular file planted at the same path gets the output, so
     // roostd does write there after the tool ran.
@@ -370,7 +396,7 @@ async fn roostd_never_writes_through_links_a_tool_planted() {
     let (cid, _) = plant(
         &daemon,
         c.path(),
-        &format!("mkdir -p {logs} && echo planted > {logs}/guest.log"),
+        &format!("mv .murmur .murmur-moved && mkdir -p {logs} && echo planted > {logs}/guest.log"),
     )
     .await;
     let control_log = std::fs::read_to_string(guest_log(c.path(), &cid)).expect("control log");
@@ -424,7 +450,10 @@ async fn roostd_never_writes_through_links_a_tool_planted() {
     plant(
         &daemon,
         b.path(),
-        &format!("rm -rf .murmur && ln -s {} .murmur", elsewhere.display()),
+        &format!(
+            "mv .murmur .murmur-old && ln -s {} .murmur",
+            elsewhere.display()
+        ),
     )
     .await;
     // The next session on that workdir: refused to install through the link.
@@ -509,4 +538,43 @@ async fn a_renamed_roostd_still_jails_its_tools() {
         !tier.starts_with("none") && !tier.starts_with("unjailed"),
         "{tier}"
     );
+}
+
+#[tokio::test]
+async fn tools_of_a_root_roostd_run_as_an_unprivileged_uid_per_workdir() {
+    if !root() {
+        eprintln!("roostd is not root here: tools already run as its unprivileged user; skipped");
+        return;
+    }
+    let (jailed, control) = jailed_and_control().await;
+    let ids = "id -u; id -g; id -G; touch mine; stat -c %u mine";
+    let (first, workdir) = run_shell(&jailed, "sh", ids, "").await;
+    let text = data(&first).to_string();
+    let numbers: Vec<u64> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Stdout:"))
+        .skip(1)
+        .take(4)
+        .flat_map(|l| l.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0)))
+        .collect();
+    let range = roostd::sandbox::identity::UidRange::default();
+    let uid = numbers.first().copied().unwrap_or(0);
+    assert!(
+        uid > u64::from(range.first) && uid < u64::from(range.first + range.count),
+        "a jailed tool runs as a uid of sandbox.tool_uids: {text}"
+    );
+    assert_eq!(
+        numbers,
+        [uid, uid, uid, u64::from(range.first), uid],
+        "uid, gid, groups (its own and the tool group), and what it creates is its own: {text}"
+    );
+    // The same workdir keeps its uid; another gets another.
+    let (again, workdir) = run_shell_in(&jailed, workdir, "id -u", "").await;
+    assert!(data(&again).contains(&format!("\n{uid}\n")), "{again}");
+    let (other, _w) = run_shell(&jailed, "sh", "id -u", "").await;
+    assert!(!data(&other).contains(&format!("\n{uid}\n")), "{other}");
+    drop(workdir);
+    // Control: without the jail, the tool is root.
+    let (root_tool, _w) = run_shell(&control, "sh", "id -u", "").await;
+    assert!(data(&root_tool).contains("\n0\n"), "{root_tool}");
 }

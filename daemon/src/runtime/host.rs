@@ -37,6 +37,8 @@ pub struct ToolSpec {
     pub jail_helper: Option<PathBuf>,
     /// Per-call pids cgroups for jailed tools, where the host allows them.
     pub pids: Option<Arc<crate::sandbox::cgroup::PidsCgroups>>,
+    /// The unprivileged uid jailed tools run as (roostd runs as root).
+    pub identity: Option<crate::sandbox::identity::Identity>,
     /// Where guests' refused requests are collected (agents trace them).
     pub notes: Option<Arc<super::Notes>>,
     /// The A2A task the session works on now, if any: tool calls made for it
@@ -100,6 +102,7 @@ impl SessionTools {
             stop: self.spec.stop.clone(),
             jail_helper: self.spec.jail_helper.clone(),
             pids: self.spec.pids.clone(),
+            identity: self.spec.identity,
             memory_bytes: self.spec.memory_bytes,
         };
         let (kind, result) = match self.artifacts.target(name, &self.spec.policy) {

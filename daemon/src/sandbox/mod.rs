@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod cgroup;
+pub mod identity;
 pub mod seccomp;
 
 /// First argument that turns roostd into the jail helper.
@@ -149,6 +150,9 @@ pub struct JailSpec {
     /// Landlock rules that would forbid writing it).
     #[serde(default)]
     pub cgroup_procs: Option<PathBuf>,
+    /// The unprivileged uid to drop to (roostd runs as root).
+    #[serde(default)]
+    pub identity: Option<identity::Identity>,
 }
 
 /// What this host can enforce.
@@ -162,6 +166,9 @@ pub struct Support {
     pub pids_cgroup: bool,
     /// Whether roostd runs as root, whom RLIMIT_NPROC does not bind.
     pub root: bool,
+    /// Whether tools get an unprivileged uid when roostd runs as root
+    /// (`sandbox.tool_uids`).
+    pub tool_uid: bool,
 }
 
 impl Support {
@@ -173,6 +180,7 @@ impl Support {
             pids_cgroup: pids.is_some(),
             // SAFETY: geteuid has no preconditions.
             root: unsafe { libc::geteuid() } == 0,
+            tool_uid: true,
         }
     }
 
@@ -192,6 +200,11 @@ impl Support {
         }
         if !self.seccomp {
             missing.push("seccomp (UDP, io_uring, ptrace, mount, …)");
+        }
+        if self.root && !self.tool_uid {
+            missing.push(
+                "an unprivileged tool uid (roostd runs as root and sandbox.tool_uids is off)",
+            );
         }
         if self.root && !self.pids_cgroup {
             missing.push(
@@ -310,6 +323,9 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
         std::fs::write(procs, std::process::id().to_string()).map_err(os("join pids cgroup"))?;
     }
     set_rlimits(&spec.rlimits)?;
+    if let Some(id) = &spec.identity {
+        identity::assume(id).map_err(os("drop to the tool uid"))?;
+    }
     // SAFETY: as above.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(os("no_new_privs")(std::io::Error::last_os_error()));
@@ -416,6 +432,7 @@ mod tests {
             seccomp: false,
             pids_cgroup: false,
             root: false,
+            tool_uid: true,
         };
         let on = Jail::Helper(PathBuf::from("/usr/libexec/roost-jail"));
         let (text, missing) = assess(true, &on, &none);
@@ -426,6 +443,7 @@ mod tests {
             seccomp: true,
             pids_cgroup: true,
             root: true,
+            tool_uid: true,
         };
         let (text, _) = assess(true, &on, &old);
         assert!(
@@ -437,6 +455,7 @@ mod tests {
             seccomp: true,
             pids_cgroup: true,
             root: true,
+            tool_uid: true,
         };
         assert_eq!(assess(true, &on, &full), ("full".to_string(), Vec::new()));
         let root_without_cgroup = Support {
@@ -445,6 +464,12 @@ mod tests {
         };
         let (text, _) = assess(true, &on, &root_without_cgroup);
         assert!(text.starts_with("partial: missing process limit"), "{text}");
+        let root_as_itself = Support {
+            tool_uid: false,
+            ..full.clone()
+        };
+        let (text, _) = assess(true, &on, &root_as_itself);
+        assert!(text.contains("unprivileged tool uid"), "{text}");
         let user_without_cgroup = Support {
             root: false,
             ..root_without_cgroup

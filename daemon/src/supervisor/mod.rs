@@ -52,6 +52,8 @@ pub struct Shared {
     pub jail: crate::sandbox::Jail,
     /// What this host can enforce for tools (detected once).
     pub support: crate::sandbox::Support,
+    /// The uids tools run as, when roostd runs as root (else `None`).
+    pub tool_uids: Option<crate::sandbox::identity::UidRange>,
     /// Per-tool pids cgroups, where this host lets roostd make them.
     pub pids: Option<Arc<crate::sandbox::cgroup::PidsCgroups>>,
     /// Artifacts already verified and compiled on this runtime, by bundle hash.
@@ -190,7 +192,11 @@ impl Supervisor {
         }
         // Detected once: the start-up report and every session's record use it.
         let pids = crate::sandbox::cgroup::PidsCgroups::detect().map(Arc::new);
-        let support = crate::sandbox::Support::detect(pids.as_deref());
+        let support = crate::sandbox::Support {
+            tool_uid: config.sandbox.tool_uids.is_some(),
+            ..crate::sandbox::Support::detect(pids.as_deref())
+        };
+        let tool_uids = config.sandbox.tool_uids.filter(|_| support.root);
         let (tier, missing) = match &jail {
             crate::sandbox::Jail::NoHelper(_) => ("none", vec![crate::sandbox::NO_HELPER]),
             _ => support.tier(),
@@ -221,6 +227,7 @@ impl Supervisor {
             pids,
             checkpoint_key,
             support,
+            tool_uids,
             jail,
             registry,
             bundles: Arc::default(),

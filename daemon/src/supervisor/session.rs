@@ -47,6 +47,45 @@ const BASH_NETWORK_WARNING: &str = "warning[W-SEC-003]: capabilities.shell.allow
 bash's own outbound connections; treat the capsule as having the network access bash has";
 const UNIX_SOCKETS_WARNING: &str = "warning[W-SEC-004]: capabilities.network.unix_sockets lets native and shell tools connect to any Unix socket their files allow (a database's, a container runtime's, a desktop bus); roostd's control socket still refuses them";
 
+/// Opens what a session's tools may use to their uid: the workdir and
+/// `filesystem.read_write` paths read-write, `read_only` paths read-only (a
+/// POSIX ACL entry each; modes and owners stay), and, for a workdir in the
+/// state dir, a way through the state dir and `sessions/` for the tool group
+/// (search only: no listing, no file in them opens to it).
+fn open_to_tools(
+    id: &crate::sandbox::identity::Identity,
+    workdir: &std::path::Path,
+    read_write: &[std::path::PathBuf],
+    read_only: &[std::path::PathBuf],
+    state_dir: &std::path::Path,
+) -> Result<(), String> {
+    use crate::sandbox::identity::{Grantee, grant};
+    let fail = |path: &std::path::Path, e: std::io::Error| {
+        format!(
+            "cannot open {} to the tools' uid {}: {e} (the file system must support POSIX \
+             ACLs; or set sandbox.tool_uids: null to run tools as root, which the tier \
+             then reports)",
+            path.display(),
+            id.uid
+        )
+    };
+    let user = Grantee::User(id.uid);
+    for path in std::iter::once(&workdir.to_path_buf()).chain(read_write) {
+        grant(path, user, 7).map_err(|e| fail(path, e))?;
+    }
+    for path in read_only {
+        let perm = if path.is_dir() { 5 } else { 4 };
+        grant(path, user, perm).map_err(|e| fail(path, e))?;
+    }
+    if workdir.starts_with(state_dir) {
+        let group = Grantee::Group(id.group);
+        for path in [state_dir.to_path_buf(), state_dir.join("sessions")] {
+            grant(&path, group, 1).map_err(|e| fail(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// How long a session without a task waits for one: `MURMUR_A2A_TIMEOUT_SECS`
 /// of roostd's environment, default 30 s (as upstream).
 fn idle_timeout() -> std::time::Duration {
@@ -204,12 +243,25 @@ impl SessionTask {
         // Tools may write anywhere below the workdir: nothing below it is
         // reached through a link (crate::fsx).
         let root = self.workdir.clone();
+        let grants = self.tool_identity().map(|id| {
+            let policy = &self.staged.policy;
+            let state = self.shared.config.state_dir.clone();
+            (
+                id,
+                policy.read_write.clone(),
+                policy.read_only.clone(),
+                state,
+            )
+        });
         let install = tokio::task::spawn_blocking(move || -> Result<(), String> {
             // The workdir itself is trusted (the operator's, or a fresh one in
             // the state dir); below it, nothing is.
             std::fs::create_dir_all(&root)
                 .and_then(|()| crate::fsx::create_dir_all(&root, &dir))
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            if let Some((id, read_write, read_only, state)) = &grants {
+                open_to_tools(id, &root, read_write, read_only, state)?;
+            }
             if !items.is_empty() || !shell.is_empty() {
                 crate::artifacts::install(&root, &dir, &items, &shell)
                     .map_err(|e| format!("cannot install artifacts into {}: {e}", dir.display()))?;
@@ -360,6 +412,15 @@ impl SessionTask {
         }
     }
 
+    /// The uid this session's jailed tools run as: one per workdir, when
+    /// roostd runs as root and the session has native or shell tools.
+    fn tool_identity(&self) -> Option<crate::sandbox::identity::Identity> {
+        let range = self.shared.tool_uids?;
+        let jailed = self.shared.jail.helper().is_some()
+            && self.staged.sandbox != crate::sandbox::NO_NATIVE_TOOLS;
+        jailed.then(|| range.for_workdir(&self.workdir))
+    }
+
     /// Limits and surroundings of this session's tool and hook calls.
     fn tool_spec(&self, log: LogSink) -> ToolSpec {
         ToolSpec {
@@ -374,6 +435,7 @@ impl SessionTask {
             stop: self.stop.clone(),
             jail_helper: self.shared.jail.helper().map(std::path::Path::to_path_buf),
             pids: self.shared.pids.clone(),
+            identity: self.tool_identity(),
             notes: None,
             task: None,
         }

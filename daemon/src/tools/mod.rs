@@ -67,6 +67,8 @@ pub struct ProcessContext {
     pub jail_helper: Option<PathBuf>,
     /// Where each jailed call gets its own pids cgroup (`limits.processes`).
     pub pids: Option<std::sync::Arc<crate::sandbox::cgroup::PidsCgroups>>,
+    /// The unprivileged uid a jailed tool runs as (roostd runs as root).
+    pub identity: Option<crate::sandbox::identity::Identity>,
     pub memory_bytes: u64,
 }
 
@@ -146,7 +148,18 @@ pub async fn run_process(
 ) -> Result<Finished, String> {
     let env = tool_env(ctx, |name| std::env::var(name).ok());
     let home = ctx.workdir.join(CAPSULE_HOME);
-    if let Err(e) = tokio::fs::create_dir_all(&home).await {
+    // The tool's own HOME (its uid's, when it gets one), reached without
+    // following a link the tool may have put there.
+    let owner = ctx
+        .identity
+        .filter(|_| ctx.jail_helper.is_some())
+        .map(|id| (id.uid, id.gid));
+    let (root, dir) = (ctx.workdir.clone(), home.clone());
+    let made =
+        tokio::task::spawn_blocking(move || crate::fsx::create_dir_owned(&root, &dir, owner))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    if let Err(e) = made {
         return Err(format!("cannot create {}: {e}", home.display()));
     }
     let started = Instant::now();
@@ -269,6 +282,7 @@ fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
         },
         rlimits: rlimits(&ctx.policy, ctx.timeout, ctx.memory_bytes),
         cgroup_procs: None,
+        identity: ctx.identity,
     }
 }
 
@@ -379,6 +393,7 @@ mod tests {
             stop: CancellationToken::new(),
             jail_helper: None,
             pids: None,
+            identity: None,
             memory_bytes: 128 << 20,
         }
     }

@@ -49,6 +49,15 @@ def read(path):
     return attack
 
 
+def write_bookkeeping():
+    # roostd's logs for this session, in the workdir the tool may write.
+    path = os.path.join(".murmur", os.environ["MURMUR_SESSION_ID"], "logs", "planted.txt")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("planted\n")
+    return True, path
+
+
 def write_outside():
     path = os.path.join(params["outside"], f"escaped-{os.getpid()}")
     with open(path, "w") as f:
@@ -132,6 +141,7 @@ attacks = {
     "roostd_files": read(params["roostd_file"]),
     "etc_shadow": read("/etc/shadow"),
     "write_outside": write_outside,
+    "write_bookkeeping": write_bookkeeping,
     "ptrace": ptrace,
     "udp": udp,
     "raw_socket": sock(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),

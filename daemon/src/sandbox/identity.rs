@@ -1,0 +1,286 @@
+//! Who a tool runs as when roostd runs as root: an unprivileged uid from
+//! `sandbox.tool_uids`, one per workdir (sessions that share a workdir share
+//! its files, so they share the uid; tools of sessions on different workdirs
+//! cannot touch each other's files), with a gid of the same number and the
+//! range's first number as a supplementary group that may traverse roostd's
+//! state dir. The workdir (and the capsule's extra paths) are opened to that
+//! uid with a POSIX ACL entry, so nothing else about them changes; what roostd
+//! keeps in the bookkeeping dir stays root's, readable but not writable.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// `sandbox.tool_uids`: the uids tools may be given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UidRange {
+    pub first: u32,
+    pub count: u32,
+}
+
+impl Default for UidRange {
+    /// 64 Ki ids just below `i32::MAX`: far from system users (< 1000),
+    /// regular users, systemd's dynamic users (61184–65519) and the bottom of
+    /// its container range (524288 up), where nspawn allocates from.
+    fn default() -> Self {
+        Self {
+            first: 0x7FFF_0000,
+            count: 0xFFFF,
+        }
+    }
+}
+
+impl UidRange {
+    /// Why the range cannot be used, if it cannot.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.count < 2 {
+            return Err("sandbox.tool_uids.count must be at least 2".into());
+        }
+        if self.first < 1000
+            || self
+                .first
+                .checked_add(self.count)
+                .is_none_or(|end| end > i32::MAX as u32)
+        {
+            return Err(
+                "sandbox.tool_uids must lie between 1000 and 2147483647 (first + count)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The group every tool uid has as a supplementary group.
+    pub fn group(&self) -> u32 {
+        self.first
+    }
+
+    /// The uid for tools working in `workdir`: a hash of its path into the
+    /// range (past the group's number), skipping ids this host's user
+    /// database knows.
+    pub fn for_workdir(&self, workdir: &Path) -> Identity {
+        use std::os::unix::ffi::OsStrExt;
+        // FNV-1a: stable across runs and builds (unlike std's hasher).
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in workdir.as_os_str().as_bytes() {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        let slots = u64::from(self.count - 1);
+        let start = hash % slots;
+        let uid = (0..slots.min(64))
+            .map(|i| self.first + 1 + ((start + i) % slots) as u32)
+            .find(|uid| !known_uid(*uid))
+            .unwrap_or(self.first + 1 + start as u32);
+        Identity {
+            uid,
+            gid: uid,
+            group: self.group(),
+        }
+    }
+}
+
+/// A tool's uid, gid and supplementary group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    pub group: u32,
+}
+
+fn known_uid(uid: u32) -> bool {
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into `pw` and `buf`, which outlive the call.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut result) };
+    rc == 0 && !result.is_null()
+}
+
+/// Drops to `identity` (in the helper, as root, before exec).
+pub fn assume(identity: &Identity) -> std::io::Result<()> {
+    let groups = [identity.group];
+    // SAFETY: plain syscalls on this single-threaded process.
+    unsafe {
+        if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+            || libc::setresgid(identity.gid, identity.gid, identity.gid) != 0
+            || libc::setresuid(identity.uid, identity.uid, identity.uid) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+const ACL_XATTR: &std::ffi::CStr = c"system.posix_acl_access";
+const ACL_VERSION: u32 = 2;
+const USER_OBJ: u16 = 0x01;
+const USER: u16 = 0x02;
+const GROUP_OBJ: u16 = 0x04;
+const GROUP: u16 = 0x08;
+const MASK: u16 = 0x10;
+const OTHER: u16 = 0x20;
+const UNDEFINED: u32 = u32::MAX;
+
+/// Who an ACL entry names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grantee {
+    User(u32),
+    Group(u32),
+}
+
+/// Adds (or widens) one named entry of `path`'s access ACL, keeping the rest;
+/// the mask becomes the union of the group class, so the entry takes effect.
+/// `path` is opened without following a final symlink.
+pub fn grant(path: &Path, who: Grantee, perm: u16) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    let fd = file.as_raw_fd();
+    let mut entries = read_acl(fd)?.unwrap_or_else(|| {
+        let mode = file.metadata().map(|m| m.mode()).unwrap_or(0);
+        vec![
+            (USER_OBJ, ((mode >> 6) & 7) as u16, UNDEFINED),
+            (GROUP_OBJ, ((mode >> 3) & 7) as u16, UNDEFINED),
+            (OTHER, (mode & 7) as u16, UNDEFINED),
+        ]
+    });
+    let (tag, id) = match who {
+        Grantee::User(uid) => (USER, uid),
+        Grantee::Group(gid) => (GROUP, gid),
+    };
+    match entries.iter_mut().find(|(t, _, i)| *t == tag && *i == id) {
+        Some(entry) => entry.1 |= perm,
+        None => entries.push((tag, perm, id)),
+    }
+    let mask = entries
+        .iter()
+        .filter(|(t, _, _)| matches!(*t, GROUP_OBJ | USER | GROUP))
+        .fold(0, |m, (_, p, _)| m | p);
+    entries.retain(|(t, _, _)| *t != MASK);
+    entries.push((MASK, mask, UNDEFINED));
+    entries.sort_by_key(|(t, _, i)| (*t, *i));
+    let mut bytes = ACL_VERSION.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        bytes.extend(tag.to_le_bytes());
+        bytes.extend(perm.to_le_bytes());
+        bytes.extend(id.to_le_bytes());
+    }
+    // SAFETY: `fd` is open; the name is NUL-terminated; `bytes` outlives the call.
+    let rc = unsafe {
+        libc::fsetxattr(
+            fd,
+            ACL_XATTR.as_ptr(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The access ACL's entries (tag, perm, id); `None` when it has none.
+fn read_acl(fd: i32) -> std::io::Result<Option<Vec<(u16, u16, u32)>>> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` is writable for its length.
+    let n = unsafe { libc::fgetxattr(fd, ACL_XATTR.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        let e = std::io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::ENODATA) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let buf = &buf[..n as usize];
+    if buf.len() < 4 || u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) != ACL_VERSION {
+        return Err(std::io::Error::other("unexpected ACL format"));
+    }
+    Ok(Some(
+        buf[4..]
+            .chunks_exact(8)
+            .map(|c| {
+                (
+                    u16::from_le_bytes([c[0], c[1]]),
+                    u16::from_le_bytes([c[2], c[3]]),
+                    u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+                )
+            })
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workdirs_map_to_stable_distinct_uids_in_the_range() {
+        let range = UidRange::default();
+        assert!(range.validate().is_ok());
+        let a = range.for_workdir(Path::new("/srv/a"));
+        assert_eq!(a, range.for_workdir(Path::new("/srv/a")), "stable");
+        let b = range.for_workdir(Path::new("/srv/b"));
+        assert_ne!(a.uid, b.uid);
+        for id in [a, b] {
+            assert!(id.uid > range.first && id.uid < range.first + range.count);
+            assert_eq!(id.gid, id.uid);
+            assert_eq!(id.group, range.first);
+        }
+        assert!(
+            UidRange {
+                first: 0,
+                count: 10
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            UidRange {
+                first: 5000,
+                count: 1
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            UidRange {
+                first: u32::MAX - 5,
+                count: 10
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_grant_adds_a_named_entry_and_keeps_the_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        match grant(dir.path(), Grantee::User(2_000_000_123), 7) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                eprintln!("no POSIX ACLs on this file system: skipped");
+                return;
+            }
+            Err(e) => panic!("grant: {e}"),
+        }
+        grant(dir.path(), Grantee::Group(2_000_000_000), 1).expect("second grant");
+        let file = std::fs::File::open(dir.path()).expect("open");
+        let entries = read_acl(std::os::fd::AsRawFd::as_raw_fd(&file))
+            .expect("read")
+            .expect("an ACL");
+        assert!(entries.contains(&(USER, 7, 2_000_000_123)), "{entries:?}");
+        assert!(entries.contains(&(GROUP, 1, 2_000_000_000)), "{entries:?}");
+        assert!(entries.contains(&(USER_OBJ, 7, UNDEFINED)), "{entries:?}");
+        assert!(entries.contains(&(OTHER, 0, UNDEFINED)), "{entries:?}");
+        assert!(entries.contains(&(MASK, 7, UNDEFINED)), "{entries:?}");
+    }
+}
