@@ -5,6 +5,9 @@
 //! by side in one run.
 //!
 //! `cargo bench -p roostd --bench sandbox -- [N]`
+//!
+//! `ROOST_BENCH_BASELINE_JAIL=<path>` adds a row for another `roost-jail`
+//! (say, one built from an earlier commit) in the same run.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,27 +75,65 @@ async fn main() {
         support.landlock_abi, support.seccomp
     );
     let mut rows = Vec::new();
-    for (label, helper) in [
+    let helpers = [
         ("without jail", None),
         ("jail via roostd itself", Some(env!("CARGO_BIN_EXE_roostd"))),
         (
             "jail via roost-jail (default)",
             Some(env!("CARGO_BIN_EXE_roost-jail")),
         ),
-    ] {
+    ];
+    for (label, helper) in helpers {
         ctx.jail_helper = helper.map(PathBuf::from);
         let (p50, p99) = measure(&ctx, n).await;
         println!(
-            "{label:<30} p50 {:>7.0} µs   p99 {:>7.0} µs",
+            "{label:<36} p50 {:>7.0} µs   p99 {:>7.0} µs",
             p50.as_secs_f64() * 1e6,
             p99.as_secs_f64() * 1e6
         );
         rows.push((p50, p99));
+    }
+    if let Ok(baseline) = std::env::var("ROOST_BENCH_BASELINE_JAIL") {
+        ctx.jail_helper = Some(PathBuf::from(&baseline));
+        let (b50, b99) = measure(&ctx, n).await;
+        println!(
+            "{:<36} p50 {:>7.0} µs   p99 {:>7.0} µs",
+            "baseline roost-jail",
+            b50.as_secs_f64() * 1e6,
+            b99.as_secs_f64() * 1e6
+        );
     }
     let ((p50, p99), (j50, j99)) = (rows[0], rows[2]);
     println!(
         "added by the jail: p50 {:.2} ms (target ≤ 2 ms), p99 {:.2} ms",
         (j50.as_secs_f64() - p50.as_secs_f64()) * 1e3,
         (j99.as_secs_f64() - p99.as_secs_f64()) * 1e3
+    );
+    if !support.root {
+        println!("not root: tools keep roostd's unprivileged uid; no uid-switch row");
+        return;
+    }
+    // As a root roostd runs them: dropped to the workdir's tool uid, which an
+    // ACL entry lets into the workdir (granted once per session, not timed).
+    let identity = roostd::sandbox::identity::UidRange::default().for_workdir(dir.path());
+    roostd::sandbox::identity::grant(
+        dir.path(),
+        roostd::sandbox::identity::Grantee::User(identity.uid),
+        7,
+    )
+    .expect("open the workdir to the tool uid");
+    ctx.jail_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_roost-jail")));
+    ctx.identity = Some(identity);
+    let (u50, u99) = measure(&ctx, n).await;
+    println!(
+        "{:<36} p50 {:>7.0} µs   p99 {:>7.0} µs",
+        "roost-jail, as the tool uid",
+        u50.as_secs_f64() * 1e6,
+        u99.as_secs_f64() * 1e6
+    );
+    println!(
+        "added by the uid switch: p50 {:.2} ms (target ≤ 0.5 ms), p99 {:.2} ms",
+        (u50.as_secs_f64() - j50.as_secs_f64()) * 1e3,
+        (u99.as_secs_f64() - j99.as_secs_f64()) * 1e3
     );
 }

@@ -84,7 +84,7 @@ pub(crate) fn agent(
     dir
 }
 
-async fn agent_daemon() -> Daemon {
+pub(crate) async fn agent_daemon() -> Daemon {
     let daemon = Daemon::start_with(
         TEST_CONFIG,
         &[("ROOST_E2E_KEY", KEY), ("MURMUR_A2A_TIMEOUT_SECS", "1")],

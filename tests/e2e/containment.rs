@@ -12,7 +12,9 @@ use roost_ctl::api::{SessionState, StartRequest};
 use serde_json::{Value, json};
 
 use crate::harness::{Daemon, TEST_CONFIG, capsule};
-use crate::sandbox::{data, host_support, jailed_and_control, landlock_or_reported, run_shell};
+use crate::sandbox::{
+    data, host_support, jailed_and_control, landlock_or_reported, run_shell, shell_in,
+};
 
 const HOSTILE: &str = include_str!("attacks/hostile.py");
 const PYTHON: &str = "/usr/bin/python3";
@@ -80,32 +82,8 @@ async fn run_shell_in(
     command: &str,
     caps: &str,
 ) -> (Value, tempfile::TempDir) {
-    std::fs::write(workdir.path().join("shell-tool.txt"), "sh").expect("tool");
-    std::fs::write(workdir.path().join("shell-command.txt"), command).expect("command");
-    let dir = capsule(
-        daemon.root.path(),
-        "hostile",
-        "shellrun",
-        &format!("tools: [sh]\ncapabilities: {{shell: {{allow: [sh]}}{caps}}}\n"),
-    );
-    let session = daemon
-        .client
-        .start(&StartRequest {
-            path: dir.display().to_string(),
-            workdir: Some(workdir.path().display().to_string()),
-            ..StartRequest::default()
-        })
-        .await
-        .expect("start");
-    let session = daemon.client.wait(&session.id).await.expect("wait");
-    assert_eq!(
-        session.state,
-        SessionState::Completed,
-        "{session:?}\n{}",
-        daemon.log()
-    );
-    let text = std::fs::read_to_string(workdir.path().join("shell-result.json")).expect("result");
-    (serde_json::from_str(&text).expect("json"), workdir)
+    let (_, result) = shell_in(daemon, workdir.path(), "sh", command, caps).await;
+    (result, workdir)
 }
 
 /// The same script run by the test process itself: outside any jail.
@@ -326,35 +304,7 @@ async fn unix_sockets_on_request_still_do_not_reach_the_control_api() {
 
 /// Runs `command` through `sh` in `workdir` (kept), returning the session id.
 async fn plant(daemon: &Daemon, workdir: &Path, command: &str) -> (String, Value) {
-    std::fs::write(workdir.join("shell-tool.txt"), "sh").expect("tool");
-    std::fs::write(workdir.join("shell-command.txt"), command).expect("command");
-    let dir = capsule(
-        daemon.root.path(),
-        "planter",
-        "shellrun",
-        "tools: [sh]\ncapabilities: {shell: {allow: [sh]}}\n",
-    );
-    let session = daemon
-        .client
-        .start(&StartRequest {
-            path: dir.display().to_string(),
-            workdir: Some(workdir.display().to_string()),
-            ..StartRequest::default()
-        })
-        .await
-        .expect("start");
-    let session = daemon.client.wait(&session.id).await.expect("wait");
-    let result = std::fs::read_to_string(workdir.join("shell-result.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
-    assert_eq!(
-        session.state,
-        SessionState::Completed,
-        "{session:?} {result}\n{}",
-        daemon.log()
-    );
-    (session.id, result)
+    shell_in(daemon, workdir, "sh", command, "").await
 }
 
 fn guest_log(workdir: &Path, id: &str) -> PathBuf {
@@ -577,4 +527,176 @@ async fn tools_of_a_root_roostd_run_as_an_unprivileged_uid_per_workdir() {
     // Control: without the jail, the tool is root.
     let (root_tool, _w) = run_shell(&control, "sh", "id -u", "").await;
     assert!(data(&root_tool).contains("\n0\n"), "{root_tool}");
+}
+
+#[tokio::test]
+async fn a_setuid_binary_gives_a_jailed_tool_no_privilege() {
+    if !root() {
+        eprintln!("not root: cannot make a setuid-root binary; skipped");
+        return;
+    }
+    let daemon = Daemon::start().await;
+    let workdir = tempfile::tempdir().expect("workdir");
+    let suid = workdir.path().join("suid-id");
+    let copied = std::process::Command::new("cp")
+        .arg("/usr/bin/id")
+        .arg(&suid)
+        .status()
+        .expect("cp");
+    assert!(copied.success());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).expect("chmod");
+        std::fs::set_permissions(workdir.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+    }
+    let (result, workdir) = run_shell_in(&daemon, workdir, "id -u; ./suid-id -u", "").await;
+    let out: Vec<u32> = data(&result)
+        .lines()
+        .skip_while(|l| !l.starts_with("Stdout:"))
+        .skip(1)
+        .take(2)
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(out.len(), 2, "{result}");
+    assert_ne!(out[0], 0, "the tool has its own uid: {result}");
+    assert_eq!(
+        out[1], out[0],
+        "no_new_privs: the setuid bit gives the tool nothing: {result}"
+    );
+    // Control: the same binary run by that uid outside the jail is root.
+    use std::os::unix::process::CommandExt;
+    let control = std::process::Command::new(workdir.path().join("suid-id"))
+        .arg("-u")
+        .uid(out[0])
+        .gid(out[0])
+        .output()
+        .expect("run suid-id as the tool uid");
+    assert_eq!(
+        String::from_utf8_lossy(&control.stdout).trim(),
+        "0",
+        "control: outside the jail the setuid bit works: {control:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_output_is_cut_and_saved_not_held() {
+    let daemon = Daemon::start().await;
+    let flood = "head -c 104857600 /dev/zero | tr '\\0' x";
+    let (result, workdir) = run_shell(&daemon, "sh", flood, "").await;
+    let text = data(&result);
+    assert!(
+        text.len() < 20 * 1024 && text.contains("Output truncated. Full output written to"),
+        "the inline result is cut: {} bytes",
+        text.len()
+    );
+    let saved = text
+        .rsplit("written to ")
+        .next()
+        .map(str::trim)
+        .expect("a path");
+    let size = std::fs::metadata(workdir.path().join(saved))
+        .expect("the saved output")
+        .len();
+    assert!(
+        size > 1 << 20 && size < 9 << 20,
+        "at most the capture bound (8 MiB) is kept: {size}"
+    );
+    let health = daemon.client.health().await.expect("roostd is still there");
+    assert_eq!(health.status, "ok");
+    // Control: the command does write 100 MiB.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{flood} | wc -c"))
+        .output()
+        .expect("sh");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "104857600");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_trace_and_checkpoint_signatures_are_not_written_through_links() {
+    use crate::agents::{agent, agent_daemon, with_task};
+    use crate::mock_llm::{MockLlm, Reply};
+    let daemon = agent_daemon().await;
+    let outside = tempfile::tempdir().expect("outside");
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    // The model's one tool call plants links where roostd writes at the end
+    // of the task (the trace) and of the session (checkpoint signatures).
+    let links = |target: &str| {
+        format!(
+            "rm -f trace.jsonl && ln -s {target} trace.jsonl && mkdir -p .murmur checkpoints \
+             && echo notes > checkpoints/goals.md \
+             && ln -s {target} .murmur/checkpoint-signatures.json"
+        )
+    };
+    let command = links(&victim.display().to_string());
+    let mock = MockLlm::start(move |seen| {
+        if seen.messages().len() == 1 {
+            Reply::tools(&[("sh", &serde_json::json!({ "command": command }).to_string())])
+        } else {
+            Reply::text("done")
+        }
+    })
+    .await;
+    let dir = agent(daemon.root.path(), "linker", &mock, "", "");
+    let session = daemon
+        .client
+        .start(&with_task(&dir, "Plant the links."))
+        .await
+        .expect("start");
+    let session = daemon.client.wait(&session.id).await.expect("wait");
+    assert_eq!(
+        session.state,
+        SessionState::Completed,
+        "{session:?}\n{}",
+        daemon.log()
+    );
+    let workdir = PathBuf::from(&session.workdir);
+    assert!(
+        workdir.join("trace.jsonl").is_symlink()
+            && workdir.join(".murmur/checkpoint-signatures.json").exists(),
+        "the tool ran and planted its links"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious\n",
+        "neither the trace nor the signatures went through a link"
+    );
+    assert!(
+        !workdir
+            .join(".murmur/checkpoint-signatures.json")
+            .is_symlink(),
+        "the signatures replaced the link instead of following it"
+    );
+    assert!(
+        daemon.client.trace(&session.id).await.is_err(),
+        "roostctl trace does not follow the link either"
+    );
+
+    // Control: a regular file planted in the trace's place gets the trace.
+    let control_mock = MockLlm::start(|seen| {
+        if seen.messages().len() == 1 {
+            Reply::tools(&[(
+                "sh",
+                r#"{"command":"rm -f trace.jsonl && echo planted > trace.jsonl"}"#,
+            )])
+        } else {
+            Reply::text("done")
+        }
+    })
+    .await;
+    let dir = agent(daemon.root.path(), "planter", &control_mock, "", "");
+    let session = daemon
+        .client
+        .start(&with_task(&dir, "Plant a file."))
+        .await
+        .expect("start");
+    let session = daemon.client.wait(&session.id).await.expect("wait");
+    let trace = std::fs::read_to_string(PathBuf::from(&session.workdir).join("trace.jsonl"))
+        .expect("control trace");
+    assert!(
+        trace.starts_with("planted\n") && trace.contains("task_end"),
+        "control: roostd appends the trace at that path: {trace}"
+    );
 }

@@ -49,8 +49,23 @@ pub(crate) async fn run_shell(
     caps: &str,
 ) -> (Value, tempfile::TempDir) {
     let workdir = tempfile::tempdir().expect("workdir");
-    std::fs::write(workdir.path().join("shell-tool.txt"), tool).expect("tool");
-    std::fs::write(workdir.path().join("shell-command.txt"), command).expect("command");
+    let (_, result) = shell_in(daemon, workdir.path(), tool, command, caps).await;
+    assert_eq!(result["ok"], true, "{result}");
+    (result, workdir)
+}
+
+/// Runs `command` through the shell tool `tool` in `workdir` (kept as it
+/// is); returns the session's id and the tool's result (`null` if the guest
+/// wrote none).
+pub(crate) async fn shell_in(
+    daemon: &Daemon,
+    workdir: &Path,
+    tool: &str,
+    command: &str,
+    caps: &str,
+) -> (String, Value) {
+    std::fs::write(workdir.join("shell-tool.txt"), tool).expect("tool");
+    std::fs::write(workdir.join("shell-command.txt"), command).expect("command");
     let dir = capsule(
         daemon.root.path(),
         "shellrun",
@@ -61,22 +76,23 @@ pub(crate) async fn run_shell(
         .client
         .start(&StartRequest {
             path: dir.display().to_string(),
-            workdir: Some(workdir.path().display().to_string()),
+            workdir: Some(workdir.display().to_string()),
             ..StartRequest::default()
         })
         .await
         .expect("start");
     let session = daemon.client.wait(&session.id).await.expect("wait");
+    let result = std::fs::read_to_string(workdir.join("shell-result.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
     assert_eq!(
         session.state,
         SessionState::Completed,
-        "{session:?}\n{}",
+        "{session:?} {result}\n{}",
         daemon.log()
     );
-    let text = std::fs::read_to_string(workdir.path().join("shell-result.json")).expect("result");
-    let result: Value = serde_json::from_str(&text).expect("json");
-    assert_eq!(result["ok"], true, "{result}");
-    (result, workdir)
+    (session.id, result)
 }
 
 pub(crate) fn data(result: &Value) -> &str {

@@ -127,9 +127,10 @@ impl MurmurLock {
             &serde_yaml::to_string(self).map_err(|e| write_err(std::io::Error::other(e)))?,
         );
         let tmp = path.with_file_name(format!(
-            ".{LOCK_FILENAME}.tmp{}-{}",
+            ".{LOCK_FILENAME}.tmp{}-{}-{}",
             std::process::id(),
-            next_suffix()
+            next_suffix(),
+            unpredictable()
         ));
         let result = (|| {
             use std::io::Write;
@@ -152,6 +153,23 @@ impl MurmurLock {
 }
 
 /// A per-call suffix so concurrent writers never share a temp file.
+/// 64 random bits in hex: a temp name nobody can plant a file at ahead of
+/// time (where the capsule dir is a tool's workdir).
+fn unpredictable() -> String {
+    let mut bytes = [0u8; 8];
+    // SAFETY: `bytes` is writable for its length.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        // getrandom(2) does not fail for 8 bytes once the pool is ready;
+        // the time is the fallback, and O_EXCL still refuses any clash.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        bytes[..4].copy_from_slice(&nanos.to_le_bytes());
+    }
+    hex::encode(bytes)
+}
+
 fn next_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);

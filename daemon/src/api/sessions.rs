@@ -164,7 +164,12 @@ pub(super) async fn trace(
     use axum::response::IntoResponse;
     let session = state.supervisor.get(&id).await?;
     let path = std::path::Path::new(&session.bookkeeping_dir).join(crate::agent::trace::TRACE_FILE);
-    let bytes = match tokio::fs::read(&path).await {
+    // Not through a link a tool may have put there (crate::fsx).
+    let (root, file) = (std::path::PathBuf::from(&session.workdir), path.clone());
+    let read = tokio::task::spawn_blocking(move || crate::fsx::read(&root, &file))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let bytes = match read {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => {
