@@ -28,6 +28,8 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database holds an unreadable row: {0}")]
     Corrupt(String),
+    #[error("cannot make the database file private: {0}")]
+    Files(#[source] std::io::Error),
 }
 
 impl StoreError {
@@ -152,6 +154,33 @@ const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifes
 const TASK_COLUMNS: &str = "id, context_id, source, state, input_bytes, input_tokens, \
      output_tokens, turns, error, created_at, ended_at";
 
+/// The database and its WAL and shared-memory files are roostd's alone
+/// (0600), whatever the umask: tools of a root roostd may search the state
+/// dir on their way to their workdir. SQLite gives the `-wal` and `-shm`
+/// files the database's mode, so a new database starts as an empty 0600 file.
+fn private_files(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        match std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 pub fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
@@ -159,6 +188,7 @@ pub fn now() -> String {
 impl Store {
     /// Opens (creating if needed) the database at `path` and applies migrations.
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        private_files(path).map_err(StoreError::Files)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)

@@ -700,3 +700,190 @@ async fn an_agents_trace_and_checkpoint_signatures_are_not_written_through_links
         "control: roostd appends the trace at that path: {trace}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_a_lock_write_and_restarts_do_not_follow_planted_links() {
+    use crate::harness::{artifact_dir, guest, publish};
+    let daemon = Daemon::start_with(
+        &format!("{TEST_CONFIG}{}", crate::supervision::FAST_RESTARTS),
+        &[],
+    )
+    .await;
+    let registry = daemon.state_dir.join("registry");
+    let echo = std::fs::read(guest("echo_tool")).expect("echo tool");
+    for manifest in [
+        "name: echo-tool\nversion: 1.0.0\nruntime: tool\ndescription: Echo\n",
+        "name: late-tool\nversion: 1.0.0\nruntime: tool\ndescription: A late echo\n",
+    ] {
+        let dir = artifact_dir(daemon.root.path(), manifest, "component.wasm", &echo);
+        publish(&registry, &dir).await;
+    }
+    let outside = tempfile::tempdir().expect("outside");
+    let victim = outside.path().join("victim.txt");
+    std::fs::write(&victim, "precious\n").expect("victim");
+    let made = outside.path().join("made.lock");
+    let pulled = outside.path().join("pulled");
+    std::fs::create_dir(&pulled).expect("pulled");
+    // The capsule dir is the workdir: its murmur.lock is where tools write.
+    let dir = capsule(
+        daemon.root.path(),
+        "puller",
+        "shellrun",
+        "artifacts:\n  - {name: echo-tool, version: 1.0.0, runtime: tool}\n\
+         tools: [sh, echo-tool]\ncapabilities: {shell: {allow: [sh]}}\n",
+    );
+    let tools = ".murmur/$MURMUR_SESSION_ID/tools";
+    std::fs::write(dir.join("shell-pull.txt"), "late-tool 1.0.0").expect("pull spec");
+    let (_, result) = shell_in(
+        &daemon,
+        &dir,
+        "sh",
+        &format!(
+            "rm -f murmur.lock && ln -s {} murmur.lock && mv .murmur .murmur-moved \
+             && mkdir -p {tools} && ln -s {} {tools}/late-tool",
+            made.display(),
+            pulled.display()
+        ),
+        "",
+    )
+    .await;
+    assert_eq!(
+        result["status"], "passed",
+        "the links were planted: {result}"
+    );
+    let pull: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("shell-pull-result.json")).expect("pull result"),
+    )
+    .expect("json");
+    assert_eq!(pull["ok"], false, "{pull}");
+    assert!(
+        pull["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("symlink"),
+        "{pull}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&pulled).expect("pulled").count(),
+        0,
+        "nothing was installed through the link"
+    );
+
+    // The next session on that dir writes a new lock (the planted one is a
+    // dangling link): over the link, not through it. Its guest then fails
+    // after each tool call, and every restart opens the log the tool
+    // swapped for a link again.
+    std::fs::remove_file(dir.join("shell-pull.txt")).expect("no pull");
+    std::fs::write(dir.join("shell-then-panic.txt"), "").expect("panic");
+    std::fs::write(
+        dir.join("shell-command.txt"),
+        format!(
+            "mkdir -p .moved && mv .murmur .moved/$(date +%s%N) && mkdir -p {logs} \
+             && ln -sf {} {logs}/guest.log",
+            victim.display(),
+            logs = ".murmur/$MURMUR_SESSION_ID/logs"
+        ),
+    )
+    .expect("command");
+    let session = daemon
+        .client
+        .start(&StartRequest {
+            path: dir.display().to_string(),
+            workdir: Some(dir.display().to_string()),
+            restart: roost_ctl::api::RestartPolicy::OnFailure,
+            ..StartRequest::default()
+        })
+        .await
+        .expect("start");
+    let end = daemon.client.wait(&session.id).await.expect("wait");
+    assert_eq!(end.state, SessionState::Failed, "{end:?}");
+    assert_eq!(end.restart_count, 3, "restarted, then gave up: {end:?}");
+    assert!(
+        dir.join("murmur.lock").is_file() && !dir.join("murmur.lock").is_symlink(),
+        "the lock replaced the link"
+    );
+    assert!(!made.exists(), "no lock was written through the link");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious\n",
+        "no restart appended the guest's output through the link"
+    );
+    let refusals = daemon
+        .log()
+        .matches("guest output is not written to the log")
+        .count();
+    assert!(
+        refusals >= 4,
+        "each run refused the planted log ({refusals})"
+    );
+}
+
+#[tokio::test]
+async fn a_tool_uid_may_pass_the_state_dir_to_its_workdir_but_read_nothing_there() {
+    if !root() || !Path::new(PYTHON).exists() {
+        eprintln!("needs root and {PYTHON}: skipped");
+        return;
+    }
+    let daemon = Daemon::start().await;
+    // A session without --workdir: its workdir is in the state dir.
+    let dir = capsule(
+        daemon.root.path(),
+        "stateful",
+        "hello",
+        "tools: [sh]\ncapabilities: {shell: {allow: [sh]}}\n",
+    );
+    let session = daemon.run_to_end(&dir).await;
+    let workdir = PathBuf::from(&session.workdir);
+    assert!(workdir.starts_with(&daemon.state_dir), "{session:?}");
+    let id = roostd::sandbox::identity::UidRange::default().for_workdir(&workdir);
+    let probe = |drop: bool| {
+        let script = format!(
+            "import os, socket, json\n\
+             if {drop}:\n    os.setgroups([{group}]); os.setgid({uid}); os.setuid({uid})\n\
+             def tryit(fn):\n    try:\n        fn(); return True\n    except OSError:\n        return False\n\
+             def connect():\n    s = socket.socket(socket.AF_UNIX); s.connect({socket:?})\n\
+             print(json.dumps({{\n\
+             'workdir': tryit(lambda: os.listdir({workdir:?})),\n\
+             'database': tryit(lambda: open({db:?}, 'rb').read(1)),\n\
+             'key': tryit(lambda: open({key:?}, 'rb').read(1)),\n\
+             'list_state': tryit(lambda: os.listdir({state:?})),\n\
+             'socket': tryit(connect),\n\
+             }}))\n",
+            drop = if drop { "True" } else { "False" },
+            group = id.group,
+            uid = id.uid,
+            socket = daemon.socket.display().to_string(),
+            workdir = workdir.display().to_string(),
+            db = daemon.state_dir.join("roost.db").display().to_string(),
+            key = daemon
+                .state_dir
+                .join("checkpoint.key")
+                .display()
+                .to_string(),
+            state = daemon.state_dir.display().to_string(),
+        );
+        let out = std::process::Command::new(PYTHON)
+            .arg("-c")
+            .arg(script)
+            .output()
+            .expect("python3");
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+    };
+    let as_tool = probe(true);
+    assert_eq!(
+        as_tool["workdir"], true,
+        "the tool uid reaches its workdir: {as_tool}"
+    );
+    for secret in ["database", "key", "list_state", "socket"] {
+        assert_eq!(
+            as_tool[secret], false,
+            "the tool uid gets no {secret}: {as_tool}"
+        );
+    }
+    // Control: roostd's own uid gets all of it.
+    let as_roostd = probe(false);
+    for what in ["workdir", "database", "key", "list_state", "socket"] {
+        assert_eq!(as_roostd[what], true, "control: {what}: {as_roostd}");
+    }
+}

@@ -4,7 +4,7 @@ use roost_ctl::api::{RestartPolicy, SessionState};
 
 use crate::harness::{Daemon, TEST_CONFIG, capsule};
 
-const FAST_RESTARTS: &str = "restart: {initial_backoff_ms: 10, multiplier: 1.5, max_backoff_secs: 1, reset_after_secs: 30, max_restarts: 3}\n";
+pub(crate) const FAST_RESTARTS: &str = "restart: {initial_backoff_ms: 10, multiplier: 1.5, max_backoff_secs: 1, reset_after_secs: 30, max_restarts: 3}\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_failure_restarts_with_backoff_then_gives_up_with_a_reason() {

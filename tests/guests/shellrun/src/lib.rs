@@ -1,7 +1,8 @@
 //! Test capsule: invokes the shell tool named in `./shell-tool.txt` with the
 //! command in `./shell-command.txt` and writes the outcome to
 //! `./shell-result.json` (`{"ok", "status", "data"}` or `{"ok": false, "error"}`),
-//! then prints a line to stdout and one to stderr.
+//! then prints a line to stdout and one to stderr; optionally pulls an
+//! artifact (`./shell-pull.txt`) and fails on purpose (`./shell-then-panic.txt`).
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -9,6 +10,7 @@ wit_bindgen::generate!({
     generate_all,
 });
 
+use murmur::artifact_manager::manage;
 use murmur::tool::run::{Status, ToolInput};
 use murmur::tool_registry::invoke::invoke;
 use serde_json::json;
@@ -36,6 +38,21 @@ impl exports::murmur::capsule::run::Guest for Capsule {
         // which the tool may have tampered with.
         println!("shellrun: {} returned", tool.trim());
         eprintln!("shellrun: stderr after the tool");
+        // Optionally a pull (`name version` in ./shell-pull.txt), its outcome
+        // in ./shell-pull-result.json; then a failure on purpose when
+        // ./shell-then-panic.txt exists (for restarts).
+        if let Ok(spec) = std::fs::read_to_string("shell-pull.txt") {
+            let mut words = spec.split_whitespace();
+            let (name, version) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            let outcome = match manage::pull(name, version) {
+                Ok(a) => json!({ "ok": true, "name": a.name }),
+                Err(e) => json!({ "ok": false, "error": e }),
+            };
+            std::fs::write("shell-pull-result.json", outcome.to_string()).expect("write pull");
+        }
+        if std::path::Path::new("shell-then-panic.txt").exists() {
+            panic!("shellrun: failing on purpose after the tool");
+        }
     }
 }
 
