@@ -113,6 +113,8 @@ fn link_error(e: io::Error, path: &Path) -> io::Error {
         Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
             refused(path, "a symlink (or non-directory) is in the way")
         }
+        // A FIFO opened for writing without a reader (O_NONBLOCK).
+        Some(libc::ENXIO) => refused(path, "it is not a regular file"),
         _ => e,
     }
 }
@@ -138,24 +140,26 @@ fn open_file(
         libc::openat(
             dir.as_raw_fd(),
             name.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            // Non-blocking: a FIFO planted in a file's place must not hang
+            // roostd in open(2); regular files ignore the flag.
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
             mode,
         )
     };
     let fd = check(fd).map_err(|e| link_error(e, path))?;
     // SAFETY: just opened, owned by the File.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-/// A regular file with one link: not a device, FIFO, or a hard link to a file
-/// elsewhere.
-fn sole_regular(file: &File, path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
+    let file = unsafe { File::from_raw_fd(fd) };
+    if !file.metadata()?.file_type().is_file() {
         return Err(refused(path, "it is not a regular file"));
     }
-    if meta.nlink() != 1 {
+    Ok(file)
+}
+
+/// A file with one link (`open_file` made sure it is a regular one): not a
+/// hard link to a file elsewhere.
+fn single_link(file: &File, path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if file.metadata()?.nlink() != 1 {
         return Err(refused(path, "it has more than one hard link"));
     }
     Ok(())
@@ -187,7 +191,7 @@ pub fn append(root: &Path, path: &Path) -> io::Result<File> {
         0o644,
         path,
     )?;
-    sole_regular(&file, path)?;
+    single_link(&file, path)?;
     Ok(file)
 }
 
@@ -268,6 +272,21 @@ pub fn open_read(root: &Path, path: &Path) -> io::Result<File> {
     open_file(&dir, &name, libc::O_RDONLY, 0, path)
 }
 
+/// Removes the file `path` (not following a link on the way; a link at
+/// `path` itself is what is removed). Missing is not an error.
+pub fn remove_file(root: &Path, path: &Path) -> io::Result<()> {
+    let (dir, name) = match parent(root, path, false) {
+        Ok(found) => found,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    // SAFETY: `name` is NUL-terminated, relative to the open `dir`.
+    match check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) }) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other.map(drop),
+    }
+}
+
 /// Renames `from` to `to`, both below `root` and in the same directory tree;
 /// the names themselves are never followed.
 pub fn rename(root: &Path, from: &Path, to: &Path) -> io::Result<()> {
@@ -328,6 +347,15 @@ mod tests {
             "precious\n",
             "nothing was written outside"
         );
+
+        // A FIFO in a log's place is refused at once, not waited on.
+        let fifo = r.join("logs/fifo.log");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("cstr");
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let err = append(r, &fifo).expect_err("a FIFO");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        assert!(read(r, &fifo).is_err());
 
         // Plain files work.
         let mut log = append(r, &r.join("a/b/c.log")).expect("append");

@@ -29,6 +29,9 @@ struct SinkInner {
     root: PathBuf,
     dir: PathBuf,
     file: Option<File>,
+    /// The log could not be opened safely (say, a tool put a link in its
+    /// place): said once, not retried on every write.
+    refused: bool,
     written: u64,
     max_bytes: u64,
     stderr_tail: Vec<u8>,
@@ -50,6 +53,7 @@ impl LogSink {
                 root: root.to_path_buf(),
                 dir: dir.to_path_buf(),
                 file: None,
+                refused: false,
                 written: 0,
                 max_bytes: max_bytes.max(1024),
                 stderr_tail: Vec::new(),
@@ -105,12 +109,16 @@ impl LogSink {
 
 impl SinkInner {
     fn open(&mut self) {
+        if self.refused {
+            return;
+        }
         match crate::fsx::append(&self.root, &self.dir.join(GUEST_LOG)) {
             Ok(file) => {
                 self.written = file.metadata().map(|m| m.len()).unwrap_or(0);
                 self.file = Some(file);
             }
             Err(error) => {
+                self.refused = true;
                 tracing::warn!(%error, "guest output is not written to the log");
             }
         }

@@ -244,6 +244,85 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// `text` without an endpoint's credentials (each query value, the user
+/// info and its password, wherever they appear), `key`, or the string values
+/// of a driver config's credential-looking fields (`authorization`,
+/// `api-key`, `token`, …, at any depth): for errors that quote what they
+/// failed on.
+pub fn redact_secrets(
+    text: &str,
+    endpoint: Option<&str>,
+    key: Option<&str>,
+    config: Option<&str>,
+) -> String {
+    let mut secrets: Vec<String> = key.map(str::to_string).into_iter().collect();
+    if let Some(endpoint) = endpoint {
+        let url = endpoint.split('#').next().unwrap_or_default();
+        if let Some((_, query)) = url.split_once('?') {
+            secrets.extend(
+                query
+                    .split('&')
+                    .filter_map(|pair| pair.split_once('=').map(|(_, v)| v.to_string())),
+            );
+        }
+        if let Some((_, rest)) = url.split_once("://")
+            && let Some((user, _)) = rest.split('/').next().and_then(|a| a.rsplit_once('@'))
+        {
+            secrets.push(format!("{user}@"));
+            secrets.extend(
+                user.split_once(':')
+                    .map(|(_, password)| password.to_string()),
+            );
+        }
+    }
+    if let Some(config) = config.and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()) {
+        credential_values(&config, false, &mut secrets);
+    }
+    // Longest first, so a secret that contains another goes whole; very short
+    // values would only garble the text.
+    secrets.retain(|s| s.len() >= 4);
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = text.to_string();
+    for secret in secrets {
+        let mask = if secret.ends_with('@') {
+            ""
+        } else {
+            "<redacted>"
+        };
+        out = out.replace(&secret, mask);
+    }
+    out
+}
+
+/// String values under credential-looking keys of a JSON value.
+fn credential_values(value: &serde_json::Value, under_secret: bool, out: &mut Vec<String>) {
+    const WORDS: [&str; 7] = [
+        "auth",
+        "key",
+        "token",
+        "secret",
+        "password",
+        "cookie",
+        "credential",
+    ];
+    match value {
+        serde_json::Value::String(s) if under_secret => out.push(s.clone()),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                credential_values(item, under_secret, out);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (name, item) in map {
+                let lower = name.to_ascii_lowercase();
+                let secret = under_secret || WORDS.iter().any(|w| lower.contains(w));
+                credential_values(item, secret, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// `filesystem.read_only` / `read_write` entries: absolute, no `..`, existing.
 fn scope_paths(
     field: &'static str,
@@ -516,6 +595,42 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn redacted_urls_lose_credentials_and_keep_the_rest() {
+        assert_eq!(
+            redact_url("https://user:tok@api.example.com:8443/v1/chat?key=sk-1#x"),
+            "https://api.example.com:8443/v1/chat?<redacted>"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        assert_eq!(redact_url("http://h?k=v"), "http://h?<redacted>");
+    }
+
+    #[test]
+    fn driver_errors_lose_the_endpoints_credentials_and_the_key() {
+        let endpoint = "https://bob:pw-1234@api.example.com/v1?key=sk-query&region=eu-west";
+        let config = r#"{"headers": {"X-Api-Key": "hdr-secret-1"}, "model_alias": "fast-model"}"#;
+        let error = "POST https://bob:pw-1234@api.example.com/v1/chat/completions?region=eu-west\
+                     &key=sk-query failed (Authorization: Bearer sk-header; X-Api-Key: \
+                     hdr-secret-1; model fast-model)";
+        let out = redact_secrets(error, Some(endpoint), Some("sk-header"), Some(config));
+        for secret in ["sk-query", "bob", "pw-1234", "sk-header", "hdr-secret-1"] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        assert!(
+            out.contains("https://api.example.com/v1/chat/completions?"),
+            "{out}"
+        );
+        assert!(
+            out.contains("fast-model"),
+            "what is not a credential stays: {out}"
+        );
+        let plain = "connection refused: http://127.0.0.1:9/v1";
+        assert_eq!(
+            redact_secrets(plain, Some("http://127.0.0.1:9/v1"), None, None),
+            plain
+        );
+    }
 
     fn policy(rules: &[&str]) -> CapabilityPolicy {
         CapabilityPolicy::from_manifest(Capabilities {

@@ -524,6 +524,25 @@ async fn tools_of_a_root_roostd_run_as_an_unprivileged_uid_per_workdir() {
     let (other, _w) = run_shell(&jailed, "sh", "id -u", "").await;
     assert!(!data(&other).contains(&format!("\n{uid}\n")), "{other}");
     drop(workdir);
+    // An operator's existing tree is the tool's to work in (ACL entries),
+    // roostd's bookkeeping in it is not.
+    let tree = tempfile::tempdir().expect("workdir");
+    std::fs::create_dir_all(tree.path().join("src/deep")).expect("dirs");
+    std::fs::write(tree.path().join("src/deep/notes.txt"), "old\n").expect("file");
+    let (edited, tree) = run_shell_in(
+        &jailed,
+        tree,
+        "echo new >> src/deep/notes.txt && mkdir src/deep/made && \
+         (touch .murmur/$MURMUR_SESSION_ID/forged 2>/dev/null && echo forged || echo kept-out)",
+        "",
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(tree.path().join("src/deep/notes.txt")).expect("notes"),
+        "old\nnew\n",
+        "{edited}"
+    );
+    assert!(data(&edited).contains("kept-out"), "{edited}");
     // Control: without the jail, the tool is root.
     let (root_tool, _w) = run_shell(&control, "sh", "id -u", "").await;
     assert!(data(&root_tool).contains("\n0\n"), "{root_tool}");

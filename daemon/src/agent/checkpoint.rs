@@ -138,19 +138,10 @@ fn walk(root: &Path) -> (Vec<String>, Vec<String>) {
 }
 
 fn read_signatures(workdir: &Path) -> BTreeMap<String, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let Ok(mut file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(workdir.join(SIGNATURES))
-    else {
-        return BTreeMap::new();
-    };
-    let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() {
-        return BTreeMap::new();
-    }
-    serde_json::from_slice(&bytes).unwrap_or_default()
+    crate::fsx::read(workdir, &workdir.join(SIGNATURES))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
 }
 
 /// A real directory (not a link a tool may have planted to point elsewhere).
@@ -178,7 +169,10 @@ pub fn verify(key: &CheckpointKey, workdir: &Path) -> Vec<Rejected> {
     let (files, odd) = walk(&root);
     let mut rejected = Vec::new();
     for rel in files {
-        let reason = match (signatures.get(&rel), std::fs::read(root.join(&rel))) {
+        // Read (and below, renamed) from the workdir without following a
+        // link a tool may have swapped in meanwhile (crate::fsx).
+        let contents = crate::fsx::read(workdir, &root.join(&rel));
+        let reason = match (signatures.get(&rel), contents) {
             (None, _) => "unsigned",
             (Some(sig), Ok(contents)) if *sig == key.mac(&rel, &contents) => continue,
             (Some(_), _) => "tampered",
@@ -192,7 +186,7 @@ pub fn verify(key: &CheckpointKey, workdir: &Path) -> Vec<Rejected> {
     for r in &rejected {
         let from = root.join(&r.path);
         let to = root.join(format!("{}{REJECTED_SUFFIX}", r.path));
-        if let Err(error) = std::fs::rename(&from, &to) {
+        if let Err(error) = crate::fsx::rename(workdir, &from, &to) {
             tracing::warn!(path = %from.display(), %error, "cannot rename a rejected checkpoint");
         }
     }
@@ -213,15 +207,16 @@ pub fn sign(key: &CheckpointKey, workdir: &Path) -> std::io::Result<usize> {
     }
     if !real_dir(&root) {
         // Nothing to vouch for; drop signatures of files that are gone.
-        return match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(0),
-        };
+        return crate::fsx::remove_file(workdir, &path).map(|()| 0);
     }
     let (files, _) = walk(&root);
     let mut signatures = BTreeMap::new();
     for rel in files {
-        let contents = std::fs::read(root.join(&rel))?;
+        // What cannot be read as a regular file is left unsigned (and so
+        // rejected next time).
+        let Ok(contents) = crate::fsx::read(workdir, &root.join(&rel)) else {
+            continue;
+        };
         let mac = key.mac(&rel, &contents);
         signatures.insert(rel, mac);
     }

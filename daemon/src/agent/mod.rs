@@ -94,31 +94,12 @@ impl AgentPlan {
     /// or the API key: a driver's error often quotes the URL it failed on,
     /// and becomes a task's error and a trace line.
     pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        if let Some(key) = &self.api_key
-            && !key.expose().is_empty()
-        {
-            out = out.replace(key.expose(), "<redacted>");
-        }
-        if let Some(endpoint) = &self.spec.endpoint {
-            let clean = crate::policy::redact_url(endpoint);
-            if clean != *endpoint {
-                out = out.replace(endpoint.as_str(), &clean);
-                // The query or user info alone, wherever the driver put it.
-                if let Some((_, query)) = endpoint.split('#').next().and_then(|u| u.split_once('?'))
-                    && !query.is_empty()
-                {
-                    out = out.replace(query, "<redacted>");
-                }
-                if let Some((_, rest)) = endpoint.split_once("://")
-                    && let Some((user, _)) = rest.split('/').next().and_then(|a| a.rsplit_once('@'))
-                    && !user.is_empty()
-                {
-                    out = out.replace(&format!("{user}@"), "");
-                }
-            }
-        }
-        out
+        crate::policy::redact_secrets(
+            text,
+            self.spec.endpoint.as_deref(),
+            self.api_key.as_ref().map(|k| k.expose()),
+            self.spec.driver_config.as_deref(),
+        )
     }
 
     fn has_compaction_hook(&self) -> bool {

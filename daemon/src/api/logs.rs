@@ -38,12 +38,14 @@ pub(super) async fn logs(
     if !query.follow || session.state.is_ended() {
         return Ok((headers, existing).into_response());
     }
+    let offset = crate::fsx::open_read(&root, &logs::live_path(&dir))
+        .and_then(|f| f.metadata())
+        .map(|m| m.len())
+        .unwrap_or(0);
     let follow = Follow {
         root,
         path: logs::live_path(&dir),
-        offset: std::fs::metadata(logs::live_path(&dir))
-            .map(|m| m.len())
-            .unwrap_or(0),
+        offset,
         first: Some(Bytes::from(existing)),
         state,
         id: session.id,

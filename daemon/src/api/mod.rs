@@ -104,13 +104,13 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
     let peer = request
         .extensions()
         .get::<ConnectInfo<unix::PeerCred>>()
-        .map(|c| c.0);
+        .map(|c| c.0.clone());
     let span = tracing::info_span!(
         "request",
         method = %request.method(),
         path = %request.uri().path(),
-        peer_uid = peer.and_then(|p| p.uid),
-        peer_pid = peer.and_then(|p| p.pid),
+        peer_uid = peer.as_ref().and_then(|p| p.uid),
+        peer_pid = peer.as_ref().and_then(|p| p.pid),
         status = tracing::field::Empty,
     );
     let mutating = request.method() != axum::http::Method::GET;
@@ -124,10 +124,11 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
     }
     // A tool runs with roostd's uid (or one admitted above); it is still no
     // operator.
-    if let Some(tool) = peer
-        .and_then(|p| p.pid)
-        .and_then(crate::tools::origin::tool_peer)
-    {
+    if let Some(tool) = peer.as_ref().and_then(|p| {
+        p.tool
+            .clone()
+            .or_else(|| p.pid.and_then(crate::tools::origin::tool_peer))
+    }) {
         let _entered = span.enter();
         tracing::warn!(
             session_id = tool.session_id.as_deref().unwrap_or("unknown"),

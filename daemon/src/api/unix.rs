@@ -45,11 +45,15 @@ pub async fn bind(path: &Path) -> Result<UnixListener, SocketError> {
 }
 
 /// Who is on the other end of a control connection.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct PeerCred {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub pid: Option<i32>,
+    /// Whether the peer was one of roostd's tools when it connected (asked
+    /// again per request: the connecting process may have handed the socket
+    /// on and exited since).
+    pub tool: Option<crate::tools::origin::ToolPeer>,
 }
 
 impl Connected<IncomingStream<'_, UnixListener>> for PeerCred {
@@ -59,11 +63,13 @@ impl Connected<IncomingStream<'_, UnixListener>> for PeerCred {
                 uid: Some(cred.uid()),
                 gid: Some(cred.gid()),
                 pid: cred.pid(),
+                tool: cred.pid().and_then(crate::tools::origin::tool_peer),
             },
             Err(_) => Self {
                 uid: None,
                 gid: None,
                 pid: None,
+                tool: None,
             },
         }
     }
@@ -170,6 +176,7 @@ mod tests {
             uid: Some(uid),
             gid: Some(gid),
             pid: Some(1),
+            tool: None,
         }
     }
 
@@ -188,7 +195,8 @@ mod tests {
                 .check(&PeerCred {
                     uid: None,
                     gid: None,
-                    pid: None
+                    pid: None,
+                    tool: None,
                 })
                 .is_err()
         );

@@ -60,13 +60,16 @@ impl UidRange {
     /// database knows.
     pub fn for_workdir(&self, workdir: &Path) -> Identity {
         use std::os::unix::ffi::OsStrExt;
-        // FNV-1a: stable across runs and builds (unlike std's hasher).
+        // FNV-1a over the path's components (so `/srv/a/` is `/srv/a`):
+        // stable across runs and builds, unlike std's hasher.
         let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in workdir.as_os_str().as_bytes() {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        for component in workdir.components() {
+            for byte in component.as_os_str().as_bytes().iter().chain(b"/") {
+                hash ^= u64::from(*byte);
+                hash = hash.wrapping_mul(0x0100_0000_01b3);
+            }
         }
-        let slots = u64::from(self.count - 1);
+        let slots = u64::from(self.count.saturating_sub(1).max(1));
         let start = hash % slots;
         let uid = (0..slots.min(64))
             .map(|i| self.first + 1 + ((start + i) % slots) as u32)
@@ -129,29 +132,132 @@ pub enum Grantee {
     Group(u32),
 }
 
+fn tag_of(who: Grantee) -> u16 {
+    match who {
+        Grantee::User(_) => USER,
+        Grantee::Group(_) => GROUP,
+    }
+}
+
+fn id_of(who: Grantee) -> u32 {
+    match who {
+        Grantee::User(id) | Grantee::Group(id) => id,
+    }
+}
+
 /// Adds (or widens) one named entry of `path`'s access ACL, keeping the rest;
 /// the mask becomes the union of the group class, so the entry takes effect.
 /// `path` is opened without following a final symlink.
 pub fn grant(path: &Path, who: Grantee, perm: u16) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)?;
-    let fd = file.as_raw_fd();
-    let mut entries = read_acl(fd)?.unwrap_or_else(|| {
-        let mode = file.metadata().map(|m| m.mode()).unwrap_or(0);
-        vec![
-            (USER_OBJ, ((mode >> 6) & 7) as u16, UNDEFINED),
-            (GROUP_OBJ, ((mode >> 3) & 7) as u16, UNDEFINED),
-            (OTHER, (mode & 7) as u16, UNDEFINED),
-        ]
-    });
-    let (tag, id) = match who {
-        Grantee::User(uid) => (USER, uid),
-        Grantee::Group(gid) => (GROUP, gid),
+    grant_open(&file, who, perm)
+}
+
+/// Grants `uid` what a tool needs in the tree at `dir`: `dir_perm` on every
+/// directory, `file_perm` on every regular file (plus execute where its owner
+/// has it), walked without following any link and skipping files with more
+/// than one hard link, and the top-level names in `skip` (roostd's
+/// bookkeeping). Stops after `max` entries; returns how many it granted.
+pub fn grant_tree(
+    dir: &Path,
+    uid: u32,
+    (dir_perm, file_perm): (u16, u16),
+    skip: &[&str],
+    max: usize,
+) -> std::io::Result<usize> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let top = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY)
+        .open(dir)?;
+    let mut granted = 0;
+    let mut stack = vec![(top, 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        grant_open(&dir, Grantee::User(uid), dir_perm)?;
+        granted += 1;
+        if depth >= 64 || granted >= max {
+            continue;
+        }
+        // The open directory's own listing (never a path lookup that could
+        // cross a link swapped in meanwhile).
+        let listing = std::fs::read_dir(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&dir)
+        ))?;
+        for entry in listing.flatten() {
+            let name = entry.file_name();
+            if depth == 0 && skip.iter().any(|s| name == *s) {
+                continue;
+            }
+            let Ok(child) = open_beneath(&dir, &name) else {
+                continue; // a link, a FIFO without a writer, gone
+            };
+            let Ok(meta) = child.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push((child, depth + 1));
+            } else if meta.is_file()
+                && std::os::unix::fs::MetadataExt::nlink(&meta) == 1
+                && granted < max
+            {
+                let exec = u16::from(std::os::unix::fs::MetadataExt::mode(&meta) & 0o100 != 0);
+                grant_open(&child, Grantee::User(uid), file_perm | exec)?;
+                granted += 1;
+            }
+        }
+    }
+    Ok(granted)
+}
+
+/// `name` in the open directory `dir`, never through a link.
+fn open_beneath(dir: &std::fs::File, name: &std::ffi::OsStr) -> std::io::Result<std::fs::File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: `dir` is open, `name` NUL-terminated; the descriptor is owned below.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
+        )
     };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just opened, owned by the File.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// [`grant`] on an open file.
+fn grant_open(file: &std::fs::File, who: Grantee, perm: u16) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let fd = file.as_raw_fd();
+    let mut entries = match read_acl(fd)? {
+        Some(entries) => entries,
+        None => {
+            let mode = file.metadata()?.mode();
+            vec![
+                (USER_OBJ, ((mode >> 6) & 7) as u16, UNDEFINED),
+                (GROUP_OBJ, ((mode >> 3) & 7) as u16, UNDEFINED),
+                (OTHER, (mode & 7) as u16, UNDEFINED),
+            ]
+        }
+    };
+    let covers = |tag: u16, id: u32| {
+        entries
+            .iter()
+            .any(|(t, p, i)| (*t, *i) == (tag, id) && p & perm == perm)
+    };
+    if covers(tag_of(who), id_of(who)) && covers(MASK, UNDEFINED) {
+        // Already granted and in effect: nothing (not even the mask) changes.
+        return Ok(());
+    }
+    let (tag, id) = (tag_of(who), id_of(who));
     match entries.iter_mut().find(|(t, _, i)| *t == tag && *i == id) {
         Some(entry) => entry.1 |= perm,
         None => entries.push((tag, perm, id)),
@@ -225,6 +331,11 @@ mod tests {
         assert!(range.validate().is_ok());
         let a = range.for_workdir(Path::new("/srv/a"));
         assert_eq!(a, range.for_workdir(Path::new("/srv/a")), "stable");
+        assert_eq!(
+            a,
+            range.for_workdir(Path::new("/srv/a/")),
+            "one path, one uid"
+        );
         let b = range.for_workdir(Path::new("/srv/b"));
         assert_ne!(a.uid, b.uid);
         for id in [a, b] {
@@ -282,5 +393,29 @@ mod tests {
         assert!(entries.contains(&(USER_OBJ, 7, UNDEFINED)), "{entries:?}");
         assert!(entries.contains(&(OTHER, 0, UNDEFINED)), "{entries:?}");
         assert!(entries.contains(&(MASK, 7, UNDEFINED)), "{entries:?}");
+
+        // A tree: directories and files, not links, not the skipped name.
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("sub/deeper")).expect("dirs");
+        std::fs::create_dir_all(tree.join(".murmur")).expect("skipped");
+        std::fs::write(tree.join("sub/deeper/file.txt"), "x").expect("file");
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "x").expect("outside");
+        std::os::unix::fs::symlink(&outside, tree.join("link")).expect("link");
+        let uid = 2_000_000_124;
+        let n = grant_tree(&tree, uid, (7, 6), &[".murmur"], 1000).expect("tree");
+        assert_eq!(n, 4, "tree, sub, deeper, file.txt");
+        let has = |p: &Path| {
+            let f = std::fs::File::open(p).expect("open");
+            read_acl(std::os::fd::AsRawFd::as_raw_fd(&f))
+                .expect("read")
+                .is_some_and(|e| e.iter().any(|(t, _, i)| *t == USER && *i == uid))
+        };
+        assert!(has(&tree.join("sub/deeper/file.txt")));
+        assert!(
+            !has(&tree.join(".murmur")),
+            "roostd's bookkeeping is skipped"
+        );
+        assert!(!has(&outside), "a link is not followed");
     }
 }

@@ -1,10 +1,13 @@
-//! The jail native and shell tools run in. roostd re-executes itself as a small
-//! helper (`roostd __roost-jail <spec> -- <program> <args…>`); the helper, a
-//! fresh single-threaded process, starts a new session (so the tool and its
-//! children form one process group), sets rlimits, `no_new_privs`, closes
-//! every inherited descriptor above stderr, restricts itself with Landlock
-//! (files per scope, TCP connect per `network.allow` ports where the ABI has
-//! it, signal and abstract-socket scoping), installs a seccomp filter for what
+//! The jail native and shell tools run in. roostd starts a small helper
+//! (`roost-jail __roost-jail <spec> -- <program> <args…>`, found by its probe
+//! answer; roostd's own binary can play it); the helper, a fresh
+//! single-threaded process, starts a new session (so the tool and its
+//! children form one process group), joins the call's pids cgroup, sets
+//! rlimits, closes every inherited descriptor above stderr, builds its
+//! Landlock rules (files per scope, TCP connect per `network.allow` ports
+//! where the ABI has it, signal and abstract-socket scoping), drops to the
+//! workdir's tool uid when roostd is root (`identity.rs`), sets
+//! `no_new_privs`, restricts itself, installs the seccomp filters for what
 //! Landlock cannot express (`seccomp.rs`), and only then `exec`s the tool.
 //! Nothing of this runs inside the async runtime's process.
 
@@ -67,7 +70,8 @@ pub fn find_helper(configured: Option<&Path>) -> Jail {
         tried.push(candidate.display().to_string());
     }
     Jail::NoHelper(format!(
-        "no jail helper: install roost-jail next to roostd or set sandbox.jail_helper          (tried, and none answered the helper's probe: {})",
+        "no jail helper: install roost-jail next to roostd or set sandbox.jail_helper \
+         (tried, and none answered the helper's probe: {})",
         if tried.is_empty() {
             "nothing found".to_string()
         } else {
@@ -78,15 +82,38 @@ pub fn find_helper(configured: Option<&Path>) -> Jail {
 
 /// Runs `candidate __roost-jail --probe` and checks its answer.
 fn probe(candidate: &Path) -> bool {
-    std::process::Command::new(candidate)
+    use std::io::Read;
+    let Ok(mut child) = std::process::Command::new(candidate)
         .args([JAIL_ARG, PROBE])
         .env_clear()
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
-        .output()
-        .is_ok_and(|out| {
-            out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == PROBE_ANSWER
-        })
+        .spawn()
+    else {
+        return false;
+    };
+    // Something else that happens to be called roost-jail may not answer at
+    // all: it gets five seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let mut answer = String::new();
+    if let Some(stdout) = child.stdout.as_mut() {
+        let _ = stdout.take(256).read_to_string(&mut answer);
+    }
+    status.is_some_and(|s| s.success()) && answer.trim() == PROBE_ANSWER
 }
 
 /// System paths a tool may read and execute from (when they exist). Secrets
@@ -263,8 +290,8 @@ pub enum JailError {
     },
     #[error("landlock: {0}")]
     Landlock(String),
-    #[error("{0}")]
-    Seccomp(String),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
     #[error("cannot exec {}: {source}", program.display())]
     Exec {
         program: PathBuf,
@@ -323,6 +350,11 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
         std::fs::write(procs, std::process::id().to_string()).map_err(os("join pids cgroup"))?;
     }
     set_rlimits(&spec.rlimits)?;
+    close_inherited_fds()?;
+    // The Landlock rules are made before the uid drop: making a rule opens
+    // its path, which the tool uid may not be able to reach (a workdir under
+    // a home directory), and a path that cannot be opened would be skipped.
+    let ruleset = landlock(spec)?;
     if let Some(id) = &spec.identity {
         identity::assume(id).map_err(os("drop to the tool uid"))?;
     }
@@ -330,10 +362,11 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
         return Err(os("no_new_privs")(std::io::Error::last_os_error()));
     }
-    close_inherited_fds()?;
-    landlock(spec)?;
+    ruleset
+        .restrict_self()
+        .map_err(|e| JailError::Landlock(e.to_string()))?;
     if roost_ctl::host::seccomp_available() {
-        seccomp::install(spec.sockets).map_err(|e| JailError::Seccomp(e.to_string()))?;
+        seccomp::install(spec.sockets)?;
     }
     Ok(())
 }
@@ -367,7 +400,8 @@ fn close_inherited_fds() -> Result<(), JailError> {
     Ok(())
 }
 
-fn landlock(spec: &JailSpec) -> Result<(), JailError> {
+/// The tool's Landlock ruleset, ready for `restrict_self`.
+fn landlock(spec: &JailSpec) -> Result<landlock::RulesetCreated, JailError> {
     use landlock::{
         ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
         RulesetCreatedAttr, Scope, path_beneath_rules,
@@ -403,8 +437,7 @@ fn landlock(spec: &JailSpec) -> Result<(), JailError> {
             .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
             .map_err(|e| err(&e))?;
     }
-    created.restrict_self().map_err(|e| err(&e))?;
-    Ok(())
+    Ok(created)
 }
 
 /// The argument list that runs `program args…` inside the jail via `helper`.

@@ -1,14 +1,14 @@
 //! The seccomp filters installed in the jail helper before exec: what Landlock
 //! cannot express. Built with `seccompiler` (rust-vmm, as Firecracker does),
-//! plus a six-instruction guard that seccompiler does not emit: x32 syscall
-//! numbers (which would match none of the rules) kill the process.
+//! plus a small guard that seccompiler does not emit: x32 syscall numbers
+//! (which would match none of the rules) kill the process.
 //!
 //! Sockets are an allow-list: `AF_INET`/`AF_INET6` only when the capsule
 //! declares network access (TCP, and UDP only for DNS or a wildcard port;
 //! never raw, SCTP, MPTCP or ICMP), `AF_UNIX` only when it asks for
 //! `capabilities.network.unix_sockets`; every other family (netlink, packet,
 //! vsock, …) is refused. Also refused (EPERM): io_uring, ptrace and
-//! cross-process memory access, bpf and perf events, mount and namespace
+//! cross-process memory and descriptor access (`pidfd_getfd`, `kcmp`), bpf and perf events, mount and namespace
 //! changes (`unshare`, `setns`, `clone` with namespace flags; `clone3` answers
 //! ENOSYS so libc falls back to `clone`), keyrings, module and kexec loading,
 //! `reboot`, swap, `userfaultfd` and `open_by_handle_at`. Any other
@@ -39,6 +39,11 @@ const DENIED: &[libc::c_long] = &[
     libc::SYS_ptrace,
     libc::SYS_process_vm_readv,
     libc::SYS_process_vm_writev,
+    // Another process's descriptors or memory: roostd's, for a tool that is
+    // root (`sandbox.tool_uids: null`).
+    libc::SYS_pidfd_getfd,
+    libc::SYS_process_madvise,
+    libc::SYS_kcmp,
     libc::SYS_bpf,
     libc::SYS_perf_event_open,
     libc::SYS_mount,
@@ -163,8 +168,9 @@ fn socket_rules(sockets: Sockets) -> Result<Vec<SeccompRule>, SeccompError> {
 }
 
 /// The guard seccompiler does not emit: a foreign architecture or an x32
-/// syscall number (bit 30) kills the process; everything else passes on to
-/// the next filter.
+/// syscall number (0x40000000 up, below 0x50000000) kills the process;
+/// everything else (`syscall(-1)` included, which the kernel answers ENOSYS)
+/// passes on to the next filter.
 fn guard() -> BpfProgram {
     const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
     const JEQ: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
@@ -176,7 +182,8 @@ fn guard() -> BpfProgram {
         insn(JEQ, 1, 0, AUDIT_ARCH),
         insn(RET, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
         insn(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-        insn(JGE, 0, 1, 0x4000_0000),
+        insn(JGE, 0, 2, 0x4000_0000),
+        insn(JGE, 1, 0, 0x5000_0000),
         insn(RET, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
         insn(RET, 0, 0, libc::SECCOMP_RET_ALLOW),
     ]
@@ -350,6 +357,15 @@ mod tests {
         assert_eq!(
             verdict(NONE, AUDIT_ARCH, 0x4000_0000 | libc::SYS_socket, [0; 6]),
             KILL
+        );
+        assert_eq!(
+            verdict(NONE, AUDIT_ARCH, 0x4000_0000 | libc::SYS_read, [0; 6]),
+            KILL
+        );
+        assert_eq!(
+            verdict(NONE, AUDIT_ARCH, -1, [0; 6]),
+            ALLOW,
+            "syscall(-1) is the kernel's to refuse (ENOSYS), not a kill"
         );
         assert_eq!(call(NONE, libc::SYS_read, [0; 3]), ALLOW);
         assert_eq!(call(NONE, libc::SYS_openat, [0; 3]), ALLOW);

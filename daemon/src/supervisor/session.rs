@@ -45,13 +45,20 @@ const BOOTSTRAP_LOG: &str = "bootstrap.log";
 const BASH_NETWORK_WARNING: &str = "warning[W-SEC-003]: capabilities.shell.allow includes \
 \"bash\" and capabilities.network.allow is non-empty, but network.allow does not constrain \
 bash's own outbound connections; treat the capsule as having the network access bash has";
+const CAPSULE_IN_WORKDIR_WARNING: &str = "warning[W-SEC-006]: the capsule's directory is inside \
+its workdir, so its tools can rewrite its murmur.yaml, murmur.lock, prompt and skills for the next \
+start; keep the capsule outside the workdir";
 const UNIX_SOCKETS_WARNING: &str = "warning[W-SEC-004]: capabilities.network.unix_sockets lets native and shell tools connect to any Unix socket their files allow (a database's, a container runtime's, a desktop bus); roostd's control socket still refuses them";
 
-/// Opens what a session's tools may use to their uid: the workdir and
-/// `filesystem.read_write` paths read-write, `read_only` paths read-only (a
-/// POSIX ACL entry each; modes and owners stay), and, for a workdir in the
-/// state dir, a way through the state dir and `sessions/` for the tool group
-/// (search only: no listing, no file in them opens to it).
+/// Most files and directories opened to a tool uid per path at session start.
+const MAX_GRANTS: usize = 100_000;
+
+/// Opens what a session's tools may use to their uid with POSIX ACL entries
+/// (modes and owners stay): an operator's workdir and `filesystem.read_write`
+/// trees read-write, `read_only` trees read-only (never through a link, not
+/// roostd's `.murmur`); a fresh workdir in the state dir at its top, with a
+/// way through the state dir and `sessions/` for the tool group (search only:
+/// no listing, no file in them opens to it).
 fn open_to_tools(
     id: &crate::sandbox::identity::Identity,
     workdir: &std::path::Path,
@@ -69,15 +76,38 @@ fn open_to_tools(
             id.uid
         )
     };
+    use crate::sandbox::identity::grant_tree;
     let user = Grantee::User(id.uid);
-    for path in std::iter::once(&workdir.to_path_buf()).chain(read_write) {
-        grant(path, user, 7).map_err(|e| fail(path, e))?;
+    let in_state_dir = workdir.starts_with(state_dir);
+    if in_state_dir {
+        // A fresh directory: what is in it is roostd's, or the tool's own.
+        grant(workdir, user, 7).map_err(|e| fail(workdir, e))?;
+    } else {
+        // The operator's directory, as the tool would have had it as root,
+        // except roostd's bookkeeping.
+        let granted = grant_tree(workdir, id.uid, (7, 6), &[".murmur"], MAX_GRANTS)
+            .map_err(|e| fail(workdir, e))?;
+        if granted >= MAX_GRANTS {
+            tracing::warn!(path = %workdir.display(), "workdir opened to the tool uid only in part: over {MAX_GRANTS} entries");
+        }
+    }
+    for path in read_write {
+        let granted = if path.is_dir() {
+            grant_tree(path, id.uid, (7, 6), &[], MAX_GRANTS)
+        } else {
+            grant(path, user, 6).map(|()| 1)
+        };
+        granted.map_err(|e| fail(path, e))?;
     }
     for path in read_only {
-        let perm = if path.is_dir() { 5 } else { 4 };
-        grant(path, user, perm).map_err(|e| fail(path, e))?;
+        let granted = if path.is_dir() {
+            grant_tree(path, id.uid, (5, 4), &[], MAX_GRANTS)
+        } else {
+            grant(path, user, 4).map(|()| 1)
+        };
+        granted.map_err(|e| fail(path, e))?;
     }
-    if workdir.starts_with(state_dir) {
+    if in_state_dir {
         let group = Grantee::Group(id.group);
         for path in [state_dir.to_path_buf(), state_dir.join("sessions")] {
             grant(&path, group, 1).map_err(|e| fail(&path, e))?;
@@ -297,6 +327,14 @@ impl SessionTask {
         if policy.shell_allow.iter().any(|b| b == "bash") && !policy.network_allow.is_empty() {
             tracing::warn!(code = "W-SEC-003", "{BASH_NETWORK_WARNING}");
             self.bootstrap_log(BASH_NETWORK_WARNING).await;
+        }
+        let capsule_dir = staged.manifest.manifest_path.parent();
+        if staged.sandbox != crate::sandbox::NO_NATIVE_TOOLS
+            && let (Some(capsule_dir), Some(workdir)) = (capsule_dir, &staged.user_workdir)
+            && capsule_dir.starts_with(workdir)
+        {
+            tracing::warn!(code = "W-SEC-006", "{CAPSULE_IN_WORKDIR_WARNING}");
+            self.bootstrap_log(CAPSULE_IN_WORKDIR_WARNING).await;
         }
         if policy.unix_sockets && staged.sandbox != crate::sandbox::NO_NATIVE_TOOLS {
             tracing::warn!(code = "W-SEC-004", "{UNIX_SOCKETS_WARNING}");

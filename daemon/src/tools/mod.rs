@@ -235,6 +235,11 @@ pub async fn run_process(
     if killed.is_some() {
         group.kill();
         let _ = child.wait().await;
+    } else {
+        // The leader is gone; what it left running in its group goes too (a
+        // tool's call is over when it returns). The group id cannot have been
+        // reused while any of those processes lives in it.
+        group.kill();
     }
     // Reaped: the group id may be reused from here on.
     group.pgid = None;

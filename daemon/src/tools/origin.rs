@@ -47,13 +47,19 @@ pub struct ToolPeer {
     pub by: &'static str,
 }
 
-/// `Some` when `pid` is a tool or descends from one.
+/// `Some` when `pid` is a tool or descends from one — or is gone: a peer
+/// whose connecting process has exited (a tool that connected, forked and
+/// left the socket to a child) cannot be vouched for.
 pub fn tool_peer(pid: i32) -> Option<ToolPeer> {
     let own = std::process::id() as i32;
     let session_of = |pid: i32| live().lock().ok().and_then(|l| l.get(&pid).cloned());
-    if let Some(stat) = Stat::read(pid)
-        && let Some(session_id) = session_of(stat.session)
-    {
+    let Some(first) = Stat::read(pid) else {
+        return Some(ToolPeer {
+            session_id: None,
+            by: "the process that connected has exited",
+        });
+    };
+    if let Some(session_id) = session_of(first.session) {
         return Some(ToolPeer {
             session_id: Some(session_id),
             by: "its session is a tool's",
@@ -128,6 +134,11 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(tool_peer(1), None, "init is nobody's tool");
+        assert_eq!(
+            tool_peer(pid).map(|p| p.by),
+            Some("the process that connected has exited"),
+            "a reaped peer is not vouched for"
+        );
         assert_eq!(
             tool_peer(std::process::id() as i32),
             None,
