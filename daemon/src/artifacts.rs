@@ -19,7 +19,9 @@ use serde::Serialize;
 use crate::manifest::{ArtifactRef, CapsuleManifest};
 use crate::policy::CapabilityPolicy;
 use crate::registry::{self, Registry, RegistryError};
-use crate::runtime::{PreparedHook, PreparedTool, Runtime, RuntimeError};
+use crate::runtime::{
+    Catalog, Compiler, Info, PreparedHook, PreparedTool, Runtime, RuntimeError, Summary, Target,
+};
 
 /// Why staging a capsule's artifacts failed; each names the artifact and the fix.
 /// All of these are raised before anything is written.
@@ -672,34 +674,6 @@ fn write_new(root: &Path, path: &Path, bytes: &[u8], mode: u32) -> std::io::Resu
     file.write_all(bytes)
 }
 
-/// What `invoke` should run for a name.
-pub enum Target {
-    Wasm(Arc<PreparedTool>),
-    Native(PathBuf),
-    Skill(Arc<str>),
-    Shell,
-    NotATool(ArtifactRuntime),
-    Missing,
-}
-
-/// `manage` list entries.
-pub struct Summary {
-    pub name: String,
-    pub version: String,
-    pub native: bool,
-}
-
-/// `manage.describe`.
-pub struct Info {
-    pub name: String,
-    pub version: String,
-    pub description: String,
-    pub tags: Vec<String>,
-    pub native: bool,
-    pub input_schema: Option<String>,
-    pub output_schema: Option<String>,
-}
-
 /// A pull that has been fetched and verified but not yet installed.
 pub struct PullPlan {
     bundle: Bundle,
@@ -1073,4 +1047,50 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| format!("file task failed: {e}"))?
+}
+
+#[async_trait::async_trait]
+impl Catalog for SessionArtifacts {
+    fn target(&self, name: &str, policy: &CapabilityPolicy) -> Target {
+        SessionArtifacts::target(self, name, policy)
+    }
+
+    fn list(&self, policy: &CapabilityPolicy) -> Vec<Summary> {
+        SessionArtifacts::list(self, policy)
+    }
+
+    fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, String> {
+        SessionArtifacts::describe(self, name, policy)
+    }
+
+    async fn search(&self, query: &str) -> Result<Vec<Summary>, String> {
+        SessionArtifacts::search(self, query).await
+    }
+
+    async fn pull(
+        &self,
+        name: &str,
+        version: &str,
+        compiler: &dyn Compiler,
+    ) -> Result<Summary, String> {
+        let plan = self.fetch_for_pull(name, version).await?;
+        let component = match plan.component_bytes() {
+            Some(bytes) => Some(
+                compiler
+                    .compile_tool(&plan.label(), bytes)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        self.complete_pull(plan, component).await
+    }
+
+    async fn remove(&self, name: &str) -> Result<bool, String> {
+        SessionArtifacts::remove(self, name).await
+    }
+
+    fn capabilities_json(&self, policy: &CapabilityPolicy, allowlist: &HashSet<String>) -> String {
+        SessionArtifacts::capabilities_json(self, policy, allowlist)
+    }
 }

@@ -15,7 +15,6 @@ use crate::manifest::{
 };
 use crate::policy::CapabilityPolicy;
 use crate::runtime::{PreparedCapsule, RuntimeError};
-use crate::supervisor::Shared;
 
 /// Why a start request was refused; each says what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -56,8 +55,18 @@ pub enum StageError {
     LifecycleWithoutHandler { manifest: PathBuf },
 }
 
-/// Largest `task` a start request may carry.
-pub const MAX_TASK_BYTES: usize = 1024 * 1024;
+pub use crate::tasks::model::MAX_TASK_BYTES;
+
+/// What staging reads: the daemon's settings and the shared, read-only
+/// machinery it checks and compiles with (built once, in the supervisor).
+pub struct StageCtx<'a> {
+    pub config: &'a crate::config::DaemonConfig,
+    pub runtime: &'a crate::runtime::Runtime,
+    pub registry: &'a dyn crate::registry::Registry,
+    pub bundles: &'a std::sync::Arc<crate::artifacts::BundleMemo>,
+    pub jail: &'a crate::sandbox::Jail,
+    pub support: &'a crate::sandbox::Support,
+}
 
 /// What a session runs.
 pub enum Program {
@@ -98,8 +107,8 @@ pub struct Staged {
 
 /// Validates a start request, prepares its component and resolves, verifies and
 /// compiles its artifacts (each cached per content hash). Writes nothing.
-pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, StageError> {
-    let config = &shared.config;
+pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Staged, StageError> {
+    let config = shared.config;
     let path = absolute("path", &request.path)?;
     let user_workdir = request
         .workdir
@@ -141,9 +150,9 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
         CapsuleKind::Agent(_) => None,
     };
     let artifacts = crate::artifacts::stage(
-        &shared.runtime,
-        &shared.bundles,
-        &*shared.registry,
+        shared.runtime,
+        shared.bundles,
+        shared.registry,
         &manifest,
         config.artifacts.max_bundle_mb << 20,
     )
@@ -153,7 +162,7 @@ pub async fn stage(shared: &Shared, request: StartRequest) -> Result<Staged, Sta
             .items
             .iter()
             .any(|i| i.implementation == Some(roost_ctl::artifact::Implementation::Native));
-    let (sandbox, missing) = crate::sandbox::assess(native_tools, &shared.jail, &shared.support);
+    let (sandbox, missing) = crate::sandbox::assess(native_tools, shared.jail, shared.support);
     if !missing.is_empty() && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse {
         return Err(StageError::Unenforceable {
             missing: missing.join("; "),

@@ -12,7 +12,9 @@ use roost_ctl::api::{
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
-use crate::tasks::{A2aTask, EventKind, TaskEvent, TaskState};
+use crate::tasks::model::{
+    A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_text,
+};
 
 mod writer;
 use writer::{RowChange, TaskEndRow, TaskWriter, WriteOp};
@@ -805,7 +807,7 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
         route: row.try_get("route")?,
         state: TaskState::parse(&state)
             .ok_or_else(|| StoreError::Corrupt(format!("task state '{state}'")))?,
-        text: crate::tasks::message_text(&message),
+        text: message_text(&message),
         message_id: message["messageId"]
             .as_str()
             .unwrap_or_default()
@@ -832,7 +834,7 @@ fn row_change(kind: &EventKind) -> RowChange {
             text,
             append: false,
             ..
-        } if artifact_id == crate::tasks::ANSWER_ARTIFACT => RowChange::Answer(text.clone()),
+        } if artifact_id == ANSWER_ARTIFACT => RowChange::Answer(text.clone()),
         _ => RowChange::None,
     }
 }
@@ -1070,7 +1072,7 @@ mod tests {
         insert(&store, "ses_1", "hello", &request()).await;
         store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
         let artifact = |text: &str, append: bool| EventKind::Artifact {
-            artifact_id: crate::tasks::ANSWER_ARTIFACT.into(),
+            artifact_id: ANSWER_ARTIFACT.into(),
             text: text.into(),
             append,
             last_chunk: !append,

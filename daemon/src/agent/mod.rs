@@ -17,9 +17,10 @@ use roost_ctl::artifact::ArtifactManifest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::artifacts::{SessionArtifacts, Target};
+use crate::artifacts::SessionArtifacts;
 use crate::manifest::{AfterTask, AgentSpec, TaskAcceptance};
 use crate::policy::CapabilityPolicy;
+use crate::runtime::Target;
 use crate::runtime::{PreparedHook, PreparedTool, Runtime, SessionTools, ToolSpec};
 use crate::store::{NewTask, Store, TaskEnd};
 use crate::tasks::Outcome;
@@ -1065,7 +1066,7 @@ struct DriverCall<'a> {
 }
 
 /// Reads `task.md`: a regular file (never followed through a link a tool may
-/// have planted) of at most [`crate::staging::MAX_TASK_BYTES`]; `None` when absent.
+/// have planted) of at most [`crate::tasks::model::MAX_TASK_BYTES`]; `None` when absent.
 fn read_task(path: &std::path::Path) -> Result<Option<String>, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
@@ -1086,7 +1087,7 @@ fn read_task(path: &std::path::Path) -> Result<Option<String>, String> {
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let max = crate::staging::MAX_TASK_BYTES as u64;
+    let max = crate::tasks::model::MAX_TASK_BYTES as u64;
     if !meta.is_file() {
         return Err(format!("{} is not a regular file", path.display()));
     }

@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::component::{ComponentExportIndex, ComponentNamedList, Lift, Lower};
 
 use super::bindings::{Status, ToolInput, ToolResult, manage, murmur};
+use super::catalog::{Catalog, Summary, Target};
 use super::{Core, PreparedComponent, PreparedHook, PreparedTool, SessionState, StoreSpec};
-use crate::artifacts::{SessionArtifacts, Summary, Target};
 use crate::logs::{LogSink, Stream};
 use crate::policy::CapabilityPolicy;
 use crate::tools::{self, ToolOutput, ToolRequest, ToolStatus};
@@ -51,7 +51,7 @@ pub struct SessionTools {
     core: Arc<Core>,
     spec: ToolSpec,
     allowlist: HashSet<String>,
-    artifacts: Arc<SessionArtifacts>,
+    artifacts: Arc<dyn Catalog>,
 }
 
 impl super::Runtime {
@@ -60,7 +60,7 @@ impl super::Runtime {
         &self,
         spec: ToolSpec,
         allowlist: HashSet<String>,
-        artifacts: Arc<SessionArtifacts>,
+        artifacts: Arc<dyn Catalog>,
     ) -> Arc<SessionTools> {
         Arc::new(SessionTools {
             core: Arc::clone(&self.core),
@@ -406,18 +406,7 @@ impl manage::Host for SessionState {
         version: String,
     ) -> Result<manage::ArtifactSummary, String> {
         let tools = self.tools.clone().ok_or_else(no_tools)?;
-        let plan = tools.artifacts.fetch_for_pull(&name, &version).await?;
-        let component = match plan.component_bytes() {
-            Some(bytes) => Some(
-                tools
-                    .core
-                    .prepare_tool(&plan.label(), bytes)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            ),
-            None => None,
-        };
-        let pulled = tools.artifacts.complete_pull(plan, component).await?;
+        let pulled = tools.artifacts.pull(&name, &version, &*tools.core).await?;
         tracing::info!(artifact = %name, version = %version, "artifact pulled at run time");
         Ok(summary(pulled))
     }

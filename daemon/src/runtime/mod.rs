@@ -5,6 +5,7 @@
 
 mod bindings;
 mod cache;
+mod catalog;
 mod host;
 mod http;
 mod limits;
@@ -22,6 +23,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
+pub use catalog::{Catalog, Compiler, Info, Summary, Target};
 pub use host::{SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
@@ -502,6 +504,17 @@ pub(crate) struct StoreSpec<'a> {
     tools: Option<Arc<SessionTools>>,
     notes: Option<Arc<Notes>>,
     task: Option<crate::tasks::TaskLink>,
+}
+
+#[async_trait::async_trait]
+impl Compiler for Core {
+    async fn compile_tool(
+        &self,
+        what: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<PreparedTool>, RuntimeError> {
+        self.prepare_tool(what, bytes).await
+    }
 }
 
 impl Core {

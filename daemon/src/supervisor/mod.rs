@@ -78,6 +78,18 @@ pub struct Route {
 }
 
 impl Shared {
+    /// What staging reads of it.
+    pub fn stage_ctx(&self) -> crate::staging::StageCtx<'_> {
+        crate::staging::StageCtx {
+            config: &self.config,
+            runtime: &self.runtime,
+            registry: &*self.registry,
+            bundles: &self.bundles,
+            jail: &self.jail,
+            support: &self.support,
+        }
+    }
+
     /// A recorded session starts taking requests at its name and its id.
     pub(crate) fn add_route(&self, id: &str, name: &str) {
         let route = Route {
@@ -278,7 +290,7 @@ impl Supervisor {
         &self,
         request: roost_ctl::api::StartRequest,
     ) -> Result<Session, SupervisorError> {
-        let staged = stage(&self.shared, request).await?;
+        let staged = stage(&self.shared.stage_ctx(), request).await?;
         self.ask(|reply| Command::Launch {
             staged: Box::new(staged),
             resume: None,
@@ -291,7 +303,7 @@ impl Supervisor {
     pub async fn resume_all(&self) -> Result<usize, SupervisorError> {
         let mut resumed = 0;
         for item in self.shared.store.resumable().await? {
-            match stage(&self.shared, item.request).await {
+            match stage(&self.shared.stage_ctx(), item.request).await {
                 Ok(staged) => {
                     let resume = Resume {
                         id: item.id.clone(),

@@ -538,7 +538,7 @@ impl SessionTask {
             self.shared.runtime.session_tools(
                 spec.clone(),
                 self.staged.allowlist.clone(),
-                Arc::clone(artifacts),
+                Arc::clone(artifacts) as Arc<dyn crate::runtime::Catalog>,
             )
         });
         let (prepared, lifecycle) = match &self.staged.program {

@@ -1,0 +1,75 @@
+//! What the host interfaces need of a session's artifacts, as traits the
+//! runtime defines and `artifacts` implements (the runtime knows no registry,
+//! bundle or lock file): what `invoke` runs for a name, and the artifact
+//! manager's list, describe, search, pull and remove.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use roost_ctl::artifact::ArtifactRuntime;
+
+use super::{PreparedTool, RuntimeError};
+use crate::policy::CapabilityPolicy;
+
+/// What `invoke` should run for a name.
+pub enum Target {
+    Wasm(Arc<PreparedTool>),
+    Native(PathBuf),
+    Skill(Arc<str>),
+    Shell,
+    NotATool(ArtifactRuntime),
+    Missing,
+}
+
+/// `manage` list entries.
+pub struct Summary {
+    pub name: String,
+    pub version: String,
+    pub native: bool,
+}
+
+/// `manage.describe`.
+pub struct Info {
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub native: bool,
+    pub input_schema: Option<String>,
+    pub output_schema: Option<String>,
+}
+
+/// Compiles a pulled tool's component on the shared Engine.
+#[async_trait::async_trait]
+pub trait Compiler: Send + Sync {
+    async fn compile_tool(
+        &self,
+        what: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<PreparedTool>, RuntimeError>;
+}
+
+/// One session's artifacts. Errors are the guest's to read (the WIT's
+/// `result<_, string>`).
+#[async_trait::async_trait]
+pub trait Catalog: Send + Sync {
+    fn target(&self, name: &str, policy: &CapabilityPolicy) -> Target;
+    fn list(&self, policy: &CapabilityPolicy) -> Vec<Summary>;
+    fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, String>;
+    async fn search(&self, query: &str) -> Result<Vec<Summary>, String>;
+    /// Fetches, verifies, compiles (through `compiler`) and installs an
+    /// artifact, pinning it in the lock.
+    async fn pull(
+        &self,
+        name: &str,
+        version: &str,
+        compiler: &dyn Compiler,
+    ) -> Result<Summary, String>;
+    async fn remove(&self, name: &str) -> Result<bool, String>;
+    /// `manage.diagnostics`' capabilities, as JSON.
+    fn capabilities_json(
+        &self,
+        policy: &CapabilityPolicy,
+        allowlist: &std::collections::HashSet<String>,
+    ) -> String;
+}

@@ -1,0 +1,182 @@
+//! The task a guest call works on (`TaskLink`): what
+//! `murmur:task/task#request-input`, text chunks and artifacts reach.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::{ANSWER_ARTIFACT, Broker, EventKind, TaskState};
+use crate::store::StoreError;
+
+/// How a request for input ended without an answer.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// Nobody answered within the lifecycle's `input_timeout_secs` (the task failed).
+    #[error("input-timeout")]
+    Timeout,
+    #[error("the task was canceled while it waited for input")]
+    Canceled,
+    #[error("the task store failed while asking for input; see roostd's log")]
+    Store,
+}
+
+/// Why a task failed when nobody answered its input request in time.
+pub const INPUT_TIMEOUT: &str = "input-timeout";
+
+/// The A2A task a guest call works on: what `murmur:task/task#request-input`
+/// reaches.
+#[derive(Clone)]
+pub struct TaskLink {
+    pub broker: Arc<Broker>,
+    pub task_id: String,
+    pub context_id: String,
+    /// `lifecycle.input_timeout_secs`.
+    pub input_timeout: Option<std::time::Duration>,
+    pub cancel: CancellationToken,
+    /// The `traceparent` the client sent with the task.
+    pub traceparent: Option<String>,
+    /// Whether the task's `working` status is written (or queued): it goes
+    /// with the task's first event, see [`Broker::serve`].
+    started: Arc<AtomicBool>,
+    /// Updates queued but not yet committed, at most [`UPDATES_IN_FLIGHT`].
+    in_flight: Arc<Semaphore>,
+}
+
+/// How many of a task's updates (chunks, artifacts) may wait for their
+/// commit while the guest goes on.
+const UPDATES_IN_FLIGHT: usize = 64;
+
+pub(super) fn working() -> EventKind {
+    EventKind::Status {
+        state: TaskState::Working,
+        message: None,
+    }
+}
+
+/// A 32-hex-digit W3C trace id named after a roostd id (`tsk_<uuid>` gives
+/// its uuid; anything else a hash of it).
+pub fn trace_id_of(id: &str) -> String {
+    let tail = id.rsplit('_').next().unwrap_or(id);
+    if tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return tail.to_ascii_lowercase();
+    }
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(id.as_bytes())[..16])
+}
+
+/// A client's answer to an input request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub message_id: String,
+    pub text: String,
+}
+
+impl TaskLink {
+    /// The link of a task delivered to a session, about to run.
+    pub(super) fn new(
+        broker: Arc<Broker>,
+        incoming: &super::Incoming,
+        input_timeout: Option<std::time::Duration>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            broker,
+            task_id: incoming.task_id.clone(),
+            context_id: incoming.context_id.clone(),
+            input_timeout,
+            cancel,
+            traceparent: incoming.traceparent.clone(),
+            started: Arc::default(),
+            in_flight: Arc::new(Semaphore::new(UPDATES_IN_FLIGHT)),
+        }
+    }
+
+    /// The task's trace: the client's, else one named after the task.
+    pub fn trace_id(&self) -> String {
+        self.traceparent
+            .as_deref()
+            .and_then(|t| {
+                let mut parts = t.split('-');
+                let (_, id) = (parts.next()?, parts.next()?);
+                (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .then(|| id.to_ascii_lowercase())
+            })
+            .unwrap_or_else(|| trace_id_of(&self.task_id))
+    }
+
+    pub async fn request_input(&self, prompt: &str) -> Result<Reply, InputError> {
+        let first = self.first_events();
+        self.broker
+            .request_input(
+                &self.task_id,
+                first,
+                prompt,
+                self.input_timeout,
+                &self.cancel,
+            )
+            .await
+    }
+
+    /// What must precede the task's next event: `working`, the first time.
+    pub(super) fn first_events(&self) -> Vec<EventKind> {
+        if self.started.swap(true, Ordering::AcqRel) {
+            Vec::new()
+        } else {
+            vec![working()]
+        }
+    }
+
+    /// Records the task as working if nothing has yet; `false` when it
+    /// had already ended (canceled).
+    pub(super) async fn mark_working(&self) -> Result<bool, StoreError> {
+        let first = self.first_events();
+        if first.is_empty() {
+            return Ok(true);
+        }
+        Ok(self
+            .broker
+            .publish_all(&self.task_id, first)
+            .await?
+            .iter()
+            .all(Option::is_some))
+    }
+
+    /// Streams a guest's text to the task's subscribers, in order: text as an
+    /// `append` update of the answer artifact, thinking as a `working` status
+    /// message.
+    pub async fn chunk(&self, text: &str, thinking: bool) {
+        let kind = if thinking {
+            EventKind::Status {
+                state: TaskState::Working,
+                message: Some(text.to_string()),
+            }
+        } else {
+            EventKind::Artifact {
+                artifact_id: ANSWER_ARTIFACT.into(),
+                text: text.to_string(),
+                append: true,
+                last_chunk: false,
+                part: None,
+            }
+        };
+        self.artifact(kind).await;
+    }
+
+    /// Records an event of the task (an artifact update) and tells its
+    /// subscribers once it is committed. The guest goes on meanwhile: up to
+    /// [`UPDATES_IN_FLIGHT`] updates wait for their commit at a time, and
+    /// everything the task records later is committed after them.
+    pub async fn artifact(&self, kind: EventKind) {
+        let Ok(permit) = Arc::clone(&self.in_flight).acquire_owned().await else {
+            return;
+        };
+        let mut events = self.first_events();
+        events.push(kind);
+        self.broker.publish_queued(&self.task_id, events, permit);
+    }
+}
+
+/// The task a session is working on now (set per task; tool calls read it).
+pub type TaskSlot = Arc<Mutex<Option<TaskLink>>>;

@@ -1,0 +1,201 @@
+//! Delivery: a launch's pending tasks, then its inbox (`Queue`), and one
+//! delivered task's run, with its answer and final state recorded
+//! (`Broker::serve`).
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    ANSWER_ARTIFACT, Broker, EventKind, InboxRx, Incoming, NEVER_RAN, TaskLink, TaskSlot,
+    TaskState, lock,
+};
+
+/// How a task's work ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Done: the text is the task's answer artifact.
+    Completed(String),
+    /// Done, answered with a message (the text) instead of a task result.
+    Reply(String),
+    Failed(String),
+    /// The agent declined the task.
+    Rejected(String),
+    /// The client canceled it (the session goes on).
+    Canceled,
+    /// The session was stopped (the task fails).
+    Stopped,
+}
+
+/// What waiting for the next task gave.
+pub enum Next {
+    Task(Incoming),
+    /// Nothing came within the idle timeout.
+    Idle,
+    Stopped,
+    /// The inbox is closed (or the session takes no A2A tasks).
+    Closed,
+}
+
+/// The tasks one launch of a session takes: those accepted before it
+/// (re)started first, then its inbox.
+#[derive(Default)]
+pub struct Queue {
+    inbox: Option<InboxRx>,
+    pending: std::collections::VecDeque<Incoming>,
+}
+
+impl Queue {
+    /// `inbox` for this launch, with the tasks stored for the session that never started.
+    pub async fn open(broker: &Broker, session_id: &str, inbox: Option<InboxRx>) -> Self {
+        let pending = match &inbox {
+            Some(_) => broker.pending(session_id).await.into(),
+            None => Default::default(),
+        };
+        Self { inbox, pending }
+    }
+
+    /// The next task; `idle` (none: wait until stopped) bounds the wait.
+    pub async fn next(
+        &mut self,
+        idle: Option<std::time::Duration>,
+        stop: &CancellationToken,
+    ) -> Next {
+        if let Some(task) = self.pending.pop_front() {
+            return Next::Task(task);
+        }
+        let Some(inbox) = self.inbox.as_mut() else {
+            return Next::Closed;
+        };
+        let idle = async {
+            match idle {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => Next::Stopped,
+            () = idle => Next::Idle,
+            task = inbox.recv() => task.map_or(Next::Closed, |t| Next::Task(*t)),
+        }
+    }
+
+    /// The launch ends: on a shutdown the queued tasks stay queued for the
+    /// restarted session; otherwise those still waiting fail visibly.
+    pub async fn release(mut self, broker: &Broker, session_id: &str, shutdown: bool) {
+        if shutdown {
+            self.pending.clear();
+            if self.inbox.take().is_some() {
+                broker.detach_inbox(session_id);
+            }
+        }
+        let pending = std::mem::take(&mut self.pending);
+        broker
+            .fail_all(pending.into_iter().map(|t| t.task_id), NEVER_RAN)
+            .await;
+        if let Some(inbox) = self.inbox.take() {
+            broker.close_inbox(session_id, inbox).await;
+        }
+    }
+}
+
+impl Broker {
+    /// Runs one delivered task: points `slot` (through which tool calls ask
+    /// for input and stream text) at it, runs `work`, records the answer and
+    /// the final state. `None` when the task was canceled before it started.
+    ///
+    /// The task's `working` status is written with its first event: an
+    /// update or input request, or its answer and end when `work` finishes
+    /// without waiting (one commit instead of two), or on its own as soon as
+    /// `work` first waits. A crash before then leaves the task `submitted`,
+    /// so it is delivered again.
+    pub async fn serve<Fut>(
+        self: &Arc<Self>,
+        incoming: Incoming,
+        input_timeout: Option<std::time::Duration>,
+        slot: Option<&TaskSlot>,
+        work: impl FnOnce(TaskLink, Incoming) -> Fut,
+    ) -> Option<Outcome>
+    where
+        Fut: std::future::Future<Output = Outcome>,
+    {
+        let id = incoming.task_id.clone();
+        // Canceled while it waited: it must not run (the cancel recorded it).
+        let cancel = self.running(&id)?;
+        let link = TaskLink::new(Arc::clone(self), &incoming, input_timeout, cancel.clone());
+        if let Some(slot) = slot {
+            *lock(slot) = Some(link.clone());
+        }
+        let mut work = std::pin::pin!(work(link.clone(), incoming));
+        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx)));
+        let outcome = match first.await {
+            std::task::Poll::Ready(outcome) => outcome,
+            std::task::Poll::Pending => match link.mark_working().await {
+                Ok(true) => work.await,
+                // Ended meanwhile (it cannot start after a cancel; this is a backstop).
+                Ok(false) => {
+                    cancel.cancel();
+                    work.await
+                }
+                Err(error) => {
+                    tracing::warn!(%error, task_id = %id, "cannot record the task as working");
+                    cancel.cancel();
+                    let _ = work.await;
+                    Outcome::Failed("the task store failed; see roostd's log".into())
+                }
+            },
+        };
+        if let Some(slot) = slot {
+            *lock(slot) = None;
+        }
+        // The answer and the end are committed together (after any updates
+        // still queued).
+        let (answer, end, message) = match &outcome {
+            Outcome::Completed(text) if text.is_empty() => (None, TaskState::Completed, None),
+            Outcome::Completed(text) => (
+                Some(EventKind::Artifact {
+                    artifact_id: ANSWER_ARTIFACT.into(),
+                    text: text.clone(),
+                    append: false,
+                    last_chunk: true,
+                    part: None,
+                }),
+                TaskState::Completed,
+                None,
+            ),
+            Outcome::Reply(text) => (
+                Some(EventKind::Reply { text: text.clone() }),
+                TaskState::Completed,
+                None,
+            ),
+            Outcome::Failed(e) => (None, TaskState::Failed, Some(e.as_str())),
+            Outcome::Rejected(e) => (None, TaskState::Rejected, Some(e.as_str())),
+            Outcome::Canceled => (None, TaskState::Canceled, Some("canceled by the client")),
+            Outcome::Stopped => (None, TaskState::Failed, Some("the session was stopped")),
+        };
+        let status = EventKind::Status {
+            state: end,
+            message: message.map(str::to_string),
+        };
+        let mut events = link.first_events();
+        events.extend(answer);
+        events.push(status);
+        let outcome = match self.publish_all(&id, events).await.map(|mut w| w.pop()) {
+            Ok(Some(Some(_))) => outcome,
+            // It had already ended (an input request timed out): the session
+            // sees what the client sees.
+            Ok(_) => match self.store.a2a_task(&id).await {
+                Ok(Some(t)) if t.state == TaskState::Failed => {
+                    Outcome::Failed(t.status_message.unwrap_or_default())
+                }
+                _ => outcome,
+            },
+            Err(error) => {
+                tracing::warn!(%error, task_id = %id, "cannot record the task's answer and end");
+                outcome
+            }
+        };
+        self.done(&id);
+        Some(outcome)
+    }
+}
