@@ -1,0 +1,204 @@
+//! Unit tests of `http_client.rs`.
+
+use super::*;
+use http_body_util::{Empty, StreamBody};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+
+const SECS: Duration = Duration::from_secs(5);
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: SECS,
+    first_byte: SECS,
+    between_bytes: SECS,
+};
+
+/// A one-connection server: reads the request (head and, if it has a
+/// length or is chunked, the body), sends `parts` with a pause between
+/// them, then closes. Yields the raw request it read.
+async fn serve(parts: Vec<&'static [u8]>) -> (String, tokio::task::JoinHandle<Vec<u8>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let task = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = socket.read(&mut chunk).await.expect("read");
+            seen.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&seen).to_string();
+            let Some(end) = text.find("\r\n\r\n") else {
+                assert!(n > 0, "request head incomplete: {text:?}");
+                continue;
+            };
+            let head = text[..end].to_ascii_lowercase();
+            let body = &text[end + 4..];
+            let done = if let Some(l) = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length: "))
+            {
+                body.len() >= l.trim().parse::<usize>().expect("length")
+            } else if head.contains("transfer-encoding: chunked") {
+                body.ends_with("0\r\n\r\n")
+            } else {
+                true
+            };
+            if done || n == 0 {
+                break;
+            }
+        }
+        for part in parts {
+            socket.write_all(part).await.expect("write");
+            socket.flush().await.expect("flush");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        seen
+    });
+    (url, task)
+}
+
+fn get(url: &str) -> http::Request<Empty<Bytes>> {
+    http::Request::get(format!("{url}/path?q=1"))
+        .body(Empty::new())
+        .expect("request")
+}
+
+async fn body_of(response: http::Response<ResponseBody>) -> Result<Vec<u8>, HttpError> {
+    let mut body = response.into_body();
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        out.extend_from_slice(&frame?.into_data().unwrap_or_default());
+    }
+    assert!(body.is_end_stream());
+    Ok(out)
+}
+
+#[tokio::test]
+async fn a_chunked_body_split_across_reads_is_decoded_and_trailers_skipped() {
+    let (url, peer) = serve(vec![
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n5;ext=1\r\nhel",
+        b"lo\r\n",
+        b"7\r\n, world\r\n0\r\nTrailer: x\r\n\r\n",
+    ])
+    .await;
+    let response = send(get(&url), TIMEOUTS).await.expect("send");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["x-a"], "1");
+    assert_eq!(body_of(response).await.expect("body"), b"hello, world");
+    let request = String::from_utf8(peer.await.expect("server")).expect("utf8");
+    assert!(
+        request.starts_with("GET /path?q=1 HTTP/1.1\r\n"),
+        "{request}"
+    );
+    assert!(request.contains("host: 127.0.0.1:"), "{request}");
+    assert!(!request.contains("content-length"), "{request}");
+}
+
+#[tokio::test]
+async fn a_length_body_ends_at_its_length_and_a_short_one_is_incomplete() {
+    let (url, _server) = serve(vec![
+        b"HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\nab",
+        b"cdEXTRA",
+    ])
+    .await;
+    let response = send(get(&url), TIMEOUTS).await.expect("send");
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(body_of(response).await.expect("body"), b"abcd");
+
+    let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"]).await;
+    let response = send(get(&url), TIMEOUTS).await.expect("send");
+    assert!(matches!(
+        body_of(response).await,
+        Err(HttpError::Incomplete)
+    ));
+}
+
+#[tokio::test]
+async fn a_body_without_framing_runs_until_close_and_head_has_none() {
+    let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\n\r\nall ", b"of it"]).await;
+    let response = send(get(&url), TIMEOUTS).await.expect("send");
+    assert_eq!(body_of(response).await.expect("body"), b"all of it");
+
+    let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n"]).await;
+    let head = http::Request::head(&url)
+        .body(Empty::<Bytes>::new())
+        .expect("request");
+    let response = send(head, TIMEOUTS).await.expect("send");
+    assert_eq!(body_of(response).await.expect("body"), b"");
+}
+
+#[tokio::test]
+async fn a_streamed_request_body_is_sent_chunked_and_a_sized_one_with_its_length() {
+    let (url, peer) = serve(vec![b"HTTP/1.1 204 No Content\r\n\r\n"]).await;
+    let frames = futures::stream::iter([
+        Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(b"abc"))),
+        Ok(Frame::data(Bytes::from_static(b"defghijklmnopq"))),
+    ]);
+    let request = http::Request::post(&url)
+        .body(StreamBody::new(frames))
+        .expect("request");
+    let response = send(request, TIMEOUTS).await.expect("send");
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+    let request = String::from_utf8(peer.await.expect("server")).expect("utf8");
+    assert!(
+        request.contains("transfer-encoding: chunked\r\n"),
+        "{request}"
+    );
+    assert!(
+        request.ends_with("\r\n\r\n3\r\nabc\r\ne\r\ndefghijklmnopq\r\n0\r\n\r\n"),
+        "{request}"
+    );
+
+    let (url, peer) = serve(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]).await;
+    let request = http::Request::post(&url)
+        .body(Full::new(Bytes::from_static(b"{\"a\":1}")))
+        .expect("request");
+    send(request, TIMEOUTS).await.expect("send");
+    let request = String::from_utf8(peer.await.expect("server")).expect("utf8");
+    assert!(
+        request.ends_with("content-length: 7\r\n\r\n{\"a\":1}"),
+        "{request}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_heads_and_chunks_are_errors_that_say_so() {
+    let (url, _server) = serve(vec![b"HTTP/1.1 2000 What\r\n\r\n"]).await;
+    let err = send(get(&url), TIMEOUTS).await.expect_err("bad status");
+    assert!(matches!(err, HttpError::Protocol(_)), "{err}");
+
+    let (url, _server) = serve(vec![
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ])
+    .await;
+    let response = send(get(&url), TIMEOUTS).await.expect("send");
+    let err = body_of(response).await.expect_err("bad chunk");
+    assert_eq!(err.to_string(), "malformed response: bad chunk size");
+
+    let (url, _server) = serve(vec![
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+    ])
+    .await;
+    let err = send(get(&url), TIMEOUTS).await.expect_err("conflict");
+    assert!(
+        err.to_string().contains("conflicting Content-Length"),
+        "{err}"
+    );
+
+    let (url, _server) = serve(vec![b"HTTP/1.1 200 OK\r\n"]).await;
+    let err = send(get(&url), TIMEOUTS).await.expect_err("cut head");
+    assert!(matches!(err, HttpError::Incomplete), "{err}");
+}
+
+#[tokio::test]
+async fn a_silent_server_trips_the_first_byte_deadline() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let held = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+    let quick = Timeouts {
+        first_byte: Duration::from_millis(200),
+        ..TIMEOUTS
+    };
+    let err = send(get(&url), quick).await.expect_err("timeout");
+    assert!(matches!(err, HttpError::FirstByteTimeout(_)), "{err}");
+    held.abort();
+}

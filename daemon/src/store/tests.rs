@@ -1,0 +1,270 @@
+//! Unit tests of `store.rs`.
+
+use super::*;
+
+fn request() -> StartRequest {
+    StartRequest {
+        path: "/caps/hello".into(),
+        restart: RestartPolicy::Always,
+        ..StartRequest::default()
+    }
+}
+
+async fn insert(store: &Store, id: &str, name: &str, request: &StartRequest) {
+    store
+        .insert_session(&NewSession {
+            id,
+            name,
+            capsule: "hello",
+            version: "0.1.0",
+            manifest: "/caps/hello/murmur.yaml",
+            workdir: "/w",
+            bookkeeping_dir: "/b",
+            request,
+            artifacts: &[],
+            sandbox: "",
+        })
+        .await
+        .expect("insert");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn transitions_are_recorded_in_order(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    let req = request();
+    insert(&store, "ses_1", "hello", &req).await;
+    store
+        .mark_restarting("ses_1", 1, Some("trap: first"))
+        .await
+        .expect("restarting");
+    store.mark_running("ses_1").await.expect("running");
+    store
+        .mark_ended("ses_1", SessionState::Failed, Some("trap: boom"), None)
+        .await
+        .expect("ended");
+    let s = store.get("hello").await.expect("get").expect("exists");
+    assert_eq!(s.state, SessionState::Failed);
+    assert_eq!(s.error.as_deref(), Some("trap: boom"));
+    assert!(s.ended_at.is_some());
+    let states: Vec<String> = store
+        .events("ses_1")
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(states, ["running", "starting", "running", "failed"]);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn startup_interrupts_live_sessions_and_finds_resumable(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    let always = request();
+    let no = StartRequest {
+        restart: RestartPolicy::No,
+        ..request()
+    };
+    insert(&store, "ses_a", "a", &always).await;
+    store.mark_running("ses_a").await.expect("running");
+    insert(&store, "ses_b", "b", &no).await;
+    insert(&store, "ses_c", "c", &always).await;
+    store
+        .mark_ended(
+            "ses_c",
+            SessionState::Stopped,
+            None,
+            Some(StopReason::Operator),
+        )
+        .await
+        .expect("stop");
+    assert_eq!(store.interrupt_live().await.expect("interrupt"), 2);
+    let b = store.get("ses_b").await.expect("get").expect("exists");
+    assert_eq!(b.state, SessionState::Interrupted);
+    let resumable: Vec<String> = store
+        .resumable()
+        .await
+        .expect("resumable")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        resumable,
+        ["ses_a"],
+        "operator stops are final; policy no stays down"
+    );
+    assert_eq!(store.list(false).await.expect("list").len(), 0);
+    assert_eq!(store.list(true).await.expect("list").len(), 3);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn task_use_adds_up_per_task_and_per_session(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    insert(&store, "ses_1", "agent", &request()).await;
+    for (id, tokens) in [("tsk_1", 10), ("tsk_2", 5)] {
+        store
+            .insert_task(&NewTask {
+                id,
+                session_id: "ses_1",
+                context_id: "ctx_1",
+                source: "task_md",
+                input_bytes: 7,
+            })
+            .await
+            .expect("insert task");
+        store
+            .finish_task(&TaskEnd {
+                id,
+                session_id: "ses_1",
+                state: Some("completed"),
+                error: None,
+                input_tokens: tokens,
+                output_tokens: 1,
+                turns: 2,
+            })
+            .await
+            .expect("finish task");
+    }
+    let tasks = store.tasks("ses_1").await.expect("tasks");
+    assert_eq!(tasks.len(), 2);
+    assert_eq!((tasks[0].input_tokens, tasks[0].turns), (10, 2));
+    assert_eq!(tasks[1].state, "completed");
+    let s = store.get("ses_1").await.expect("get").expect("exists");
+    assert_eq!(
+        s.usage,
+        SessionUsage {
+            input_tokens: 15,
+            output_tokens: 2,
+            turns: 4
+        }
+    );
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn name_lookup_prefers_the_live_session(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    let req = request();
+    insert(&store, "ses_old", "hello", &req).await;
+    store
+        .mark_ended("ses_old", SessionState::Completed, None, None)
+        .await
+        .expect("end");
+    insert(&store, "ses_new", "hello", &req).await;
+    let s = store.get("hello").await.expect("get").expect("exists");
+    assert_eq!(s.id, "ses_new");
+    assert!(store.get("nobody").await.expect("get").is_none());
+}
+
+fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
+    NewA2aTask {
+        id,
+        session_id: "ses_1",
+        route: "hello",
+        context_id: "ctx_1",
+        message_id: "msg_1",
+        text: "hi",
+        message_json: "{}",
+    }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_group_commit_numbers_each_tasks_events_and_one_bad_write_fails_alone(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    insert(&store, "ses_1", "hello", &request()).await;
+    store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
+    let working = EventKind::Status {
+        state: TaskState::Working,
+        message: None,
+    };
+    let done = EventKind::Status {
+        state: TaskState::Completed,
+        message: None,
+    };
+    // Queued together, so mostly committed as one group (the writer's
+    // thread may take the first alone); the answers do not depend on it.
+    let (task_b, again_a) = (new_task("tsk_b"), new_task("tsk_a"));
+    let (b, dup, w1, w2, end, late) = tokio::join!(
+        store.insert_a2a_task(&task_b),
+        store.insert_a2a_task(&again_a),
+        store.append_task_event("tsk_a", &working),
+        store.append_task_event("tsk_b", &working),
+        store.append_task_event("tsk_a", &done),
+        store.append_task_event("tsk_a", &working),
+    );
+    assert!(b.is_ok(), "{b:?}");
+    assert!(dup.is_err(), "a second task with the same id must fail");
+    assert_eq!(w1.expect("w1").expect("written").seq, 2);
+    assert_eq!(w2.expect("w2").expect("written").seq, 2);
+    assert_eq!(end.expect("end").expect("written").seq, 3);
+    assert!(
+        late.expect("late").is_none(),
+        "an ended task takes no events"
+    );
+    let a = store.a2a_task("tsk_a").await.expect("get").expect("a");
+    assert_eq!(a.state, TaskState::Completed);
+    let b = store.a2a_task("tsk_b").await.expect("get").expect("b");
+    assert_eq!(b.state, TaskState::Working);
+    assert_eq!(store.task_events("tsk_a", 0).await.expect("log").len(), 3);
+
+    // Without a bad write the group goes through in one piece.
+    store.insert_a2a_task(&new_task("tsk_c")).await.expect("c");
+    let (x, y) = tokio::join!(
+        store.append_task_event("tsk_c", &working),
+        store.append_task_event("tsk_c", &done),
+    );
+    assert_eq!(x.expect("x").expect("written").seq, 2);
+    assert_eq!(y.expect("y").expect("written").seq, 3);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn events_keep_the_task_row_in_step_in_one_commit(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    insert(&store, "ses_1", "hello", &request()).await;
+    store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
+    let artifact = |text: &str, append: bool| EventKind::Artifact {
+        artifact_id: ANSWER_ARTIFACT.into(),
+        text: text.into(),
+        append,
+        last_chunk: !append,
+        part: None,
+    };
+    let status = |state, message: Option<&str>| EventKind::Status {
+        state,
+        message: message.map(str::to_string),
+    };
+    // A chunk is not the answer; the whole answer is.
+    let written = store
+        .append_task_events(
+            "tsk_a",
+            &[
+                status(TaskState::Working, None),
+                artifact("par", true),
+                artifact("partial answer", false),
+                status(TaskState::Completed, None),
+            ],
+        )
+        .await
+        .expect("events");
+    let seqs: Vec<u64> = written.iter().flatten().map(|e| e.seq).collect();
+    assert_eq!(seqs, [2, 3, 4, 5]);
+    let a = store.a2a_task("tsk_a").await.expect("get").expect("a");
+    assert_eq!(a.state, TaskState::Completed);
+    assert_eq!(a.answer.as_deref(), Some("partial answer"));
+    assert_eq!(a.updated_at, written[3].as_ref().expect("end").at);
+
+    // A failure's message is the task's error, and it ends the task.
+    store.insert_a2a_task(&new_task("tsk_b")).await.expect("b");
+    let failed = status(TaskState::Failed, Some("the tool broke"));
+    let late = store
+        .append_task_events("tsk_b", &[failed, status(TaskState::Working, None)])
+        .await
+        .expect("events");
+    assert!(late[0].is_some() && late[1].is_none(), "{late:?}");
+    let tasks = store.tasks("ses_1").await.expect("tasks");
+    let b = tasks.iter().find(|t| t.id == "tsk_b").expect("b");
+    assert_eq!(b.state, "failed");
+    assert_eq!(b.error.as_deref(), Some("the tool broke"));
+    assert!(b.ended_at.is_some());
+    let a = tasks.iter().find(|t| t.id == "tsk_a").expect("a");
+    assert_eq!(a.error, None);
+    assert!(a.ended_at.is_some());
+}
