@@ -145,28 +145,15 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     };
     let control_tcp_task = control_tcp.map(|(listener, addr, token)| {
         tracing::info!(%addr, "control API also on TCP (bearer token required)");
-        let app = api::tcp_app(state.clone(), token);
-        let stop = servers.clone();
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-        })
+        tokio::spawn(api::serve_tcp(listener, state.clone(), token, servers.clone()))
     });
-    let control_app = api::app(state).into_make_service_with_connect_info::<unix::PeerCred>();
-    let control_stop = servers.clone();
-    let control_task = tokio::spawn(async move {
-        axum::serve(control, control_app)
-            .with_graceful_shutdown(control_stop.cancelled_owned())
-            .await
-    });
-    let a2a_stop = servers.clone();
-    let a2a_app = crate::a2a::app(supervisor.clone(), a2a_token);
-    let a2a_task = tokio::spawn(async move {
-        axum::serve(a2a_listener, a2a_app)
-            .with_graceful_shutdown(a2a_stop.cancelled_owned())
-            .await
-    });
+    let control_task = tokio::spawn(api::serve_unix(control, state, servers.clone()));
+    let a2a_task = tokio::spawn(crate::a2a::serve(
+        a2a_listener,
+        supervisor.clone(),
+        a2a_token,
+        servers.clone(),
+    ));
 
     tracing::info!(
         socket = %socket_path.display(),

@@ -39,6 +39,18 @@ struct Gateway {
     token: Option<Arc<str>>,
 }
 
+/// Serves the A2A gateway on `listener` until `stop`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    supervisor: Supervisor,
+    token: Option<Arc<str>>,
+    stop: tokio_util::sync::CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, app(supervisor, token))
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}
+
 /// The gateway; with `token`, every request but the agent card needs
 /// `Authorization: Bearer <token>` (and the card declares the scheme).
 pub fn app(supervisor: Supervisor, token: Option<Arc<str>>) -> Router {

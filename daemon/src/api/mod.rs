@@ -40,6 +40,31 @@ pub struct ApiState {
     pub control_addr: Option<String>,
 }
 
+/// Serves the control API on its Unix socket (each connection's peer
+/// credentials checked) until `stop`.
+pub async fn serve_unix(
+    listener: tokio::net::UnixListener,
+    state: ApiState,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    let app = app(state).into_make_service_with_connect_info::<unix::PeerCred>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}
+
+/// Serves the control API on TCP (bearer token required) until `stop`.
+pub async fn serve_tcp(
+    listener: tokio::net::TcpListener,
+    state: ApiState,
+    token: Arc<str>,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, tcp_app(state, token))
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}
+
 /// The control API over TCP: the same routes, every request needing
 /// `Authorization: Bearer <token>`.
 pub fn tcp_app(state: ApiState, token: Arc<str>) -> Router {
