@@ -202,12 +202,14 @@ async fn main() {
         ],
         timeout: Duration::from_secs(60),
         memory_bytes: 128 << 20,
-        policy,
+        policy: policy.clone(),
         log: LogSink::new(&work.path().join("logs"), 1 << 20),
         stop: CancellationToken::new(),
-        jail_helper: None,
-        pids: None,
-        identity: None,
+        processes: Arc::new(roostd::tools::SessionProcesses::unjailed(
+            work.path(),
+            policy.clone(),
+            Duration::from_secs(60),
+        )),
         notes: None,
         task: None,
     };

@@ -89,9 +89,11 @@ fn spec(dir: &Path, policy: &Arc<CapabilityPolicy>) -> ToolSpec {
         policy: Arc::clone(policy),
         log: LogSink::new(&dir.join("logs"), 1 << 20),
         stop: CancellationToken::new(),
-        jail_helper: None,
-        pids: None,
-        identity: None,
+        processes: Arc::new(roostd::tools::SessionProcesses::unjailed(
+            dir,
+            Arc::clone(policy),
+            Duration::from_secs(60),
+        )),
         notes: None,
         task: None,
     }

@@ -145,7 +145,12 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     };
     let control_tcp_task = control_tcp.map(|(listener, addr, token)| {
         tracing::info!(%addr, "control API also on TCP (bearer token required)");
-        tokio::spawn(api::serve_tcp(listener, state.clone(), token, servers.clone()))
+        tokio::spawn(api::serve_tcp(
+            listener,
+            state.clone(),
+            token,
+            servers.clone(),
+        ))
     });
     let control_task = tokio::spawn(api::serve_unix(control, state, servers.clone()));
     let a2a_task = tokio::spawn(crate::a2a::serve(

@@ -1,15 +1,57 @@
-//! What the host interfaces need of a session's artifacts, as traits the
-//! runtime defines and `artifacts` implements (the runtime knows no registry,
-//! bundle or lock file): what `invoke` runs for a name, and the artifact
-//! manager's list, describe, search, pull and remove.
+//! What the host interfaces need from their owners, as traits the runtime
+//! defines: of a session's artifacts (`Catalog`, implemented by `artifacts`;
+//! the runtime knows no registry, bundle or lock file) what `invoke` runs for
+//! a name, and the artifact manager's list, describe, search, pull and
+//! remove; of its native and shell tools (`Processes`, implemented by
+//! `tools`; the runtime knows no process or jail) how to run one. The tool
+//! call's input and result on the host side are here too.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use roost_ctl::artifact::ArtifactRuntime;
 
 use super::{PreparedTool, RuntimeError};
 use crate::policy::CapabilityPolicy;
+
+/// What a tool is asked (`murmur:tool/run` `tool-input`).
+#[derive(Debug, Clone, Default)]
+pub struct ToolRequest {
+    pub data: Option<String>,
+    pub log_path: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolStatus {
+    Passed,
+    Failed,
+    Error,
+}
+
+/// What a tool answered (`murmur:tool/run` `tool-result`).
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    pub status: ToolStatus,
+    pub summary: Option<String>,
+    pub data: Option<String>,
+    pub data_path: Option<String>,
+    pub truncated: bool,
+    pub metadata: Vec<(String, String)>,
+}
+
+/// Runs a session's native and shell tools (processes, in the jail).
+#[async_trait::async_trait]
+pub trait Processes: Send + Sync {
+    /// The native tool `name`, installed at `binary`.
+    async fn native(
+        &self,
+        name: &str,
+        binary: &Path,
+        request: ToolRequest,
+    ) -> Result<ToolOutput, String>;
+    /// The allow-listed shell binary `name`.
+    async fn shell(&self, name: &str, request: ToolRequest) -> Result<ToolOutput, String>;
+}
 
 /// What `invoke` should run for a name.
 pub enum Target {

@@ -12,10 +12,10 @@ use wasmtime::component::{ComponentExportIndex, ComponentNamedList, Lift, Lower}
 
 use super::bindings::{Status, ToolInput, ToolResult, manage, murmur};
 use super::catalog::{Catalog, Summary, Target};
+use super::catalog::{Processes, ToolOutput, ToolRequest, ToolStatus};
 use super::{Core, PreparedComponent, PreparedHook, PreparedTool, SessionState, StoreSpec};
 use crate::logs::{LogSink, Stream};
 use crate::policy::CapabilityPolicy;
-use crate::tools::{self, ToolOutput, ToolRequest, ToolStatus};
 
 /// Limits and surroundings of every tool or hook call of one session.
 #[derive(Clone)]
@@ -32,13 +32,8 @@ pub struct ToolSpec {
     pub policy: Arc<CapabilityPolicy>,
     pub log: LogSink,
     pub stop: CancellationToken,
-    /// roostd's own binary, which jails native and shell tools before exec
-    /// (`None`: tools run unjailed).
-    pub jail_helper: Option<PathBuf>,
-    /// Per-call pids cgroups for jailed tools, where the host allows them.
-    pub pids: Option<Arc<crate::sandbox::cgroup::PidsCgroups>>,
-    /// The unprivileged uid jailed tools run as (roostd runs as root).
-    pub identity: Option<crate::sandbox::identity::Identity>,
+    /// Runs the session's native and shell tools (in the jail).
+    pub processes: Arc<dyn Processes>,
     /// Where guests' refused requests are collected (agents trace them).
     pub notes: Option<Arc<super::Notes>>,
     /// The A2A task the session works on now, if any: tool calls made for it
@@ -91,20 +86,6 @@ impl SessionTools {
             data: input.data.clone(),
             log_path: input.log_path.clone(),
         };
-        let context = || tools::ProcessContext {
-            name: name.to_string(),
-            session_id: self.spec.session_id.clone(),
-            workdir: self.spec.workdir.clone(),
-            bookkeeping: self.spec.bookkeeping.clone(),
-            env: self.spec.env.clone(),
-            policy: Arc::clone(&self.spec.policy),
-            timeout: self.spec.timeout,
-            stop: self.spec.stop.clone(),
-            jail_helper: self.spec.jail_helper.clone(),
-            pids: self.spec.pids.clone(),
-            identity: self.spec.identity,
-            memory_bytes: self.spec.memory_bytes,
-        };
         let (kind, result) = match self.artifacts.target(name, &self.spec.policy) {
             Target::Wasm(tool) => (
                 "wasm",
@@ -112,13 +93,15 @@ impl SessionTools {
             ),
             Target::Native(path) => (
                 "native",
-                tools::native::run(&path, request, &context())
+                self.spec
+                    .processes
+                    .native(name, &path, request)
                     .await
                     .map(into_wit),
             ),
             Target::Shell => (
                 "shell",
-                tools::shell::run(request, &context()).await.map(into_wit),
+                self.spec.processes.shell(name, request).await.map(into_wit),
             ),
             Target::Skill(text) => (
                 "skill",

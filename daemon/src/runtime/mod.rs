@@ -23,7 +23,9 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
-pub use catalog::{Catalog, Compiler, Info, Summary, Target};
+pub use catalog::{
+    Catalog, Compiler, Info, Processes, Summary, Target, ToolOutput, ToolRequest, ToolStatus,
+};
 pub use host::{SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
@@ -331,7 +333,7 @@ impl Runtime {
         name: &str,
         data: Option<String>,
         spec: &ToolSpec,
-    ) -> Result<crate::tools::ToolOutput, String> {
+    ) -> Result<ToolOutput, String> {
         let input = bindings::ToolInput {
             data,
             log_path: None,

@@ -461,19 +461,32 @@ impl SessionTask {
 
     /// Limits and surroundings of this session's tool and hook calls.
     fn tool_spec(&self, log: LogSink) -> ToolSpec {
+        let env = self.guest_env();
+        let processes = crate::tools::SessionProcesses::new(crate::tools::ProcessContext {
+            name: String::new(),
+            session_id: self.id.clone(),
+            workdir: self.workdir.clone(),
+            bookkeeping: self.bookkeeping.clone(),
+            env: env.clone(),
+            policy: Arc::clone(&self.staged.policy),
+            timeout: self.staged.timeout,
+            stop: self.stop.clone(),
+            jail_helper: self.shared.jail.helper().map(std::path::Path::to_path_buf),
+            pids: self.shared.pids.clone(),
+            identity: self.tool_identity(),
+            memory_bytes: self.staged.memory_bytes,
+        });
         ToolSpec {
             session_id: self.id.clone(),
             workdir: self.workdir.clone(),
             bookkeeping: self.bookkeeping.clone(),
-            env: self.guest_env(),
+            env,
             timeout: self.staged.timeout,
             memory_bytes: self.staged.memory_bytes,
             policy: Arc::clone(&self.staged.policy),
             log,
             stop: self.stop.clone(),
-            jail_helper: self.shared.jail.helper().map(std::path::Path::to_path_buf),
-            pids: self.shared.pids.clone(),
-            identity: self.tool_identity(),
+            processes: Arc::new(processes),
             notes: None,
             task: None,
         }

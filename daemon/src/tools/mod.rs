@@ -22,30 +22,7 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Directory under the workdir that tools get as `HOME`.
 pub const CAPSULE_HOME: &str = ".capsule-home";
 
-/// What a tool is asked (`murmur:tool/run` `tool-input`).
-#[derive(Debug, Clone, Default)]
-pub struct ToolRequest {
-    pub data: Option<String>,
-    pub log_path: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToolStatus {
-    Passed,
-    Failed,
-    Error,
-}
-
-/// What a tool answered (`murmur:tool/run` `tool-result`).
-#[derive(Debug, Clone)]
-pub struct ToolOutput {
-    pub status: ToolStatus,
-    pub summary: Option<String>,
-    pub data: Option<String>,
-    pub data_path: Option<String>,
-    pub truncated: bool,
-    pub metadata: Vec<(String, String)>,
-}
+pub use crate::runtime::{ToolOutput, ToolRequest, ToolStatus};
 
 /// Where and under which limits a tool process runs.
 #[derive(Clone)]
@@ -70,6 +47,61 @@ pub struct ProcessContext {
     /// The unprivileged uid a jailed tool runs as (roostd runs as root).
     pub identity: Option<crate::sandbox::identity::Identity>,
     pub memory_bytes: u64,
+}
+
+/// A session's native and shell tools, as the runtime's host interfaces run
+/// them: every call gets `base` with its tool's name.
+pub struct SessionProcesses {
+    base: ProcessContext,
+}
+
+impl SessionProcesses {
+    /// `base.name` is replaced per call.
+    pub fn new(base: ProcessContext) -> Self {
+        Self { base }
+    }
+
+    /// Tools of a session in `workdir` run without the jail (benchmarks and
+    /// tests of what is around them).
+    pub fn unjailed(workdir: &Path, policy: Arc<CapabilityPolicy>, timeout: Duration) -> Self {
+        Self::new(ProcessContext {
+            name: String::new(),
+            session_id: String::new(),
+            workdir: workdir.to_path_buf(),
+            bookkeeping: workdir.to_path_buf(),
+            env: Vec::new(),
+            policy,
+            timeout,
+            stop: CancellationToken::new(),
+            jail_helper: None,
+            pids: None,
+            identity: None,
+            memory_bytes: 128 << 20,
+        })
+    }
+
+    fn context(&self, name: &str) -> ProcessContext {
+        ProcessContext {
+            name: name.to_string(),
+            ..self.base.clone()
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::runtime::Processes for SessionProcesses {
+    async fn native(
+        &self,
+        name: &str,
+        binary: &Path,
+        request: ToolRequest,
+    ) -> Result<ToolOutput, String> {
+        native::run(binary, request, &self.context(name)).await
+    }
+
+    async fn shell(&self, name: &str, request: ToolRequest) -> Result<ToolOutput, String> {
+        shell::run(request, &self.context(name)).await
+    }
 }
 
 /// The environment of a tool process: a safe baseline from the daemon's own,
