@@ -38,7 +38,7 @@ pub struct ToolSpec {
     pub notes: Option<Arc<super::Notes>>,
     /// The A2A task the session works on now, if any: tool calls made for it
     /// may ask its client for input.
-    pub task: Option<crate::tasks::TaskSlot>,
+    pub task: Option<super::TaskSlot>,
 }
 
 /// One session's tools: the `tools:` allow-list, its artifacts, and how to run them.
@@ -74,7 +74,7 @@ impl SessionTools {
         &self,
         name: &str,
         input: ToolInput,
-        task: Option<crate::tasks::TaskLink>,
+        task: Option<Arc<dyn super::TaskIo>>,
     ) -> Result<ToolResult, String> {
         if !self.allowlist.contains(name) {
             return Err(format!(
@@ -208,7 +208,7 @@ pub(crate) async fn call_tool(
     name: &str,
     input: ToolInput,
     spec: &ToolSpec,
-    task: Option<crate::tasks::TaskLink>,
+    task: Option<Arc<dyn super::TaskIo>>,
 ) -> Result<ToolResult, String> {
     let what = format!("tool '{name}'");
     let (result,) = Box::pin(call_export::<(ToolInput,), (ToolResult,)>(
@@ -254,7 +254,7 @@ async fn call_export<P, R>(
     component: &PreparedComponent,
     func: ComponentExportIndex,
     params: P,
-    (spec, task): (&ToolSpec, Option<crate::tasks::TaskLink>),
+    (spec, task): (&ToolSpec, Option<Arc<dyn super::TaskIo>>),
     what: &str,
 ) -> Result<R, String>
 where
@@ -461,7 +461,7 @@ impl murmur::a2a::io::Host for SessionState {
                 Some(file("url", f.url, f.filename, f.media_type)),
             ),
         };
-        task.artifact(crate::tasks::EventKind::Artifact {
+        task.artifact(super::ArtifactUpdate {
             artifact_id,
             text,
             append,
@@ -502,13 +502,13 @@ fn base64_encode(bytes: &[u8]) -> String {
 
 impl SessionState {
     /// Asks the current task's client for input; the wait is not the guest's time.
-    async fn ask(&mut self, prompt: &str) -> wasmtime::Result<crate::tasks::Reply> {
+    async fn ask(&mut self, prompt: &str) -> wasmtime::Result<super::Reply> {
         let Some(link) = self.task.clone() else {
             return Err(wasmtime::format_err!(
                 "request-input: this call is not handling an A2A task, so there is no peer to ask"
             ));
         };
-        tracing::info!(task_id = %link.task_id, "guest asks its A2A client for input");
+        tracing::info!(task_id = %link.task_id(), "guest asks its A2A client for input");
         let started = Instant::now();
         self.waited.begin();
         let answer = link.request_input(prompt).await;
@@ -576,10 +576,10 @@ impl murmur::message::send::Host for SessionState {
 /// A W3C `traceparent` for an outgoing call: the current task's trace (the
 /// one its client sent, else one named after the task), or the session's,
 /// with a fresh span id.
-fn traceparent(task: Option<&crate::tasks::TaskLink>, session_id: &str) -> String {
+fn traceparent(task: Option<&Arc<dyn super::TaskIo>>, session_id: &str) -> String {
     let trace_id = task
         .map(|t| t.trace_id())
-        .unwrap_or_else(|| crate::tasks::trace_id_of(session_id));
+        .unwrap_or_else(|| super::trace_id_of(session_id));
     // The last 16 hex digits of a v7 uuid are random.
     let span = uuid::Uuid::now_v7().simple().to_string();
     format!("00-{trace_id}-{}-01", &span[16..])

@@ -11,6 +11,7 @@ mod http;
 mod limits;
 mod output;
 mod state;
+mod task_io;
 mod ticker;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,7 @@ pub use host::{SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
 pub use state::SessionState;
+pub use task_io::{ArtifactUpdate, InputError, Outcome, Reply, TaskIo, TaskSlot, trace_id_of};
 
 use crate::logs::{LogSink, Stream};
 use crate::metrics::Metrics;
@@ -362,20 +364,19 @@ impl Runtime {
         &self,
         prepared: &PreparedCapsule,
         launch: &ScriptLaunch,
-        task: crate::tasks::TaskLink,
+        task: Arc<dyn TaskIo>,
         message_id: &str,
         text: String,
         stop: &CancellationToken,
-    ) -> crate::tasks::Outcome {
-        use crate::tasks::Outcome;
+    ) -> Outcome {
         let Entry::Handle(handle) = prepared.entry else {
             return Outcome::Failed("this capsule does not serve A2A tasks".into());
         };
         let timeout_secs = launch.timeout.as_secs();
-        let cancel = task.cancel.clone();
+        let cancel = task.cancel().clone();
         let param = HandlerTask {
-            task_id: task.task_id.clone(),
-            context_id: task.context_id.clone(),
+            task_id: task.task_id().to_string(),
+            context_id: task.context_id().to_string(),
             message_id: message_id.to_string(),
             text,
         };
@@ -505,7 +506,7 @@ pub(crate) struct StoreSpec<'a> {
     stop: CancellationToken,
     tools: Option<Arc<SessionTools>>,
     notes: Option<Arc<Notes>>,
-    task: Option<crate::tasks::TaskLink>,
+    task: Option<Arc<dyn TaskIo>>,
 }
 
 #[async_trait::async_trait]

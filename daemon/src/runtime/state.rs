@@ -25,7 +25,7 @@ pub struct SessionState {
     /// cannot invoke tools themselves.
     pub(crate) tools: Option<Arc<SessionTools>>,
     /// The A2A task this call works on (`request-input` asks its client).
-    pub(crate) task: Option<crate::tasks::TaskLink>,
+    pub(crate) task: Option<std::sync::Arc<dyn super::TaskIo>>,
     /// Where `murmur:message/send` goes (set once the A2A gateway is up).
     pub(crate) outbox: Option<Arc<dyn super::Outbox>>,
     /// Time spent waiting for input (not counted against the deadline).

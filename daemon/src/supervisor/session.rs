@@ -679,7 +679,14 @@ impl SessionTask {
                 } = incoming;
                 self.shared
                     .runtime
-                    .handle_task(prepared, &launch, link, &message_id, text, &self.stop)
+                    .handle_task(
+                        prepared,
+                        &launch,
+                        Arc::new(link),
+                        &message_id,
+                        text,
+                        &self.stop,
+                    )
                     .await
             })
         };

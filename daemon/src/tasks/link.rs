@@ -1,26 +1,15 @@
 //! The task a guest call works on (`TaskLink`): what
 //! `murmur:task/task#request-input`, text chunks and artifacts reach.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::{ANSWER_ARTIFACT, Broker, EventKind, TaskState};
+use crate::runtime::{ArtifactUpdate, InputError, Reply, TaskIo, trace_id_of};
 use crate::store::StoreError;
-
-/// How a request for input ended without an answer.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum InputError {
-    /// Nobody answered within the lifecycle's `input_timeout_secs` (the task failed).
-    #[error("input-timeout")]
-    Timeout,
-    #[error("the task was canceled while it waited for input")]
-    Canceled,
-    #[error("the task store failed while asking for input; see roostd's log")]
-    Store,
-}
 
 /// Why a task failed when nobody answered its input request in time.
 pub const INPUT_TIMEOUT: &str = "input-timeout";
@@ -53,24 +42,6 @@ pub(super) fn working() -> EventKind {
         state: TaskState::Working,
         message: None,
     }
-}
-
-/// A 32-hex-digit W3C trace id named after a roostd id (`tsk_<uuid>` gives
-/// its uuid; anything else a hash of it).
-pub fn trace_id_of(id: &str) -> String {
-    let tail = id.rsplit('_').next().unwrap_or(id);
-    if tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return tail.to_ascii_lowercase();
-    }
-    use sha2::Digest;
-    hex::encode(&sha2::Sha256::digest(id.as_bytes())[..16])
-}
-
-/// A client's answer to an input request.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reply {
-    pub message_id: String,
-    pub text: String,
 }
 
 impl TaskLink {
@@ -178,5 +149,43 @@ impl TaskLink {
     }
 }
 
-/// The task a session is working on now (set per task; tool calls read it).
-pub type TaskSlot = Arc<Mutex<Option<TaskLink>>>;
+#[async_trait::async_trait]
+impl TaskIo for TaskLink {
+    fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
+    fn context_id(&self) -> &str {
+        &self.context_id
+    }
+
+    fn cancel(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    fn trace_id(&self) -> String {
+        TaskLink::trace_id(self)
+    }
+
+    async fn request_input(&self, prompt: &str) -> Result<Reply, InputError> {
+        TaskLink::request_input(self, prompt).await
+    }
+
+    async fn chunk(&self, text: &str, thinking: bool) {
+        TaskLink::chunk(self, text, thinking).await
+    }
+
+    async fn artifact(&self, update: ArtifactUpdate) {
+        TaskLink::artifact(
+            self,
+            EventKind::Artifact {
+                artifact_id: update.artifact_id,
+                text: update.text,
+                append: update.append,
+                last_chunk: update.last_chunk,
+                part: update.part,
+            },
+        )
+        .await
+    }
+}

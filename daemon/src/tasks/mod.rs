@@ -14,12 +14,13 @@ pub mod model;
 mod queue;
 mod retention;
 
+pub use crate::runtime::{InputError, Outcome, Reply, TaskSlot, trace_id_of};
 use link::working;
-pub use link::{INPUT_TIMEOUT, InputError, Reply, TaskLink, TaskSlot, trace_id_of};
+pub use link::{INPUT_TIMEOUT, TaskLink};
 pub use model::{
     A2aTask, ANSWER_ARTIFACT, EventKind, NEVER_RAN, TaskEvent, TaskState, message_text,
 };
-pub use queue::{Next, Outcome, Queue};
+pub use queue::{Next, Queue};
 
 use crate::store::{NewA2aTask, Store, StoreError};
 /// The receiving end of a session's inbox. Tasks travel boxed: the channel

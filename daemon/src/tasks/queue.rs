@@ -6,26 +6,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::runtime::Outcome;
+
 use super::{
     ANSWER_ARTIFACT, Broker, EventKind, InboxRx, Incoming, NEVER_RAN, TaskLink, TaskSlot,
     TaskState, lock,
 };
-
-/// How a task's work ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Done: the text is the task's answer artifact.
-    Completed(String),
-    /// Done, answered with a message (the text) instead of a task result.
-    Reply(String),
-    Failed(String),
-    /// The agent declined the task.
-    Rejected(String),
-    /// The client canceled it (the session goes on).
-    Canceled,
-    /// The session was stopped (the task fails).
-    Stopped,
-}
 
 /// What waiting for the next task gave.
 pub enum Next {
@@ -124,7 +110,7 @@ impl Broker {
         let cancel = self.running(&id)?;
         let link = TaskLink::new(Arc::clone(self), &incoming, input_timeout, cancel.clone());
         if let Some(slot) = slot {
-            *lock(slot) = Some(link.clone());
+            *lock(slot) = Some(Arc::new(link.clone()));
         }
         let mut work = std::pin::pin!(work(link.clone(), incoming));
         let first = std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx)));
