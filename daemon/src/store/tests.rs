@@ -1,6 +1,7 @@
 //! Unit tests of `store.rs`.
 
 use super::*;
+use crate::tasks::model::{ANSWER_ARTIFACT, EventKind};
 
 fn request() -> StartRequest {
     StartRequest {

@@ -4,6 +4,9 @@
 
 mod backoff;
 mod session;
+mod shared;
+
+pub use shared::{Route, Shared};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,78 +41,6 @@ pub enum SupervisorError {
     Io(#[from] std::io::Error),
     #[error("the supervisor has stopped")]
     Gone,
-}
-
-/// Everything sessions share: built once at start-up.
-pub struct Shared {
-    pub config: DaemonConfig,
-    pub store: Store,
-    pub runtime: Runtime,
-    pub metrics: Arc<Metrics>,
-    /// Where artifacts are staged from.
-    pub registry: Arc<dyn crate::registry::Registry>,
-    /// The helper that jails native and shell tools, or why there is none.
-    pub jail: crate::sandbox::Jail,
-    /// What this host can enforce for tools (detected once).
-    pub support: crate::sandbox::Support,
-    /// The uids tools run as, when roostd runs as root (else `None`).
-    pub tool_uids: Option<crate::sandbox::identity::UidRange>,
-    /// Per-tool pids cgroups, where this host lets roostd make them.
-    pub pids: Option<Arc<crate::sandbox::cgroup::PidsCgroups>>,
-    /// Artifacts already verified and compiled on this runtime, by bundle hash.
-    pub bundles: Arc<crate::artifacts::BundleMemo>,
-    /// `http://host:port` of the A2A gateway, for `MURMUR_CAPSULE_URL`.
-    pub a2a_base: String,
-    /// A2A tasks: accepted durably, delivered to sessions, streamed to clients.
-    pub tasks: Arc<crate::tasks::Broker>,
-    /// Signs agents' checkpoints (`None` if the key could not be read or made).
-    pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
-    live_count: AtomicU64,
-    /// Recorded live sessions by name and by id, for the A2A gateway's
-    /// per-request lookup (no database read).
-    routes: std::sync::RwLock<HashMap<String, Route>>,
-}
-
-/// A live session as the A2A gateway addresses it.
-#[derive(Debug, Clone)]
-pub struct Route {
-    pub id: String,
-    pub name: String,
-}
-
-impl Shared {
-    /// What staging reads of it.
-    pub fn stage_ctx(&self) -> crate::staging::StageCtx<'_> {
-        crate::staging::StageCtx {
-            config: &self.config,
-            runtime: &self.runtime,
-            registry: &*self.registry,
-            bundles: &self.bundles,
-            jail: &self.jail,
-            support: &self.support,
-        }
-    }
-
-    /// A recorded session starts taking requests at its name and its id.
-    pub(crate) fn add_route(&self, id: &str, name: &str) {
-        let route = Route {
-            id: id.to_string(),
-            name: name.to_string(),
-        };
-        if let Ok(mut routes) = self.routes.write() {
-            routes.insert(name.to_string(), route.clone());
-            routes.insert(id.to_string(), route);
-        }
-    }
-
-    fn remove_route(&self, id: &str, name: &str) {
-        if let Ok(mut routes) = self.routes.write() {
-            routes.remove(id);
-            if routes.get(name).is_some_and(|r| r.id == id) {
-                routes.remove(name);
-            }
-        }
-    }
 }
 
 enum Command {

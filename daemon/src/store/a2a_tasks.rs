@@ -1,0 +1,321 @@
+//! A2A tasks and their event logs in the store: recording a task, queueing
+//! its events to the task writer, reading tasks and logs back, pruning
+//! ended ones.
+
+use sqlx::Row;
+
+use super::writer::{RowChange, WriteOp};
+use super::{NewA2aTask, Store, StoreError, TaskFilter, TaskInsert, now};
+use crate::tasks::model::{
+    A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_text,
+};
+
+impl Store {
+    /// Records an A2A task as `submitted`, with its first event, in one
+    /// transaction: once this returns, the task survives a crash.
+    pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
+        let (task, insert) = self.queue_a2a_task(t, true);
+        insert.committed().await?;
+        Ok(task)
+    }
+
+    /// Queues an A2A task's record (as [`Store::insert_a2a_task`] writes
+    /// it); the task survives a crash once [`TaskInsert::committed`] says
+    /// so. Unless `urgent`, the commit may wait a millisecond to share the
+    /// task's first events'; anything queued for the task later is
+    /// committed after it.
+    pub fn queue_a2a_task(&self, t: &NewA2aTask<'_>, urgent: bool) -> (A2aTask, TaskInsert) {
+        let at = now();
+        let op = WriteOp::Task {
+            id: t.id.to_string(),
+            session_id: t.session_id.to_string(),
+            context_id: t.context_id.to_string(),
+            input_bytes: t.text.len() as i64,
+            route: t.route.to_string(),
+            message_json: t.message_json.to_string(),
+            at: at.clone(),
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.tasks.write_then(
+            vec![op],
+            Box::new(move |written| {
+                let _ = reply.send(written);
+            }),
+            urgent,
+        );
+        let task = A2aTask {
+            id: t.id.to_string(),
+            context_id: t.context_id.to_string(),
+            session_id: t.session_id.to_string(),
+            route: t.route.to_string(),
+            state: TaskState::Submitted,
+            text: t.text.to_string(),
+            message_id: t.message_id.to_string(),
+            status_message: None,
+            answer: None,
+            created_at: at.clone(),
+            updated_at: at,
+        };
+        (task, TaskInsert(answer))
+    }
+
+    /// Appends an event to a task's log (and applies a status change to the
+    /// task) atomically, committed with whatever other events are waiting.
+    /// A task that has ended takes no more: `None`.
+    pub async fn append_task_event(
+        &self,
+        task_id: &str,
+        kind: &EventKind,
+    ) -> Result<Option<TaskEvent>, StoreError> {
+        let mut written = self
+            .append_task_events(task_id, std::slice::from_ref(kind))
+            .await?;
+        Ok(written.pop().flatten())
+    }
+
+    /// Appends events to a task's log, in order, in one commit; each one as
+    /// [`Store::append_task_event`] would (a write that fails fails alone
+    /// and makes this an error; one after the task's end is `None`).
+    pub async fn append_task_events(
+        &self,
+        task_id: &str,
+        kinds: &[EventKind],
+    ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.append_task_events_then(task_id, kinds.to_vec(), true, move |written| {
+            let _ = reply.send(written);
+        });
+        answer.await.map_err(|_| StoreError::writer_stopped())?
+    }
+
+    /// Queues events for a task's log, as [`Store::append_task_events`]
+    /// would write them, without waiting: `then` runs with the outcome on
+    /// the writer's thread once they are committed, after everything queued
+    /// before (so it sees events in log order). Unless `urgent`, the commit
+    /// may wait a millisecond for another write to share it.
+    pub fn append_task_events_then(
+        &self,
+        task_id: &str,
+        kinds: Vec<EventKind>,
+        urgent: bool,
+        then: impl FnOnce(Result<Vec<Option<TaskEvent>>, StoreError>) + Send + 'static,
+    ) {
+        let at = now();
+        let events = kinds
+            .iter()
+            .map(|kind| Ok((event_json(kind)?, row_change(kind))))
+            .collect::<Result<Vec<_>, StoreError>>();
+        let ops = match events {
+            Ok(events) => vec![WriteOp::Events {
+                task_id: task_id.to_string(),
+                at: at.clone(),
+                events,
+            }],
+            Err(e) => return then(Err(e)),
+        };
+        self.tasks.write_then(
+            ops,
+            Box::new(move |written| {
+                let events = written
+                    .into_iter()
+                    .zip(kinds)
+                    .map(|(w, kind)| match w {
+                        Ok(seq) => Ok(seq.map(|seq| TaskEvent {
+                            seq,
+                            at: at.clone(),
+                            kind,
+                        })),
+                        Err(e) => Err(StoreError::Write(e)),
+                    })
+                    .collect();
+                then(events);
+            }),
+            urgent,
+        );
+    }
+
+    /// Ids of A2A tasks in `states` (all sessions), oldest first; with
+    /// `ended_sessions`, only those whose session is no longer live.
+    pub async fn a2a_task_ids(
+        &self,
+        states: &[TaskState],
+        ended_sessions: bool,
+    ) -> Result<Vec<String>, StoreError> {
+        let list = states
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let ended = if ended_sessions {
+            "AND session_id IN (SELECT id FROM sessions WHERE state NOT IN ('starting', 'running'))"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT id FROM tasks WHERE source = 'a2a' AND state IN ({list}) {ended} \
+             ORDER BY created_at, id"
+        );
+        Ok(sqlx::query_scalar(&sql).fetch_all(&self.reader).await?)
+    }
+
+    /// A session's A2A tasks that were accepted but never started, oldest first.
+    pub async fn pending_a2a_tasks(&self, session_id: &str) -> Result<Vec<A2aTask>, StoreError> {
+        let sql = format!(
+            "SELECT {A2A_COLUMNS} FROM tasks t WHERE t.source = 'a2a' AND t.session_id = ?1 \
+             AND t.state = 'submitted' ORDER BY t.created_at, t.id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(session_id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(a2a_from_row).collect()
+    }
+
+    /// One A2A task with its last status message.
+    pub async fn a2a_task(&self, id: &str) -> Result<Option<A2aTask>, StoreError> {
+        let sql = format!("SELECT {A2A_COLUMNS} FROM tasks t WHERE t.id = ?1 AND t.source = 'a2a'");
+        let row = sqlx::query(&sql)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|r| a2a_from_row(&r)).transpose()
+    }
+
+    /// A2A tasks, newest first, and how many match in all.
+    pub async fn a2a_tasks(&self, f: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), StoreError> {
+        let cond = "t.source = 'a2a' AND (?1 IS NULL OR t.session_id = ?1) \
+             AND (?2 IS NULL OR t.context_id = ?2) AND (?3 IS NULL OR t.state = ?3)";
+        let sql = format!(
+            "SELECT {A2A_COLUMNS} FROM tasks t WHERE {cond} \
+             ORDER BY t.updated_at DESC, t.id DESC LIMIT ?4 OFFSET ?5"
+        );
+        let state = f.state.map(TaskState::as_str);
+        let rows = sqlx::query(&sql)
+            .bind(f.session_id)
+            .bind(f.context_id)
+            .bind(state)
+            .bind(f.limit)
+            .bind(f.offset)
+            .fetch_all(&self.reader)
+            .await?;
+        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM tasks t WHERE {cond}"))
+            .bind(f.session_id)
+            .bind(f.context_id)
+            .bind(state)
+            .fetch_one(&self.reader)
+            .await?;
+        let tasks = rows.iter().map(a2a_from_row).collect::<Result<_, _>>()?;
+        Ok((tasks, total.max(0) as u64))
+    }
+
+    /// Deletes ended A2A tasks (and their logs) that ended before
+    /// `ended_before` (RFC 3339), or that are not among the newest `keep`
+    /// ended ones (`None`: no count bound). Returns how many went.
+    pub async fn prune_a2a_tasks(
+        &self,
+        ended_before: Option<&str>,
+        keep: Option<u64>,
+    ) -> Result<u64, StoreError> {
+        let ended = "source = 'a2a' AND state IN ('completed', 'failed', 'canceled', 'rejected') \
+             AND ended_at IS NOT NULL";
+        let sql = format!(
+            "DELETE FROM tasks WHERE {ended} AND ((?1 IS NOT NULL AND ended_at < ?1) \
+             OR (?2 IS NOT NULL AND id IN (SELECT id FROM tasks WHERE {ended} \
+             ORDER BY ended_at DESC, id DESC LIMIT -1 OFFSET ?2)))"
+        );
+        let done = sqlx::query(&sql)
+            .bind(ended_before)
+            .bind(keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX)))
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// A task's events after `after` (0: all), in order.
+    pub async fn task_events(
+        &self,
+        task_id: &str,
+        after: u64,
+    ) -> Result<Vec<TaskEvent>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, body_json, at FROM task_events WHERE task_id = ?1 AND seq > ?2 ORDER BY seq",
+        )
+        .bind(task_id)
+        .bind(i64::try_from(after).unwrap_or(i64::MAX))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let body: String = r.try_get("body_json")?;
+                Ok(TaskEvent {
+                    seq: r.try_get::<i64, _>("seq")?.max(0) as u64,
+                    at: r.try_get("at")?,
+                    kind: serde_json::from_str(&body)
+                        .map_err(|e| StoreError::Corrupt(format!("task event: {e}")))?,
+                })
+            })
+            .collect()
+    }
+}
+
+const A2A_COLUMNS: &str = "t.id, t.context_id, t.session_id, t.route, t.state, t.message_json, \
+     t.answer, t.created_at, t.updated_at, \
+     (SELECT body_json FROM task_events e WHERE e.task_id = t.id AND body_json LIKE '{\"type\":\"status\"%' \
+      ORDER BY seq DESC LIMIT 1) AS last_status";
+
+fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
+    let state: String = row.try_get("state")?;
+    let message: Option<String> = row.try_get("message_json")?;
+    let message: serde_json::Value = message
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
+    let last: Option<String> = row.try_get("last_status")?;
+    let status_message = last
+        .and_then(|b| serde_json::from_str::<EventKind>(&b).ok())
+        .and_then(|k| match k {
+            EventKind::Status { message, .. } => message,
+            _ => None,
+        });
+    Ok(A2aTask {
+        id: row.try_get("id")?,
+        context_id: row.try_get("context_id")?,
+        session_id: row.try_get("session_id")?,
+        route: row.try_get("route")?,
+        state: TaskState::parse(&state)
+            .ok_or_else(|| StoreError::Corrupt(format!("task state '{state}'")))?,
+        text: message_text(&message),
+        message_id: message["messageId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        status_message,
+        answer: row.try_get("answer")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// What an event changes in its task's row: a status its state (and error,
+/// end); the whole answer its answer.
+fn row_change(kind: &EventKind) -> RowChange {
+    match kind {
+        EventKind::Status { state, message } => RowChange::Status {
+            state: state.as_str(),
+            message: message.clone(),
+            fails: matches!(state, TaskState::Failed | TaskState::Rejected),
+            ends: state.is_terminal(),
+        },
+        EventKind::Artifact {
+            artifact_id,
+            text,
+            append: false,
+            ..
+        } if artifact_id == ANSWER_ARTIFACT => RowChange::Answer(text.clone()),
+        _ => RowChange::None,
+    }
+}
+
+fn event_json(kind: &EventKind) -> Result<String, StoreError> {
+    serde_json::to_string(kind).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
