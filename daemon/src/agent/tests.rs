@@ -1,5 +1,7 @@
 //! Unit tests of `agent/mod.rs`.
 
+use super::context::replacement_from_hook;
+use super::turns::tool_content;
 use super::*;
 
 #[test]
