@@ -1,0 +1,385 @@
+//! The agent sections of a manifest (`inference`, `context`, `lifecycle`,
+//! `trace`): their types as written and as validated into an `AgentSpec`.
+
+use super::*;
+
+/// `inference.api_key`: a literal, or the name of one of roostd's environment
+/// variables (`{env: NAME}`) so the secret stays out of the file.
+#[derive(Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ApiKeySpec {
+    Literal(String),
+    Env(EnvRef),
+}
+
+/// `{env: NAME}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvRef {
+    pub env: String,
+}
+
+impl std::fmt::Debug for ApiKeySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Literal(_) => f.write_str("ApiKeySpec::Literal(<redacted>)"),
+            Self::Env(r) => write!(f, "ApiKeySpec::Env({})", r.env),
+        }
+    }
+}
+
+/// `inference.driver`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverRef {
+    /// A `runtime: driver` entry of `artifacts:`.
+    pub artifact: String,
+    /// Passed to the driver as `MURMUR_INFERENCE_DRIVER_CONFIG`: a string as
+    /// written, or a mapping as JSON.
+    #[serde(default)]
+    pub config: Option<serde_yaml::Value>,
+}
+
+/// `inference.compaction`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionSpec {
+    /// Fraction of `context.max_tokens` past which the context is compacted.
+    #[serde(default)]
+    pub threshold: Option<f64>,
+    /// Model that writes the summary (default: `inference.model`).
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// `inference.budget`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    /// Tokens in + out over the whole session; the session fails past it.
+    #[serde(default)]
+    pub max_total_tokens: Option<u64>,
+}
+
+/// `inference:` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInference {
+    #[serde(default)]
+    transport: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+    model: String,
+    #[serde(default)]
+    api_key: Option<ApiKeySpec>,
+    #[serde(default)]
+    driver: Option<DriverRef>,
+    #[serde(default)]
+    system_prompt: Option<String>,
+    #[serde(default)]
+    system_prompt_file: Option<String>,
+    #[serde(default)]
+    system_prompt_artifact: Option<String>,
+    #[serde(default)]
+    max_turns: Option<u32>,
+    #[serde(default)]
+    compaction: Option<CompactionSpec>,
+    #[serde(default)]
+    budget: Option<BudgetSpec>,
+}
+
+/// `context:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawContext {
+    #[serde(default)]
+    max_tokens: Option<u64>,
+}
+
+/// Whether and how a session takes tasks (`lifecycle.task_acceptance`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskAcceptance {
+    /// Runs a pre-seeded `task.md` if there is one; takes no A2A tasks.
+    None,
+    /// One task (`task.md`, or the first A2A task), then the session ends.
+    #[default]
+    Single,
+    /// Task after task, up to `queue_depth` waiting.
+    Queue,
+}
+
+/// What a `queue` session does after a task (`lifecycle.after_task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AfterTask {
+    #[default]
+    Exit,
+    Sleep,
+}
+
+/// `lifecycle:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    #[serde(default)]
+    pub task_acceptance: TaskAcceptance,
+    #[serde(default)]
+    pub after_task: AfterTask,
+    #[serde(default = "default_queue_depth")]
+    pub queue_depth: u32,
+    #[serde(default = "default_input_timeout")]
+    pub input_timeout_secs: u64,
+    /// How many tasks run at once (script capsules that serve A2A tasks
+    /// only; an agent runs one at a time).
+    #[serde(default = "default_concurrency")]
+    pub concurrency: u32,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Self {
+            task_acceptance: TaskAcceptance::default(),
+            after_task: AfterTask::default(),
+            queue_depth: default_queue_depth(),
+            input_timeout_secs: default_input_timeout(),
+            concurrency: default_concurrency(),
+        }
+    }
+}
+
+pub(super) fn default_queue_depth() -> u32 {
+    8
+}
+
+pub(super) fn default_concurrency() -> u32 {
+    1
+}
+
+pub(super) fn default_input_timeout() -> u64 {
+    300
+}
+
+/// `trace:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    #[serde(default)]
+    pub include_tool_output: bool,
+}
+
+/// Where an agent's system prompt comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SystemPrompt {
+    None,
+    Inline(String),
+    /// Absolute path (resolved against the manifest dir), read at stage time.
+    File(PathBuf),
+    /// A skill artifact whose `skill.md` is the prompt.
+    Artifact(String),
+}
+
+/// A validated agent capsule: everything the host-run loop needs.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub transport: String,
+    pub endpoint: Option<String>,
+    pub model: String,
+    pub api_key: Option<ApiKeySpec>,
+    pub driver: String,
+    /// `MURMUR_INFERENCE_DRIVER_CONFIG`.
+    pub driver_config: Option<String>,
+    pub system_prompt: SystemPrompt,
+    pub max_turns: u32,
+    pub compaction_threshold: f64,
+    pub compaction_model: Option<String>,
+    pub max_total_tokens: Option<u64>,
+    /// `context.max_tokens` (0: unknown, no compaction).
+    pub context_tokens: u64,
+    pub lifecycle: Lifecycle,
+    pub trace: TraceSpec,
+}
+
+/// Default `inference.max_turns`.
+pub const DEFAULT_MAX_TURNS: u32 = 20;
+/// Default `inference.compaction.threshold`.
+pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.98;
+
+/// The agent sections of a manifest, as written.
+pub(super) struct AgentSections {
+    pub(super) inference: RawInference,
+    pub(super) context: RawContext,
+    pub(super) lifecycle: Lifecycle,
+    pub(super) trace: TraceSpec,
+}
+
+/// Validates an agent capsule's sections; errors name the field to fix.
+pub(super) fn agent_spec(
+    s: AgentSections,
+    artifacts: &[ArtifactRef],
+    policy: &CapabilityPolicy,
+    manifest_dir: &Path,
+) -> Result<AgentSpec, (&'static str, String)> {
+    let inf = s.inference;
+    let transport = inf.transport.unwrap_or_else(|| "http".into());
+    if transport != "http" {
+        return Err((
+            "inference.transport",
+            format!("'{transport}' is not supported; use http (drivers speak wasi:http)"),
+        ));
+    }
+    if inf.model.trim().is_empty() {
+        return Err(("inference.model", "must not be empty".into()));
+    }
+    let endpoint = inf.endpoint.as_deref().ok_or((
+        "inference.endpoint",
+        "is required: the model server's base URL, e.g. http://127.0.0.1:11434/v1".to_string(),
+    ))?;
+    check_endpoint(endpoint, policy).map_err(|m| ("inference.endpoint", m))?;
+    if let Some(ApiKeySpec::Env(EnvRef { env })) = &inf.api_key
+        && (env.is_empty() || env.contains('='))
+    {
+        return Err((
+            "inference.api_key",
+            "`env` must name an environment variable of roostd".into(),
+        ));
+    }
+    let driver = inf.driver.ok_or((
+        "inference.driver",
+        "is required: name the driver artifact, e.g. driver: {artifact: openai-driver}, and \
+         list it under `artifacts:` with runtime: driver"
+            .to_string(),
+    ))?;
+    declared(artifacts, &driver.artifact, ArtifactRuntime::Driver)
+        .map_err(|m| ("inference.driver.artifact", m))?;
+    let driver_config = match driver.config {
+        None | Some(serde_yaml::Value::Null) => None,
+        Some(serde_yaml::Value::String(text)) => Some(text),
+        Some(value) => Some(
+            serde_json::to_string(&value)
+                .map_err(|e| ("inference.driver.config", format!("cannot be JSON: {e}")))?,
+        ),
+    };
+    let prompts = [
+        inf.system_prompt.is_some(),
+        inf.system_prompt_file.is_some(),
+        inf.system_prompt_artifact.is_some(),
+    ];
+    if prompts.iter().filter(|p| **p).count() > 1 {
+        return Err((
+            "inference.system_prompt",
+            "give one of system_prompt, system_prompt_file and system_prompt_artifact".into(),
+        ));
+    }
+    let system_prompt = if let Some(text) = inf.system_prompt {
+        SystemPrompt::Inline(text)
+    } else if let Some(file) = inf.system_prompt_file {
+        let path = manifest_dir.join(&file);
+        if !path.is_file() {
+            return Err((
+                "inference.system_prompt_file",
+                format!(
+                    "names {}, which is not a readable file (paths are relative to the \
+                     manifest's directory)",
+                    path.display()
+                ),
+            ));
+        }
+        SystemPrompt::File(path)
+    } else if let Some(name) = inf.system_prompt_artifact {
+        declared(artifacts, &name, ArtifactRuntime::Skill)
+            .map_err(|m| ("inference.system_prompt_artifact", m))?;
+        SystemPrompt::Artifact(name)
+    } else {
+        SystemPrompt::None
+    };
+    let max_turns = inf.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    if max_turns == 0 {
+        return Err(("inference.max_turns", "must be at least 1".into()));
+    }
+    let compaction = inf.compaction.unwrap_or_default();
+    let threshold = compaction.threshold.unwrap_or(DEFAULT_COMPACTION_THRESHOLD);
+    if !(threshold > 0.0 && threshold <= 1.0) {
+        return Err((
+            "inference.compaction.threshold",
+            format!("{threshold} must be greater than 0 and at most 1"),
+        ));
+    }
+    let max_total_tokens = inf.budget.and_then(|b| b.max_total_tokens);
+    if max_total_tokens == Some(0) {
+        return Err((
+            "inference.budget.max_total_tokens",
+            "must be at least 1".into(),
+        ));
+    }
+    if s.lifecycle.concurrency != 1 {
+        return Err((
+            "lifecycle.concurrency",
+            "an agent runs one task at a time (its context carries over); remove it".into(),
+        ));
+    }
+    if s.lifecycle.queue_depth == 0 {
+        return Err(("lifecycle.queue_depth", "must be at least 1".into()));
+    }
+    Ok(AgentSpec {
+        transport,
+        endpoint: inf.endpoint,
+        model: inf.model,
+        api_key: inf.api_key,
+        driver: driver.artifact,
+        driver_config,
+        system_prompt,
+        max_turns,
+        compaction_threshold: threshold,
+        compaction_model: compaction.model,
+        max_total_tokens,
+        context_tokens: s.context.max_tokens.unwrap_or(0),
+        lifecycle: s.lifecycle,
+        trace: s.trace,
+    })
+}
+
+/// `name` must be listed under `artifacts:` with `runtime`.
+pub(super) fn declared(
+    artifacts: &[ArtifactRef],
+    name: &str,
+    runtime: ArtifactRuntime,
+) -> Result<(), String> {
+    match artifacts.iter().find(|a| a.name == name) {
+        Some(a) if a.runtime == runtime => Ok(()),
+        Some(a) => Err(format!(
+            "'{name}' is listed under `artifacts:` as a {}, but must be a {runtime}",
+            a.runtime
+        )),
+        None => Err(format!(
+            "'{name}' is not listed under `artifacts:`; add {{name: {name}, version: …, runtime: \
+             {runtime}}}"
+        )),
+    }
+}
+
+/// The endpoint must be an http(s) URL the capsule's network policy allows
+/// (the driver reaches it through wasi:http, which enforces the same rules).
+pub(super) fn check_endpoint(endpoint: &str, policy: &CapabilityPolicy) -> Result<(), String> {
+    let uri: http::Uri = endpoint
+        .parse()
+        .map_err(|e| format!("'{endpoint}' is not a URL: {e}"))?;
+    let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return Err(format!("'{endpoint}' must start with http:// or https://"));
+    }
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("'{endpoint}' has no host"))?;
+    let port = uri
+        .port_u16()
+        .or_else(|| crate::policy::default_port(&scheme))
+        .unwrap_or(0);
+    if !policy.allows_url(&scheme, host, port) {
+        return Err(format!(
+            "'{endpoint}' is not allowed by capabilities.network.allow, so the driver could \
+             not reach it; add \"{scheme}://{host}:{port}\" to network.allow"
+        ));
+    }
+    Ok(())
+}
