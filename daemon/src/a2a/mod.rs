@@ -6,6 +6,7 @@
 //! accepted and stored through [`crate::tasks::Broker`].
 
 pub mod client;
+mod error;
 mod rpc;
 pub mod wire;
 

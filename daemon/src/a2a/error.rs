@@ -1,0 +1,139 @@
+//! An A2A error, before a binding renders it: JSON-RPC's codes and
+//! HTTP+JSON's statuses, one variant per kind of failure.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::wire::Dialect;
+
+/// An A2A error, before it is rendered for a binding.
+#[derive(Debug)]
+pub(super) enum A2aError {
+    Parse(String),
+    InvalidRequest(String),
+    MethodNotFound(String),
+    InvalidParams(String),
+    Internal(String),
+    TaskNotFound(String),
+    NotCancelable(String),
+    PushNotSupported,
+    Unsupported(String),
+    ExtendedCardNotConfigured,
+    Version(String),
+    ContentType(String),
+}
+
+impl A2aError {
+    pub(super) fn code(&self) -> i64 {
+        match self {
+            Self::Parse(_) => -32700,
+            Self::InvalidRequest(_) => -32600,
+            Self::MethodNotFound(_) => -32601,
+            Self::InvalidParams(_) => -32602,
+            Self::Internal(_) => -32603,
+            Self::TaskNotFound(_) => -32001,
+            Self::NotCancelable(_) => -32002,
+            Self::PushNotSupported => -32003,
+            Self::Unsupported(_) => -32004,
+            Self::ExtendedCardNotConfigured => -32007,
+            Self::Version(_) => -32009,
+            Self::ContentType(_) => -32005,
+        }
+    }
+
+    pub(super) fn reason(&self) -> Option<&'static str> {
+        Some(match self {
+            Self::TaskNotFound(_) => "TASK_NOT_FOUND",
+            Self::NotCancelable(_) => "TASK_NOT_CANCELABLE",
+            Self::PushNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            Self::Unsupported(_) => "UNSUPPORTED_OPERATION",
+            Self::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            Self::Version(_) => "VERSION_NOT_SUPPORTED",
+            Self::ContentType(_) => "CONTENT_TYPE_NOT_SUPPORTED",
+            _ => return None,
+        })
+    }
+
+    pub(super) fn message(&self) -> String {
+        match self {
+            Self::Parse(m)
+            | Self::InvalidRequest(m)
+            | Self::MethodNotFound(m)
+            | Self::InvalidParams(m)
+            | Self::Internal(m)
+            | Self::TaskNotFound(m)
+            | Self::NotCancelable(m)
+            | Self::Unsupported(m)
+            | Self::Version(m)
+            | Self::ContentType(m) => m.clone(),
+            Self::PushNotSupported => "push notifications are not supported by this agent".into(),
+            Self::ExtendedCardNotConfigured => "this agent has no extended agent card".into(),
+        }
+    }
+
+    pub(super) fn http_status(&self) -> StatusCode {
+        match self {
+            Self::TaskNotFound(_) | Self::MethodNotFound(_) => StatusCode::NOT_FOUND,
+            Self::NotCancelable(_) => StatusCode::CONFLICT,
+            Self::ContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    pub(super) fn error_info(&self) -> Option<Value> {
+        self.reason().map(|reason| {
+            json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                   "reason": reason, "domain": "a2a-protocol.org"})
+        })
+    }
+
+    /// The JSON-RPC error object.
+    pub(super) fn rpc(&self, d: Dialect) -> Value {
+        let mut e = json!({"code": self.code(), "message": self.message()});
+        if d == Dialect::V10
+            && let Some(info) = self.error_info()
+        {
+            e["data"] = json!([info]);
+        }
+        e
+    }
+
+    /// The HTTP+JSON error response (`google.rpc.Status` shape).
+    pub(super) fn http(&self) -> Response {
+        let status = self.http_status();
+        let mut e = json!({
+            "code": status.as_u16(),
+            "status": status.canonical_reason().unwrap_or("ERROR").to_ascii_uppercase().replace(' ', "_"),
+            "message": self.message(),
+        });
+        if let Some(info) = self.error_info() {
+            e["details"] = json!([info]);
+        }
+        (status, axum::Json(json!({"error": e}))).into_response()
+    }
+}
+
+impl From<crate::store::StoreError> for A2aError {
+    fn from(e: crate::store::StoreError) -> Self {
+        tracing::error!(error = %e, "A2A request failed in the store");
+        Self::Internal("the task store failed; see roostd's log".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_carry_codes_and_error_info() {
+        let e = A2aError::TaskNotFound("no task".into());
+        let v = e.rpc(Dialect::V10);
+        assert_eq!(v["code"], -32001);
+        assert_eq!(v["data"][0]["reason"], "TASK_NOT_FOUND");
+        assert!(e.rpc(Dialect::V03).get("data").is_none());
+        assert_eq!(A2aError::Parse("x".into()).code(), -32700);
+        assert_eq!(e.http_status(), StatusCode::NOT_FOUND);
+    }
+}
