@@ -1,0 +1,221 @@
+//! What the CLI prints: sessions as a table or one in detail, a capsule's
+//! effective policy, token use.
+
+use super::*;
+
+/// Token use and tasks of an agent session (nothing for script capsules).
+pub(super) fn print_usage(
+    out: &mut impl Write,
+    session: &Session,
+    tasks: &[crate::api::TaskRecord],
+) -> Result<(), CliError> {
+    if tasks.is_empty() && session.usage.turns == 0 {
+        return Ok(());
+    }
+    let u = &session.usage;
+    writeln!(
+        out,
+        "{:<12} {} in, {} out, {} turns",
+        "tokens", u.input_tokens, u.output_tokens, u.turns
+    )?;
+    writeln!(out, "tasks")?;
+    for t in tasks {
+        writeln!(
+            out,
+            "  {:<36} {:<9} {:<8} {:>8} in {:>7} out {:>3} turns {}",
+            t.id,
+            t.state,
+            t.source,
+            t.input_tokens,
+            t.output_tokens,
+            t.turns,
+            t.error.as_deref().unwrap_or("")
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn print_policy(
+    out: &mut impl Write,
+    r: &crate::api::PolicyReport,
+) -> Result<(), CliError> {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let ports = match &r.tool_tcp_ports {
+        None => "any".to_string(),
+        Some(p) if p.is_empty() => "none".to_string(),
+        Some(p) => p.iter().map(u16::to_string).collect::<Vec<_>>().join(", "),
+    };
+    let l = &r.limits;
+    let rows = [
+        (
+            "capsule",
+            format!("{} {} ({})", r.capsule, r.version, r.manifest),
+        ),
+        ("tools", list(&r.tools)),
+        ("artifacts", list(&r.artifacts)),
+        ("network", list(&r.network_allow)),
+        ("tool tcp ports", ports),
+        (
+            "tool udp",
+            if r.tool_udp { "allowed" } else { "refused" }.to_string(),
+        ),
+        (
+            "tool unix sockets",
+            if r.tool_unix_sockets {
+                "allowed (network.unix_sockets)"
+            } else {
+                "refused"
+            }
+            .to_string(),
+        ),
+        ("read-only", list(&r.read_only)),
+        (
+            "read-write",
+            format!("the workdir; {}", list(&r.read_write)),
+        ),
+        ("shell", list(&r.shell_allow)),
+        ("strip env", list(&r.shell_strip_env)),
+        ("env", list(&r.env_allow)),
+        (
+            "limits",
+            format!("timeout {} s, memory {} MiB", l.timeout_secs, l.memory_mb),
+        ),
+        (
+            "tool limits",
+            format!(
+                "cpu {} s, {} processes, {} open files, files up to {} bytes",
+                l.tool_cpu_secs, l.tool_processes, l.tool_open_files, l.tool_output_bytes
+            ),
+        ),
+        ("guests", r.guests.clone()),
+        ("native tools", r.native_tools.clone()),
+        (
+            "verdict",
+            r.refused.clone().unwrap_or_else(|| "would start".into()),
+        ),
+    ];
+    for (key, value) in rows {
+        writeln!(out, "{key:<15} {value}")?;
+    }
+    Ok(())
+}
+
+pub(super) fn print_session(
+    out: &mut impl Write,
+    session: &Session,
+    json: bool,
+) -> Result<(), CliError> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, session)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let rows: [(&str, String); 13] = [
+        ("id", session.id.clone()),
+        ("name", session.name.clone()),
+        (
+            "capsule",
+            format!("{} {}", session.capsule, session.version),
+        ),
+        ("state", session.state.to_string()),
+        ("error", session.error.clone().unwrap_or_else(|| "-".into())),
+        ("restart", session.restart_policy.as_str().into()),
+        (
+            "sandbox",
+            if session.sandbox.is_empty() {
+                "-".into()
+            } else {
+                session.sandbox.clone()
+            },
+        ),
+        ("restarts", session.restart_count.to_string()),
+        ("workdir", session.workdir.clone()),
+        ("bookkeeping", session.bookkeeping_dir.clone()),
+        ("created", session.created_at.clone()),
+        (
+            "started",
+            session.started_at.clone().unwrap_or_else(|| "-".into()),
+        ),
+        (
+            "ended",
+            session.ended_at.clone().unwrap_or_else(|| "-".into()),
+        ),
+    ];
+    for (key, value) in rows {
+        writeln!(out, "{key:<12} {value}")?;
+    }
+    if session.artifacts.is_empty() {
+        writeln!(out, "{:<12} -", "artifacts")?;
+        return Ok(());
+    }
+    writeln!(out, "artifacts")?;
+    for a in &session.artifacts {
+        let kind = match &a.implementation {
+            Some(i) => format!("{} {}", a.runtime, i),
+            None => a.runtime.clone(),
+        };
+        let sha = a.sha256.as_deref().unwrap_or("-");
+        writeln!(
+            out,
+            "  {:<20} {:<10} {:<12} {:<9} {sha}",
+            a.name, a.version, kind, a.origin
+        )?;
+    }
+    Ok(())
+}
+
+pub(super) fn print_table(out: &mut impl Write, sessions: &[Session]) -> Result<(), CliError> {
+    let headers = [
+        "ID", "NAME", "CAPSULE", "STATE", "RESTARTS", "CREATED", "ERROR",
+    ];
+    let rows: Vec<[String; 7]> = sessions
+        .iter()
+        .map(|s| {
+            [
+                s.id.clone(),
+                s.name.clone(),
+                format!("{}@{}", s.capsule, s.version),
+                s.state.to_string(),
+                s.restart_count.to_string(),
+                s.created_at.clone(),
+                s.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let mut widths = headers.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| -> String {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<width$}  ", width = widths[i]));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(&headers))?;
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
+    }
+    if rows.is_empty() {
+        writeln!(
+            out,
+            "(no sessions; `roostctl list --all` includes ended ones)"
+        )?;
+    }
+    Ok(())
+}
