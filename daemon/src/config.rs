@@ -47,8 +47,9 @@ pub struct DaemonConfig {
     pub a2a: A2aConfig,
 }
 
-/// The A2A gateway's access and how long ended tasks are kept.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The A2A gateway's access, how long ended tasks are kept, and how long a
+/// session waits for its next task.
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct A2aConfig {
     /// File holding a bearer token every A2A request (but the agent card)
@@ -56,6 +57,20 @@ pub struct A2aConfig {
     /// readable by other users; at least 16 characters.
     pub token_file: Option<PathBuf>,
     pub retention: RetentionConfig,
+    /// How long a session that takes tasks and ends after them waits for
+    /// one before it ends (`--a2a-idle-timeout-secs`, or upstream's
+    /// `MURMUR_A2A_TIMEOUT_SECS` in roostd's environment; default 30).
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for A2aConfig {
+    fn default() -> Self {
+        Self {
+            token_file: None,
+            retention: RetentionConfig::default(),
+            idle_timeout_secs: 30,
+        }
+    }
 }
 
 /// Ended A2A tasks (with their event logs) are deleted in the background
@@ -249,6 +264,7 @@ pub struct Overrides {
     pub socket: Option<PathBuf>,
     pub a2a_listen: Option<SocketAddr>,
     pub registry: Option<String>,
+    pub a2a_idle_timeout_secs: Option<u64>,
 }
 
 impl DaemonConfig {
@@ -284,6 +300,9 @@ impl DaemonConfig {
         }
         if let Some(registry) = overrides.registry {
             config.registry = Some(registry);
+        }
+        if let Some(secs) = overrides.a2a_idle_timeout_secs {
+            config.a2a.idle_timeout_secs = secs;
         }
         config.validate()?;
         Ok(config)

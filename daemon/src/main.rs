@@ -29,6 +29,9 @@ struct Args {
     /// A2A gateway address, e.g. 127.0.0.1:7420 (port 0 picks a free port).
     #[arg(long)]
     a2a_listen: Option<SocketAddr>,
+    /// Seconds a session that ends after its tasks waits for the next one.
+    #[arg(long, env = "MURMUR_A2A_TIMEOUT_SECS")]
+    a2a_idle_timeout_secs: Option<u64>,
     /// Artifact registry: a directory or an http:// URL (default: <state-dir>/registry).
     #[arg(long, env = "ROOST_REGISTRY")]
     registry: Option<String>,
@@ -70,6 +73,7 @@ fn main() -> anyhow::Result<()> {
         socket: args.socket,
         a2a_listen: args.a2a_listen,
         registry: args.registry,
+        a2a_idle_timeout_secs: args.a2a_idle_timeout_secs,
     })
     .context("roostd cannot start")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

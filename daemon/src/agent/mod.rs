@@ -145,7 +145,7 @@ pub struct AgentRun<'a> {
     pub bookkeeping: PathBuf,
     pub checkpoint_key: Option<CheckpointKey>,
     pub stop: CancellationToken,
-    /// How long a session without a task waits for one (`MURMUR_A2A_TIMEOUT_SECS`).
+    /// How long a session without a task waits for one (`a2a.idle_timeout_secs`).
     pub idle_timeout: Duration,
     /// Tokens and turns the session used before this launch (budgets span restarts).
     pub used_before: Usage,
@@ -355,7 +355,7 @@ impl AgentRun<'_> {
                 crate::tasks::Next::Idle => {
                     tracing::info!(
                         idle_secs = self.idle_timeout.as_secs(),
-                        "no task arrived within the idle timeout (MURMUR_A2A_TIMEOUT_SECS); ending"
+                        "no task arrived within the idle timeout (a2a.idle_timeout_secs); ending"
                     );
                     return AgentEnd::Completed;
                 }

@@ -40,16 +40,6 @@ pub(super) struct SessionTask {
     pub(super) inbox: std::sync::Mutex<Option<crate::tasks::InboxRx>>,
 }
 
-/// How long a session without a task waits for one: `MURMUR_A2A_TIMEOUT_SECS`
-/// of roostd's environment, default 30 s (as upstream).
-fn idle_timeout() -> std::time::Duration {
-    let secs = std::env::var("MURMUR_A2A_TIMEOUT_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
-    std::time::Duration::from_secs(secs)
-}
-
 /// How one run ended.
 enum RunEnd {
     Completed,
@@ -288,7 +278,7 @@ impl SessionTask {
             bookkeeping: self.bookkeeping.clone(),
             checkpoint_key: self.shared.checkpoint_key.clone(),
             stop: self.stop.clone(),
-            idle_timeout: idle_timeout(),
+            idle_timeout: self.idle_timeout(),
             used_before,
             broker: Arc::clone(&self.shared.tasks),
             task_slot,
@@ -353,7 +343,7 @@ impl SessionTask {
         let mut closed = false;
         let mut end = None;
         while end.is_none() {
-            let idle = (!forever && running.is_empty()).then(idle_timeout);
+            let idle = (!forever && running.is_empty()).then(|| self.idle_timeout());
             let room = !closed && running.len() < concurrency;
             tokio::select! {
                 Some(outcome) = futures::StreamExt::next(&mut running), if !running.is_empty() => {
@@ -406,6 +396,11 @@ impl SessionTask {
             crate::manifest::TaskAcceptance::Queue => lifecycle.queue_depth as usize,
         };
         Some(self.shared.tasks.open_inbox(&self.id, depth))
+    }
+
+    /// How long a session without a task waits for one (`a2a.idle_timeout_secs`).
+    fn idle_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.shared.config.a2a.idle_timeout_secs)
     }
 
     async fn finish(&self, state: SessionState, error: Option<&str>) -> Option<Session> {
