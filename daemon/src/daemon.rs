@@ -142,6 +142,12 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         shutdown: servers.clone(),
         peers: Arc::new(peers),
         control_addr: control_tcp.as_ref().map(|(_, addr, _)| addr.to_string()),
+        host: Arc::new(api::HostFacts {
+            config: supervisor.shared().config.clone(),
+            jail: supervisor.shared().jail.clone(),
+            support: supervisor.shared().support.clone(),
+            metrics: Arc::clone(&supervisor.shared().metrics),
+        }),
     };
     let control_tcp_task = control_tcp.map(|(listener, addr, token)| {
         tracing::info!(%addr, "control API also on TCP (bearer token required)");
@@ -155,8 +161,12 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let control_task = tokio::spawn(api::serve_unix(control, state, servers.clone()));
     let a2a_task = tokio::spawn(crate::a2a::serve(
         a2a_listener,
-        supervisor.clone(),
-        a2a_token,
+        crate::a2a::GatewayParts {
+            supervisor: supervisor.clone(),
+            tasks: Arc::clone(&supervisor.shared().tasks),
+            base: format!("http://{a2a_addr}"),
+            token: a2a_token,
+        },
         servers.clone(),
     ));
 

@@ -36,26 +36,44 @@ const BLOCKING_WAIT: Duration = Duration::from_secs(600);
 
 #[derive(Clone)]
 struct Gateway {
+    /// Routes and sessions (live ones, read without the database).
     supervisor: Supervisor,
+    /// Tasks: accepted, delivered, read back, streamed.
+    tasks: Arc<crate::tasks::Broker>,
+    /// `http://host:port` of this gateway, for agent cards.
+    base: String,
     token: Option<Arc<str>>,
+}
+
+/// What the gateway serves from: the supervisor's routes and the broker's
+/// tasks (it never reaches the store), its own base URL, its token.
+pub struct GatewayParts {
+    pub supervisor: Supervisor,
+    pub tasks: Arc<crate::tasks::Broker>,
+    pub base: String,
+    pub token: Option<Arc<str>>,
 }
 
 /// Serves the A2A gateway on `listener` until `stop`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    supervisor: Supervisor,
-    token: Option<Arc<str>>,
+    parts: GatewayParts,
     stop: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(supervisor, token))
+    axum::serve(listener, app(parts))
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
 }
 
 /// The gateway; with `token`, every request but the agent card needs
 /// `Authorization: Bearer <token>` (and the card declares the scheme).
-pub fn app(supervisor: Supervisor, token: Option<Arc<str>>) -> Router {
-    let gw = Gateway { supervisor, token };
+pub fn app(parts: GatewayParts) -> Router {
+    let gw = Gateway {
+        supervisor: parts.supervisor,
+        tasks: parts.tasks,
+        base: parts.base,
+        token: parts.token,
+    };
     Router::new()
         .route("/a2a/{route}", any(root))
         .route("/a2a/{route}/", any(root))
@@ -234,7 +252,7 @@ fn httpdate(t: std::time::SystemTime) -> String {
 
 /// The agent card of a session (protocol 1.0 shape).
 fn card(gw: &Gateway, session: &Session) -> Value {
-    let base = format!("{}/a2a/{}", gw.supervisor.shared().a2a_base, session.name);
+    let base = format!("{}/a2a/{}", gw.base, session.name);
     let skills = session
         .artifacts
         .iter()
@@ -320,7 +338,7 @@ async fn wait_until_ended(
     let deadline = tokio::time::Instant::now() + BLOCKING_WAIT;
     loop {
         if check
-            && let Ok(Some(now)) = broker.store().a2a_task(&task.id).await
+            && let Ok(Some(now)) = broker.task(&task.id).await
             && over(now.state)
         {
             return (now, None);
@@ -359,7 +377,7 @@ async fn wait_until_ended(
                 log = None;
             }
             Ok(Err(_)) | Err(_) => {
-                let now = broker.store().a2a_task(&task.id).await.ok().flatten();
+                let now = broker.task(&task.id).await.ok().flatten();
                 return (now.unwrap_or(task), None);
             }
         }
@@ -431,8 +449,7 @@ fn async_stream(
             // The log first (what was missed), then live events.
             let logged = st
                 .broker
-                .store()
-                .task_events(&st.task.id, st.seq)
+                .events(&st.task.id, st.seq)
                 .await
                 .unwrap_or_default();
             if !logged.is_empty() {
@@ -457,8 +474,7 @@ fn async_stream(
                     st.live = None;
                     let rest = st
                         .broker
-                        .store()
-                        .task_events(&st.task.id, st.seq)
+                        .events(&st.task.id, st.seq)
                         .await
                         .unwrap_or_default();
                     for e in rest {

@@ -12,9 +12,8 @@ use serde_json::{Value, json};
 use super::error::A2aError;
 use super::wire::{self, Dialect, Shape};
 use super::{Gateway, task_stream, wait_until_ended};
-use crate::store::TaskFilter;
 use crate::supervisor::Route;
-use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskState};
+use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskFilter, TaskState};
 
 fn rpc_ok(id: &Value, result: Value) -> Response {
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
@@ -110,7 +109,7 @@ pub(super) async fn jsonrpc(
         Ok(Answer::Stream(task, after, through_input)) => {
             let id = id.clone();
             task_stream(
-                Arc::clone(&gw.supervisor.shared().tasks),
+                Arc::clone(&gw.tasks),
                 *task,
                 (after, through_input),
                 d,
@@ -189,7 +188,7 @@ pub(super) async fn rest(
     match run(gw, session, Dialect::V10, op, &params, traceparent).await {
         Ok(Answer::Value(v)) => axum::Json(v).into_response(),
         Ok(Answer::Stream(task, after, through_input)) => task_stream(
-            Arc::clone(&gw.supervisor.shared().tasks),
+            Arc::clone(&gw.tasks),
             *task,
             (after, through_input),
             Dialect::V10,
@@ -270,7 +269,7 @@ fn int(v: Option<&Value>) -> Option<i64> {
 
 /// A task of this session, or TaskNotFound.
 async fn own_task(gw: &Gateway, session: &Route, id: &str) -> Result<A2aTask, A2aError> {
-    match gw.supervisor.shared().tasks.store().a2a_task(id).await? {
+    match gw.tasks.task(id).await? {
         Some(t) if t.session_id == session.id => Ok(t),
         _ => Err(A2aError::TaskNotFound(format!(
             "no task '{id}' at this agent"
@@ -286,7 +285,7 @@ async fn run(
     params: &Value,
     traceparent: Option<&str>,
 ) -> Result<Answer, A2aError> {
-    let broker = &gw.supervisor.shared().tasks;
+    let broker = &gw.tasks;
     match op {
         Op::Send | Op::Stream => {
             let message = params
@@ -373,8 +372,7 @@ async fn run(
             let history =
                 int(field(params, "historyLength", "history_length")).map(|n| n.max(0) as usize);
             let (tasks, total) = broker
-                .store()
-                .a2a_tasks(&TaskFilter {
+                .tasks(&TaskFilter {
                     session_id: Some(&session.id),
                     context_id: context,
                     state,
@@ -413,12 +411,7 @@ async fn run(
             let id = task_id(params)?;
             // Where the log stands is read before the snapshot: an event in
             // between is sent again (in order) rather than missed.
-            let after = broker
-                .store()
-                .task_events(&id, 0)
-                .await?
-                .last()
-                .map_or(0, |e| e.seq);
+            let after = broker.events(&id, 0).await?.last().map_or(0, |e| e.seq);
             let t = own_task(gw, session, &id).await?;
             if t.state.is_terminal() {
                 return Err(A2aError::Unsupported(format!(
@@ -471,7 +464,7 @@ async fn answer_send(
     };
     let log = match log {
         Some(log) => log,
-        None => broker.store().task_events(&task.id, 0).await?,
+        None => broker.events(&task.id, 0).await?,
     };
     if task.state == TaskState::Completed
         && let Some(text) = wire::reply(&log)
@@ -488,7 +481,7 @@ async fn answer_send(
 /// A task with its artifacts and full history (input requests and answers)
 /// as its log has them.
 async fn render(broker: &Broker, t: &A2aTask, d: Dialect, shape: Shape) -> Result<Value, A2aError> {
-    let log = broker.store().task_events(&t.id, 0).await?;
+    let log = broker.events(&t.id, 0).await?;
     Ok(wire::task_with_log(t, &log, d, shape))
 }
 
@@ -510,12 +503,7 @@ async fn resume(
         )));
     }
     // Where the log stands before the answer: a stream replays what follows.
-    let after = broker
-        .store()
-        .task_events(&t.id, 0)
-        .await?
-        .last()
-        .map_or(0, |e| e.seq);
+    let after = broker.events(&t.id, 0).await?.last().map_or(0, |e| e.seq);
     let task = broker
         .resume(&t.id, &m.message_id, &m.text)
         .await

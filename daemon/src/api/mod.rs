@@ -38,6 +38,17 @@ pub struct ApiState {
     pub peers: Arc<unix::PeerPolicy>,
     /// The TCP control listener's address, if any.
     pub control_addr: Option<String>,
+    /// What the API reports and decides from besides the supervisor, fixed
+    /// at start-up.
+    pub host: Arc<HostFacts>,
+}
+
+/// The daemon's settings, what its tool jail enforces, its counters.
+pub struct HostFacts {
+    pub config: crate::config::DaemonConfig,
+    pub jail: crate::sandbox::Jail,
+    pub support: crate::sandbox::Support,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Serves the control API on its Unix socket (each connection's peer
@@ -125,7 +136,7 @@ pub fn app(state: ApiState) -> Router {
 
 /// One span per request; the peer's credentials are logged when known.
 async fn trace_request(State(state): State<ApiState>, request: Request, next: Next) -> Response {
-    state.supervisor.shared().metrics.api_request();
+    state.host.metrics.api_request();
     let peer = request
         .extensions()
         .get::<ConnectInfo<unix::PeerCred>>()
@@ -187,8 +198,7 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
 }
 
 async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
-    let shared = Arc::clone(state.supervisor.shared());
-    let text = shared.metrics.render(
+    let text = state.host.metrics.render(
         state.supervisor.live_sessions(),
         state.started.elapsed().as_secs(),
     );
@@ -239,6 +249,12 @@ mod tests {
             state_dir: dir.to_path_buf(),
             ..DaemonConfig::default()
         };
+        let host = Arc::new(HostFacts {
+            config: config.clone(),
+            jail: crate::sandbox::Jail::Off,
+            support: crate::sandbox::Support::detect(None),
+            metrics: Arc::clone(&metrics),
+        });
         let supervisor = Supervisor::spawn(
             config,
             Store::from_pool(pool).expect("store"),
@@ -253,6 +269,7 @@ mod tests {
             peers: Arc::new(unix::PeerPolicy::new(None).expect("policy")),
             control_addr: None,
             shutdown: CancellationToken::new(),
+            host,
         })
     }
 

@@ -37,8 +37,8 @@ pub(super) async fn policy(
                 e.to_string(),
             )
         })?;
-    let shared = state.supervisor.shared();
-    let config = &shared.config;
+    let host = &state.host;
+    let config = &host.config;
     let policy = &manifest.policy;
     let timeout_secs = policy
         .limits
@@ -57,7 +57,7 @@ pub(super) async fn policy(
             .artifacts
             .iter()
             .any(|a| a.runtime == roost_ctl::artifact::ArtifactRuntime::Tool);
-    let (native, missing) = crate::sandbox::assess(native_tools, &shared.jail, &shared.support);
+    let (native, missing) = crate::sandbox::assess(native_tools, &host.jail, &host.support);
     let refused = (!missing.is_empty()
         && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse)
         .then(|| format!("this host cannot enforce: {}", missing.join("; ")));

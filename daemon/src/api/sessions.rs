@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::{ApiError, ApiState, MAX_BODY_BYTES};
 
 pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
-    let shared = state.supervisor.shared();
+    let host = &state.host;
     Json(Health {
         status: "ok".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -22,10 +22,10 @@ pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
         live_sessions: state.supervisor.live_sessions(),
         a2a_addr: state.a2a_addr.clone(),
         control_addr: state.control_addr.clone(),
-        state_dir: shared.config.state_dir.display().to_string(),
-        tool_jail: Some(crate::sandbox::assess(true, &shared.jail, &shared.support).0),
-        jail_helper: shared.jail.helper().map(|p| p.display().to_string()),
-        a2a_token: shared.config.a2a.token_file.is_some(),
+        state_dir: host.config.state_dir.display().to_string(),
+        tool_jail: Some(crate::sandbox::assess(true, &host.jail, &host.support).0),
+        jail_helper: host.jail.helper().map(|p| p.display().to_string()),
+        a2a_token: host.config.a2a.token_file.is_some(),
     })
 }
 
@@ -65,13 +65,7 @@ pub(super) async fn list(
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<SessionList>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let sessions = state
-        .supervisor
-        .shared()
-        .store
-        .list(query.all)
-        .await
-        .map_err(crate::supervisor::SupervisorError::from)?;
+    let sessions = state.supervisor.list(query.all).await?;
     Ok(Json(SessionList { sessions }))
 }
 
@@ -125,13 +119,7 @@ pub(super) async fn events(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<Event>>, ApiError> {
     let session = state.supervisor.get(&id).await?;
-    let events = state
-        .supervisor
-        .shared()
-        .store
-        .events(&session.id)
-        .await
-        .map_err(crate::supervisor::SupervisorError::from)?;
+    let events = state.supervisor.events(&session.id).await?;
     Ok(Json(
         events
             .into_iter()
@@ -146,13 +134,7 @@ pub(super) async fn tasks(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<roost_ctl::api::TaskRecord>>, ApiError> {
     let session = state.supervisor.get(&id).await?;
-    let tasks = state
-        .supervisor
-        .shared()
-        .store
-        .tasks(&session.id)
-        .await
-        .map_err(crate::supervisor::SupervisorError::from)?;
+    let tasks = state.supervisor.tasks(&session.id).await?;
     Ok(Json(tasks))
 }
 

@@ -331,6 +331,27 @@ impl Supervisor {
             .ok_or_else(|| SupervisorError::NotFound(id_or_name.to_string()))
     }
 
+    /// Recorded sessions: live ones, or all with `all`.
+    pub async fn list(&self, all: bool) -> Result<Vec<Session>, SupervisorError> {
+        Ok(self.shared.store.list(all).await?)
+    }
+
+    /// A session's transitions: state, detail, when.
+    pub async fn events(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(String, Option<String>, String)>, SupervisorError> {
+        Ok(self.shared.store.events(id).await?)
+    }
+
+    /// An agent session's tasks with their token use.
+    pub async fn tasks(
+        &self,
+        id: &str,
+    ) -> Result<Vec<roost_ctl::api::TaskRecord>, SupervisorError> {
+        Ok(self.shared.store.tasks(id).await?)
+    }
+
     /// Stops every session (recorded as stopped by shutdown) and waits up to `grace`.
     pub async fn shutdown(&self, grace: Duration) {
         let (reply, rx) = oneshot::channel();

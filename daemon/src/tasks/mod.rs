@@ -22,6 +22,7 @@ pub use model::{
 };
 pub use queue::{Next, Queue};
 
+pub use crate::store::TaskFilter;
 use crate::store::{NewA2aTask, Store, StoreError};
 /// The receiving end of a session's inbox. Tasks travel boxed: the channel
 /// allocates its slots in blocks of 32 up front, and every live session has one.
@@ -526,7 +527,19 @@ impl Broker {
         }
     }
 
-    pub fn store(&self) -> &Store {
-        &self.store
+    /// A stored task (the A2A gateway's reads go through the broker, never
+    /// to the store).
+    pub async fn task(&self, id: &str) -> Result<Option<A2aTask>, StoreError> {
+        self.store.a2a_task(id).await
+    }
+
+    /// A task's logged events after `after` (0: all), in order.
+    pub async fn events(&self, task_id: &str, after: u64) -> Result<Vec<TaskEvent>, StoreError> {
+        self.store.task_events(task_id, after).await
+    }
+
+    /// Stored tasks matching `filter`, and how many match in all.
+    pub async fn tasks(&self, filter: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), StoreError> {
+        self.store.a2a_tasks(filter).await
     }
 }
