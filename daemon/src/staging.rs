@@ -103,6 +103,10 @@ pub struct Staged {
     pub allowlist: HashSet<String>,
     /// What the tool jail enforces for this session (recorded with it).
     pub sandbox: String,
+    /// Whether the capsule has native or shell tools (the jail applies).
+    pub native_tools: bool,
+    /// What the jail lacks on this host for it (empty: all of it holds).
+    pub sandbox_missing: Vec<&'static str>,
 }
 
 /// Validates a start request, prepares its component and resolves, verifies and
@@ -190,6 +194,8 @@ pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Stage
     };
     Ok(Staged {
         sandbox,
+        native_tools,
+        sandbox_missing: missing,
         program,
         allowlist: manifest.tools.iter().cloned().collect(),
         artifacts,

@@ -194,18 +194,18 @@ impl SessionTask {
             self.bootstrap_log(BASH_NETWORK_WARNING).await;
         }
         let capsule_dir = staged.manifest.manifest_path.parent();
-        if staged.sandbox != crate::sandbox::NO_NATIVE_TOOLS
+        if staged.native_tools
             && let (Some(capsule_dir), Some(workdir)) = (capsule_dir, &staged.user_workdir)
             && capsule_dir.starts_with(workdir)
         {
             tracing::warn!(code = "W-SEC-006", "{CAPSULE_IN_WORKDIR_WARNING}");
             self.bootstrap_log(CAPSULE_IN_WORKDIR_WARNING).await;
         }
-        if policy.unix_sockets && staged.sandbox != crate::sandbox::NO_NATIVE_TOOLS {
+        if policy.unix_sockets && staged.native_tools {
             tracing::warn!(code = "W-SEC-004", "{UNIX_SOCKETS_WARNING}");
             self.bootstrap_log(UNIX_SOCKETS_WARNING).await;
         }
-        if staged.sandbox.contains(": missing") {
+        if !staged.sandbox_missing.is_empty() {
             let line = format!(
                 "warning: tools run with a partial jail ({}); sandbox.unenforceable is warn",
                 staged.sandbox
@@ -319,8 +319,7 @@ impl SessionTask {
     /// roostd runs as root and the session has native or shell tools.
     pub(super) fn tool_identity(&self) -> Option<crate::sandbox::identity::Identity> {
         let range = self.shared.tool_uids?;
-        let jailed = self.shared.jail.helper().is_some()
-            && self.staged.sandbox != crate::sandbox::NO_NATIVE_TOOLS;
+        let jailed = self.shared.jail.helper().is_some() && self.staged.native_tools;
         jailed.then(|| range.for_workdir(&self.workdir))
     }
 
