@@ -17,7 +17,7 @@ pub struct Metrics {
 
 /// How a guest run ended, for the outcome counter.
 #[derive(Debug, Clone, Copy)]
-pub enum Outcome {
+pub enum SessionOutcome {
     Completed = 0,
     Failed = 1,
     Stopped = 2,
@@ -42,7 +42,7 @@ impl Metrics {
     pub fn cache_hit_disk(&self) {
         self.cache_hits_disk.fetch_add(1, Ordering::Relaxed);
     }
-    pub fn outcome(&self, outcome: Outcome) {
+    pub fn outcome(&self, outcome: SessionOutcome) {
         self.outcomes[outcome as usize].fetch_add(1, Ordering::Relaxed);
     }
     pub fn api_request(&self) {

@@ -71,7 +71,7 @@ pub struct NewSession<'a> {
 }
 
 /// A new task row (state `working`).
-pub struct NewTask<'a> {
+pub struct NewAgentTask<'a> {
     pub id: &'a str,
     pub session_id: &'a str,
     pub context_id: &'a str,
@@ -418,7 +418,7 @@ impl Store {
     }
 
     /// Records a task as `working`.
-    pub async fn insert_task(&self, task: &NewTask<'_>) -> Result<(), StoreError> {
+    pub async fn insert_task(&self, task: &NewAgentTask<'_>) -> Result<(), StoreError> {
         let at = now();
         sqlx::query(
             "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \

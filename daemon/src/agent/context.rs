@@ -9,7 +9,7 @@ impl AgentRun<'_> {
     /// answer, or a summary from the compaction model. Drops any continuation.
     pub(super) async fn compact(
         &self,
-        state: &mut SessionState,
+        state: &mut AgentState,
         ids: &TaskIds<'_>,
         task: &str,
         messages: &[Message],
@@ -71,7 +71,7 @@ impl AgentRun<'_> {
     /// answer (`Ok(Some(json))`) with the hook's name.
     pub(super) async fn hook(
         &self,
-        state: &mut SessionState,
+        state: &mut AgentState,
         kind: &str,
         mut payload: Value,
         task_id: Option<&str>,
@@ -227,7 +227,7 @@ impl AgentRun<'_> {
         })
     }
 
-    pub(super) async fn verify_checkpoints(&self, state: &mut SessionState) {
+    pub(super) async fn verify_checkpoints(&self, state: &mut AgentState) {
         let Some(key) = self.checkpoint_key.clone() else {
             return;
         };
@@ -253,7 +253,7 @@ impl AgentRun<'_> {
         }
     }
 
-    pub(super) async fn sign_checkpoints(&self, state: &mut SessionState) {
+    pub(super) async fn sign_checkpoints(&self, state: &mut AgentState) {
         let Some(key) = self.checkpoint_key.clone() else {
             return;
         };

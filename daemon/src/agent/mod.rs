@@ -24,7 +24,7 @@ use crate::manifest::{AfterTask, AgentSpec, TaskAcceptance};
 use crate::policy::CapabilityPolicy;
 use crate::runtime::Target;
 use crate::runtime::{PreparedHook, PreparedTool, Runtime, SessionTools, ToolSpec};
-use crate::store::{NewTask, Store, TaskEnd};
+use crate::store::{NewAgentTask, Store, TaskEnd};
 use crate::tasks::Outcome;
 use crate::tools::{ToolOutput, ToolStatus};
 use checkpoint::CheckpointKey;
@@ -207,7 +207,7 @@ impl Continuation {
 }
 
 /// Session-wide counters and state shared by every task of a launch.
-struct SessionState {
+struct AgentState {
     trace: Trace,
     continuation: Continuation,
     total_turns: u64,
@@ -227,7 +227,7 @@ struct SessionState {
 impl AgentRun<'_> {
     /// Runs the session: session-start, tasks per the lifecycle, session-end.
     pub async fn run(self) -> AgentEnd {
-        let mut state = SessionState {
+        let mut state = AgentState {
             trace: Trace::new(&self.workdir, &self.bookkeeping, &self.session_id),
             continuation: Continuation::default(),
             total_turns: 0,
@@ -295,7 +295,7 @@ impl AgentRun<'_> {
 
     /// Tasks per `lifecycle`: a pre-seeded `task.md` first; then, for sessions
     /// that take more, waiting for the next (the A2A gateway feeds them).
-    async fn task_loop(&self, state: &mut SessionState, tools: &[ToolDef]) -> AgentEnd {
+    async fn task_loop(&self, state: &mut AgentState, tools: &[ToolDef]) -> AgentEnd {
         let lifecycle = &self.plan.spec.lifecycle;
         let task_file = self.workdir.join(TASK_FILE);
         loop {
@@ -378,7 +378,7 @@ impl AgentRun<'_> {
     /// when it was canceled before it started.
     async fn run_a2a(
         &self,
-        state: &mut SessionState,
+        state: &mut AgentState,
         tools: &[ToolDef],
         incoming: crate::tasks::Incoming,
     ) -> Option<Outcome> {
@@ -408,7 +408,7 @@ impl AgentRun<'_> {
     /// One task: hooks and trace around the turns; usage recorded.
     async fn run_task(
         &self,
-        state: &mut SessionState,
+        state: &mut AgentState,
         tools: &[ToolDef],
         input: TaskInput,
     ) -> Result<Option<String>, TaskFailure> {
@@ -425,7 +425,7 @@ impl AgentRun<'_> {
         if !recorded
             && let Err(error) = self
                 .store
-                .insert_task(&NewTask {
+                .insert_task(&NewAgentTask {
                     id: &task_id,
                     session_id: &self.session_id,
                     context_id: &context_id,

@@ -9,7 +9,7 @@ impl AgentRun<'_> {
     /// `state` as they happen, so a stopped task still accounts for them.
     pub(super) async fn turns(
         &self,
-        state: &mut SessionState,
+        state: &mut AgentState,
         tools: &[ToolDef],
         ids: &TaskIds<'_>,
         task: String,
@@ -103,7 +103,7 @@ impl AgentRun<'_> {
     }
 
     /// Fails the task when the session has used more than its token budget.
-    pub(super) fn check_budget(&self, state: &SessionState) -> Result<(), String> {
+    pub(super) fn check_budget(&self, state: &AgentState) -> Result<(), String> {
         match self.plan.spec.max_total_tokens {
             Some(max) if state.used.total() > max => Err(format!(
                 "token budget exhausted: the session has used {} tokens, more than \
@@ -117,7 +117,7 @@ impl AgentRun<'_> {
     /// One model call through the driver: trace, `inference` hook, usage.
     pub(super) async fn call_driver(
         &self,
-        state: &mut SessionState,
+        state: &mut AgentState,
         ids: &TaskIds<'_>,
         call: DriverCall<'_>,
     ) -> Result<(Response, Vec<(String, String)>), String> {
@@ -197,7 +197,7 @@ impl AgentRun<'_> {
     /// the model is told.
     pub(super) async fn dispatch(
         &self,
-        state: &mut SessionState,
+        state: &mut AgentState,
         ids: &TaskIds<'_>,
         turn: u32,
         call: &ToolCall,
@@ -246,7 +246,7 @@ impl AgentRun<'_> {
 
     /// Records what a guest did during the last call that the trace keeps:
     /// requests the policy refused, A2A messages sent.
-    pub(super) async fn trace_notes(&self, state: &mut SessionState, ids: &TaskIds<'_>, by: &str) {
+    pub(super) async fn trace_notes(&self, state: &mut AgentState, ids: &TaskIds<'_>, by: &str) {
         let Some(notes) = &self.driver_spec.notes else {
             return;
         };

@@ -4,7 +4,7 @@
 
 use wasmtime::component::{HasSelf, Linker};
 
-use super::SessionState;
+use super::GuestState;
 
 wasmtime::component::bindgen!({
     path: "../wit",
@@ -34,12 +34,12 @@ pub(crate) use murmur::artifact_manager::manage;
 pub(crate) use murmur::tool::run::{Status, ToolInput, ToolResult};
 
 /// Adds the murmur host interfaces to `linker`.
-pub(crate) fn add_to_linker(linker: &mut Linker<SessionState>) -> wasmtime::Result<()> {
-    murmur::tool_registry::invoke::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
-    manage::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
-    murmur::text::chunks::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
-    murmur::task::task::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
-    murmur::message::send::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
-    murmur::a2a::io::add_to_linker::<_, HasSelf<SessionState>>(linker, |s| s)?;
+pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    murmur::tool_registry::invoke::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    manage::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::text::chunks::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::task::task::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::message::send::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::a2a::io::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     Ok(())
 }

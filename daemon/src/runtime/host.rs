@@ -1,4 +1,4 @@
-//! The murmur host interfaces on [`SessionState`] for tools: `invoke` (tool
+//! The murmur host interfaces on [`GuestState`] for tools: `invoke` (tool
 //! dispatch) and `manage` (the artifact manager); and one call of a WASM tool
 //! or hook in a fresh store with its own deadline. The task's interfaces are
 //! in `task_host.rs`.
@@ -14,7 +14,7 @@ use wasmtime::component::{ComponentExportIndex, ComponentNamedList, Lift, Lower}
 use super::bindings::{Status, ToolInput, ToolResult, manage, murmur};
 use super::catalog::{Catalog, Summary, Target};
 use super::catalog::{Processes, ToolOutput, ToolRequest, ToolStatus};
-use super::{Core, PreparedComponent, PreparedHook, PreparedTool, SessionState, StoreSpec};
+use super::{Core, GuestState, PreparedComponent, PreparedHook, PreparedTool, StoreSpec};
 use crate::logs::LogSink;
 use crate::policy::CapabilityPolicy;
 
@@ -340,7 +340,7 @@ fn runtime_type(native: bool) -> manage::RuntimeType {
     }
 }
 
-impl murmur::tool_registry::invoke::Host for SessionState {
+impl murmur::tool_registry::invoke::Host for GuestState {
     async fn invoke(&mut self, name: String, input: ToolInput) -> Result<ToolResult, String> {
         match self.tools.clone() {
             Some(tools) => tools.invoke(&name, input, self.task.clone()).await,
@@ -351,7 +351,7 @@ impl murmur::tool_registry::invoke::Host for SessionState {
     }
 }
 
-impl manage::Host for SessionState {
+impl manage::Host for GuestState {
     async fn list(&mut self) -> Vec<manage::ArtifactSummary> {
         match &self.tools {
             Some(tools) => tools

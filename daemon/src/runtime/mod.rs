@@ -1,6 +1,6 @@
 //! The only module that touches wasmtime: the process-wide Engine, Linker and epoch
 //! ticker (once per process), prepared components (once per content hash), one
-//! `Store<SessionState>` per guest run, and the murmur host interfaces
+//! `Store<GuestState>` per guest run, and the murmur host interfaces
 //! (`invoke`, `manage`, `chunks`, `task`) guests import.
 
 mod bindings;
@@ -32,7 +32,7 @@ pub use catalog::{
 pub use host::{SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
-pub use state::SessionState;
+pub use state::GuestState;
 pub use task_io::{ArtifactUpdate, InputError, Outcome, Reply, TaskIo, TaskSlot, trace_id_of};
 
 use crate::logs::{LogSink, Stream};
@@ -90,7 +90,7 @@ pub struct RuntimeConfig {
 pub(crate) struct PreparedComponent {
     sha256: String,
     component: Component,
-    pre: InstancePre<SessionState>,
+    pre: InstancePre<GuestState>,
 }
 
 /// A script capsule ready to instantiate: it runs once (`run`) or serves
@@ -180,7 +180,7 @@ pub trait Outbox: Send + Sync {
 /// The shareable part of the runtime: what a host call needs to run a tool.
 pub(crate) struct Core {
     engine: Engine,
-    linker: Linker<SessionState>,
+    linker: Linker<GuestState>,
     cache: cache::ComponentCache,
     outbox: std::sync::OnceLock<Arc<dyn Outbox>>,
 }
@@ -416,7 +416,7 @@ impl Core {
         })
     }
 
-    fn new_store(&self, spec: StoreSpec<'_>) -> Result<Store<SessionState>, GuestFailure> {
+    fn new_store(&self, spec: StoreSpec<'_>) -> Result<Store<GuestState>, GuestFailure> {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(output::GuestOutput::new(spec.log.clone(), Stream::Stdout))
             .stderr(output::GuestOutput::new(spec.log.clone(), Stream::Stderr))
@@ -453,7 +453,7 @@ impl Core {
         let memory_limit = usize::try_from(spec.memory_bytes).unwrap_or(usize::MAX);
         let mut guard = limits::EpochGuard::new(spec.stop);
         guard.set_budget(spec.timeout);
-        let state = SessionState {
+        let state = GuestState {
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             hooks: http::NetworkPolicyHooks {

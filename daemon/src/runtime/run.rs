@@ -171,7 +171,7 @@ impl Runtime {
 
 /// Instantiation and `run`, each with a fresh budget.
 async fn call_run(
-    store: &mut Store<SessionState>,
+    store: &mut Store<GuestState>,
     prepared: &PreparedCapsule,
 ) -> wasmtime::Result<()> {
     store.data_mut().guard.arm();

@@ -1,4 +1,4 @@
-//! The per-session store data (`Store<SessionState>`) and the View traits through
+//! The per-session store data (`Store<GuestState>`) and the View traits through
 //! which WASI and wasi-http reach it.
 
 use wasmtime::component::ResourceTable;
@@ -12,7 +12,7 @@ use super::http::NetworkPolicyHooks;
 use super::limits::{EpochGuard, StoreLimiter};
 
 /// Everything one guest instance can reach, and the limits it runs under.
-pub struct SessionState {
+pub struct GuestState {
     pub(crate) wasi: WasiCtx,
     pub(crate) http: WasiHttpCtx,
     pub(crate) hooks: NetworkPolicyHooks,
@@ -32,7 +32,7 @@ pub struct SessionState {
     pub(crate) waited: super::limits::Waited,
 }
 
-impl WasiView for SessionState {
+impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.wasi,
@@ -41,7 +41,7 @@ impl WasiView for SessionState {
     }
 }
 
-impl WasiHttpView for SessionState {
+impl WasiHttpView for GuestState {
     fn http(&mut self) -> WasiHttpCtxView<'_> {
         WasiHttpCtxView {
             ctx: &mut self.http,
@@ -51,7 +51,7 @@ impl WasiHttpView for SessionState {
     }
 }
 
-impl SessionState {
+impl GuestState {
     pub(crate) fn guard_budget(&self) -> std::time::Duration {
         self.guard.budget()
     }

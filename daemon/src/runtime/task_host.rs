@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::SessionState;
+use super::GuestState;
 use super::bindings::murmur;
 use crate::logs::Stream;
 
-impl murmur::a2a::io::Host for SessionState {
+impl murmur::a2a::io::Host for GuestState {
     async fn emit_artifact(
         &mut self,
         artifact_id: String,
@@ -89,7 +89,7 @@ fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
-impl SessionState {
+impl GuestState {
     /// Asks the current task's client for input; the wait is not the guest's time.
     async fn ask(&mut self, prompt: &str) -> wasmtime::Result<super::Reply> {
         let Some(link) = self.task.clone() else {
@@ -108,7 +108,7 @@ impl SessionState {
     }
 }
 
-impl murmur::message::send::Host for SessionState {
+impl murmur::message::send::Host for GuestState {
     async fn send(
         &mut self,
         peer_url: String,
@@ -174,7 +174,7 @@ fn traceparent(task: Option<&Arc<dyn super::TaskIo>>, session_id: &str) -> Strin
     format!("00-{trace_id}-{}-01", &span[16..])
 }
 
-impl murmur::text::chunks::Host for SessionState {
+impl murmur::text::chunks::Host for GuestState {
     async fn emit_chunk(&mut self, chunk: String) {
         self.log.write(Stream::Stdout, chunk.as_bytes());
         if let Some(task) = &self.task {
@@ -190,7 +190,7 @@ impl murmur::text::chunks::Host for SessionState {
     }
 }
 
-impl murmur::task::task::Host for SessionState {
+impl murmur::task::task::Host for GuestState {
     async fn request_input(&mut self, prompt: String) -> wasmtime::Result<String> {
         Ok(self.ask(&prompt).await?.text)
     }

@@ -103,7 +103,7 @@ async fn task_use_adds_up_per_task_and_per_session(pool: SqlitePool) {
     insert(&store, "ses_1", "agent", &request()).await;
     for (id, tokens) in [("tsk_1", 10), ("tsk_2", 5)] {
         store
-            .insert_task(&NewTask {
+            .insert_task(&NewAgentTask {
                 id,
                 session_id: "ses_1",
                 context_id: "ctx_1",

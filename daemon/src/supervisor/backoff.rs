@@ -14,7 +14,7 @@ pub(crate) struct Backoff {
 
 /// What supervision should do after a run ended.
 #[derive(Debug, PartialEq)]
-pub(crate) enum Next {
+pub(crate) enum Retry {
     RestartAfter(Duration),
     GiveUp { restarts: u32 },
 }
@@ -28,12 +28,12 @@ impl Backoff {
     }
 
     /// Decides after a run that lasted `uptime`.
-    pub(crate) fn next(&mut self, uptime: Duration) -> Next {
+    pub(crate) fn next(&mut self, uptime: Duration) -> Retry {
         if uptime >= Duration::from_secs(self.config.reset_after_secs) {
             self.consecutive = 0;
         }
         if self.consecutive >= self.config.max_restarts {
-            return Next::GiveUp {
+            return Retry::GiveUp {
                 restarts: self.consecutive,
             };
         }
@@ -42,7 +42,7 @@ impl Backoff {
             self.config.initial_backoff_ms as f64 * self.config.multiplier.powi(exponent);
         let cap_ms = (self.config.max_backoff_secs * 1000) as f64;
         self.consecutive += 1;
-        Next::RestartAfter(Duration::from_millis(delay_ms.min(cap_ms) as u64))
+        Retry::RestartAfter(Duration::from_millis(delay_ms.min(cap_ms) as u64))
     }
 }
 
@@ -63,16 +63,16 @@ mod tests {
     #[test]
     fn grows_caps_and_gives_up() {
         let mut b = Backoff::new(config());
-        let delays: Vec<Next> = (0..9).map(|_| b.next(Duration::ZERO)).collect();
-        let ms = |n: &Next| match n {
-            Next::RestartAfter(d) => d.as_millis(),
-            Next::GiveUp { .. } => 0,
+        let delays: Vec<Retry> = (0..9).map(|_| b.next(Duration::ZERO)).collect();
+        let ms = |n: &Retry| match n {
+            Retry::RestartAfter(d) => d.as_millis(),
+            Retry::GiveUp { .. } => 0,
         };
         assert_eq!(ms(&delays[0]), 100);
         assert_eq!(ms(&delays[1]), 150);
         assert_eq!(ms(&delays[2]), 225);
         assert_eq!(ms(&delays[7]), 1000, "capped at max_backoff_secs");
-        assert_eq!(delays[8], Next::GiveUp { restarts: 8 });
+        assert_eq!(delays[8], Retry::GiveUp { restarts: 8 });
     }
 
     #[test]
@@ -83,7 +83,7 @@ mod tests {
         }
         assert_eq!(
             b.next(Duration::from_secs(31)),
-            Next::RestartAfter(Duration::from_millis(100))
+            Retry::RestartAfter(Duration::from_millis(100))
         );
     }
 }

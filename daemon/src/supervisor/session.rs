@@ -10,13 +10,13 @@ use roost_ctl::api::{RestartPolicy, Session, SessionState};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::{Backoff, Next};
+use super::backoff::{Backoff, Retry};
 use super::{Shared, SupervisorError};
 use crate::agent::driver::Usage;
 use crate::agent::{AgentEnd, AgentPlan, AgentRun};
 use crate::artifacts::SessionArtifacts;
 use crate::logs::LogSink;
-use crate::metrics::Outcome;
+use crate::metrics::SessionOutcome;
 use crate::runtime::{GuestFailure, ScriptLaunch, SessionTools, ToolSpec};
 use crate::staging::{Program, Staged};
 use crate::store::{NewSession, StopReason};
@@ -106,8 +106,8 @@ impl SessionTask {
                 break (final_state, error);
             }
             let delay = match backoff.next(started.elapsed()) {
-                Next::RestartAfter(delay) => delay,
-                Next::GiveUp { restarts } => {
+                Retry::RestartAfter(delay) => delay,
+                Retry::GiveUp { restarts } => {
                     let last = error.as_deref().unwrap_or("completed");
                     let message = format!(
                         "gave up after {restarts} consecutive restarts (restart.max_restarts); \
@@ -430,10 +430,10 @@ impl SessionTask {
             }
         });
         let outcome = match state {
-            SessionState::Completed => Outcome::Completed,
-            SessionState::Stopped => Outcome::Stopped,
-            SessionState::Interrupted => Outcome::Interrupted,
-            _ => Outcome::Failed,
+            SessionState::Completed => SessionOutcome::Completed,
+            SessionState::Stopped => SessionOutcome::Stopped,
+            SessionState::Interrupted => SessionOutcome::Interrupted,
+            _ => SessionOutcome::Failed,
         };
         self.shared.metrics.outcome(outcome);
         tracing::info!(state = %state, error = error.unwrap_or(""), "session ended");
