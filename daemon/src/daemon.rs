@@ -107,13 +107,13 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     }
     let socket_path = config.socket.clone();
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    let supervisor = Supervisor::spawn(
+    let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(wire(
         config,
         store.clone(),
         runtime,
         metrics,
         format!("http://{a2a_addr}"),
-    );
+    )));
     let recovered = supervisor.shared().tasks.recover().await?;
     if recovered > 0 {
         tracing::warn!(
@@ -264,4 +264,54 @@ fn create_private_dir(path: &std::path::Path) -> Result<(), DaemonError> {
     std::fs::create_dir_all(path).map_err(err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o750)).map_err(err)?;
     Ok(())
+}
+
+/// What sessions share, wired once: the registry artifacts come from, the
+/// tool jail this host gives, the checkpoint key, the task broker, and the
+/// runtime's way out for guests' A2A messages.
+pub fn wire(
+    config: crate::config::DaemonConfig,
+    store: crate::store::Store,
+    runtime: crate::runtime::Runtime,
+    metrics: Arc<crate::metrics::Metrics>,
+    a2a_base: String,
+) -> crate::supervisor::SharedParts {
+    let location = config.registry_location();
+    let registry = crate::registry::open(&location).unwrap_or_else(|error| {
+        // The config was validated, so this is unreachable in practice.
+        tracing::error!(%error, "cannot open the registry; artifacts will not resolve");
+        Arc::new(crate::registry::DirRegistry(
+            roost_ctl::artifact::LocalRegistry::new(&location),
+        ))
+    });
+    let host_jail = crate::sandbox::HostJail::detect(
+        config.sandbox.jail_tools,
+        config.sandbox.jail_helper.as_deref(),
+        config.sandbox.tool_uids,
+    );
+    let checkpoint_key =
+        match crate::agent::checkpoint::CheckpointKey::load_or_create(&config.state_dir) {
+            Ok(key) => Some(key),
+            Err(error) => {
+                tracing::error!(%error, "checkpoints will be neither signed nor verified");
+                None
+            }
+        };
+    let tasks = Arc::new(crate::tasks::Broker::new(store.clone()));
+    runtime.set_outbox(Arc::new(crate::a2a::client::Peers::new(
+        a2a_base.clone(),
+        store.clone(),
+        Arc::clone(&tasks),
+    )));
+    crate::supervisor::SharedParts {
+        config,
+        store,
+        runtime,
+        metrics,
+        registry,
+        host_jail,
+        a2a_base,
+        tasks,
+        checkpoint_key,
+    }
 }

@@ -255,13 +255,13 @@ mod tests {
             support: crate::sandbox::Support::detect(None),
             metrics: Arc::clone(&metrics),
         });
-        let supervisor = Supervisor::spawn(
+        let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(crate::daemon::wire(
             config,
             Store::from_pool(pool).expect("store"),
             runtime,
             metrics,
             "http://127.0.0.1:7420".into(),
-        );
+        )));
         app(ApiState {
             supervisor,
             started: Instant::now(),

@@ -182,6 +182,63 @@ pub struct JailSpec {
     pub identity: Option<identity::Identity>,
 }
 
+/// The tool jail as this host and the operator's settings make it, found
+/// once at start-up: the helper, what the kernel enforces, the per-call pids
+/// cgroups and, for a root roostd, the tools' uid range.
+pub struct HostJail {
+    pub jail: Jail,
+    pub support: Support,
+    pub pids: Option<std::sync::Arc<cgroup::PidsCgroups>>,
+    pub tool_uids: Option<identity::UidRange>,
+}
+
+impl HostJail {
+    /// Detects and logs it (`tool sandbox tier=…`); `jail_tools: false` is
+    /// the operator's, `helper` the configured `sandbox.jail_helper`.
+    pub fn detect(
+        jail_tools: bool,
+        helper: Option<&Path>,
+        tool_uids: Option<identity::UidRange>,
+    ) -> Self {
+        let jail = if jail_tools {
+            find_helper(helper)
+        } else {
+            Jail::Off
+        };
+        match &jail {
+            Jail::Helper(helper) => tracing::info!(helper = %helper.display(), "tool jail helper"),
+            Jail::NoHelper(why) => tracing::error!(
+                tier = "none",
+                "{why}; capsules with native or shell tools are refused \
+                 (sandbox.unenforceable: refuse) or run unjailed (warn)"
+            ),
+            Jail::Off => {}
+        }
+        let pids = cgroup::PidsCgroups::detect().map(std::sync::Arc::new);
+        let support = Support {
+            tool_uid: tool_uids.is_some(),
+            ..Support::detect(pids.as_deref())
+        };
+        let (tier, missing) = match &jail {
+            Jail::NoHelper(_) => ("none", vec![NO_HELPER]),
+            _ => support.tier(),
+        };
+        tracing::info!(
+            tier,
+            landlock_abi = support.landlock_abi.unwrap_or(0),
+            missing = %missing.join("; "),
+            jail_tools,
+            "tool sandbox"
+        );
+        Self {
+            tool_uids: tool_uids.filter(|_| support.root),
+            jail,
+            support,
+            pids,
+        }
+    }
+}
+
 /// What this host can enforce.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Support {

@@ -6,11 +6,11 @@ mod backoff;
 mod session;
 mod shared;
 
-pub use shared::{Route, Shared};
+pub use shared::{Route, Shared, SharedParts};
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use roost_ctl::api::{Session, SessionState};
@@ -18,11 +18,8 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::DaemonConfig;
-use crate::metrics::Metrics;
-use crate::runtime::Runtime;
 use crate::staging::{StageError, Staged, session_dirs, stage};
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
 /// What the supervisor can refuse; the API maps these to statuses.
 #[derive(Debug, thiserror::Error)]
@@ -100,88 +97,10 @@ struct Ended {
 
 impl Supervisor {
     /// Starts the owner task.
-    pub fn spawn(
-        config: DaemonConfig,
-        store: Store,
-        runtime: Runtime,
-        metrics: Arc<Metrics>,
-        a2a_base: String,
-    ) -> Self {
-        let location = config.registry_location();
-        let registry = crate::registry::open(&location).unwrap_or_else(|error| {
-            // The config was validated, so this is unreachable in practice.
-            tracing::error!(%error, "cannot open the registry; artifacts will not resolve");
-            Arc::new(crate::registry::DirRegistry(
-                roost_ctl::artifact::LocalRegistry::new(&location),
-            ))
-        });
-        let jail = if config.sandbox.jail_tools {
-            crate::sandbox::find_helper(config.sandbox.jail_helper.as_deref())
-        } else {
-            crate::sandbox::Jail::Off
-        };
-        match &jail {
-            crate::sandbox::Jail::Helper(helper) => {
-                tracing::info!(helper = %helper.display(), "tool jail helper");
-            }
-            crate::sandbox::Jail::NoHelper(why) => {
-                tracing::error!(
-                    tier = "none",
-                    "{why}; capsules with native or shell tools are refused \
-                     (sandbox.unenforceable: refuse) or run unjailed (warn)"
-                );
-            }
-            crate::sandbox::Jail::Off => {}
-        }
-        // Detected once: the start-up report and every session's record use it.
-        let pids = crate::sandbox::cgroup::PidsCgroups::detect().map(Arc::new);
-        let support = crate::sandbox::Support {
-            tool_uid: config.sandbox.tool_uids.is_some(),
-            ..crate::sandbox::Support::detect(pids.as_deref())
-        };
-        let tool_uids = config.sandbox.tool_uids.filter(|_| support.root);
-        let (tier, missing) = match &jail {
-            crate::sandbox::Jail::NoHelper(_) => ("none", vec![crate::sandbox::NO_HELPER]),
-            _ => support.tier(),
-        };
-        tracing::info!(
-            tier,
-            landlock_abi = support.landlock_abi.unwrap_or(0),
-            missing = %missing.join("; "),
-            jail_tools = config.sandbox.jail_tools,
-            "tool sandbox"
-        );
-        let checkpoint_key =
-            match crate::agent::checkpoint::CheckpointKey::load_or_create(&config.state_dir) {
-                Ok(key) => Some(key),
-                Err(error) => {
-                    tracing::error!(%error, "checkpoints will be neither signed nor verified");
-                    None
-                }
-            };
-        let tasks = Arc::new(crate::tasks::Broker::new(store.clone()));
-        runtime.set_outbox(Arc::new(crate::a2a::client::Peers::new(
-            a2a_base.clone(),
-            store.clone(),
-            Arc::clone(&tasks),
-        )));
-        let shared = Arc::new(Shared {
-            tasks,
-            pids,
-            checkpoint_key,
-            support,
-            tool_uids,
-            jail,
-            registry,
-            bundles: Arc::default(),
-            config,
-            store,
-            runtime,
-            metrics,
-            a2a_base,
-            live_count: AtomicU64::new(0),
-            routes: Default::default(),
-        });
+    /// Starts the owner task over what every session shares (built by the
+    /// daemon's start-up: `Shared::new`).
+    pub fn spawn(shared: Shared) -> Self {
+        let shared = Arc::new(shared);
         let (tx, rx) = mpsc::channel(1024);
         let (ended, _) = broadcast::channel(1024);
         let owner = Owner {

@@ -48,7 +48,51 @@ pub struct Route {
     pub name: String,
 }
 
+/// What `Shared` is made of, wired by the daemon's start-up.
+pub struct SharedParts {
+    pub config: DaemonConfig,
+    pub store: Store,
+    pub runtime: Runtime,
+    pub metrics: Arc<Metrics>,
+    pub registry: Arc<dyn crate::registry::Registry>,
+    pub host_jail: crate::sandbox::HostJail,
+    pub a2a_base: String,
+    pub tasks: Arc<crate::tasks::Broker>,
+    pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
+}
+
 impl Shared {
+    pub fn new(parts: SharedParts) -> Self {
+        let SharedParts {
+            config,
+            store,
+            runtime,
+            metrics,
+            registry,
+            host_jail,
+            a2a_base,
+            tasks,
+            checkpoint_key,
+        } = parts;
+        Self {
+            tasks,
+            pids: host_jail.pids,
+            checkpoint_key,
+            support: host_jail.support,
+            tool_uids: host_jail.tool_uids,
+            jail: host_jail.jail,
+            registry,
+            bundles: Arc::default(),
+            config,
+            store,
+            runtime,
+            metrics,
+            a2a_base,
+            live_count: AtomicU64::new(0),
+            routes: Default::default(),
+        }
+    }
+
     /// What staging reads of it.
     pub fn stage_ctx(&self) -> crate::staging::StageCtx<'_> {
         crate::staging::StageCtx {
