@@ -1,21 +1,24 @@
 //! roostd: hosts murmur capsules on one shared wasmtime Engine.
 //!
-//! Code map (see ARCHITECTURE.md for the invariants):
-//! - [`daemon`]: start-up and shutdown wiring.
-//! - [`config`]: the daemon's YAML config and its defaults.
+//! Code map (ARCHITECTURE.md has it whole, with the invariants that
+//! `scripts/check-architecture` checks):
+//! - [`daemon`]: start-up, wiring (`daemon::wire`) and shutdown.
+//! - [`config`]: the daemon's YAML config, its defaults and overrides.
 //! - [`manifest`], [`policy`]: `murmur.yaml` and the capability policy.
 //! - [`staging`]: what is checked before a session exists.
 //! - [`artifacts`], [`registry`]: a capsule's artifacts, verified and installed;
 //!   where they come from.
 //! - [`tools`]: native and shell tool processes; [`sandbox`]: the jail they
-//!   run in (a helper mode of the roostd binary).
+//!   run in (the `roost-jail` helper); [`fsx`]: file operations where tools
+//!   can write.
 //! - [`agent`]: agent capsules' host-run tool-use loop (drivers, hooks, trace,
 //!   MURMUR.md, checkpoints).
 //! - [`supervisor`]: owner of the live-session table, session tasks, restarts.
-//! - [`runtime`]: the only module that touches wasmtime.
+//! - [`runtime`]: the only module that touches wasmtime; it knows nothing of
+//!   its embedder, which implements its ports.
 //! - [`store`]: the only module that knows SQL.
 //! - [`api`], [`a2a`]: the only modules that serve HTTP; [`http_client`] is
-//!   the only HTTP client (besides guests' wasi-http in [`runtime`]).
+//!   the only HTTP client (guests' wasi-http requests go out through it too).
 //! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
 //! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
 
