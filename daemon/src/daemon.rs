@@ -298,9 +298,10 @@ pub fn wire(
             }
         };
     let tasks = Arc::new(crate::tasks::Broker::new(store.clone()));
+    let routes = Arc::new(crate::supervisor::Routes::default());
     runtime.set_outbox(Arc::new(crate::a2a::client::Peers::new(
         a2a_base.clone(),
-        store.clone(),
+        Arc::clone(&routes),
         Arc::clone(&tasks),
     )));
     crate::supervisor::SharedParts {
@@ -313,5 +314,6 @@ pub fn wire(
         a2a_base,
         tasks,
         checkpoint_key,
+        routes,
     }
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::wire;
 use crate::runtime::{OutMessage, Outbox, SentTask};
-use crate::store::Store;
+use crate::supervisor::Routes;
 use crate::tasks::{Broker, NewTask};
 
 /// Largest answer read from a peer.
@@ -19,15 +19,16 @@ const MAX_REPLY_BYTES: u64 = 1 << 20;
 pub struct Peers {
     /// `http://host:port` of this daemon's gateway.
     base: String,
-    store: Store,
+    /// Live sessions on this daemon, by route (no database read).
+    routes: Arc<Routes>,
     broker: Arc<Broker>,
 }
 
 impl Peers {
-    pub fn new(base: String, store: Store, broker: Arc<Broker>) -> Self {
+    pub fn new(base: String, routes: Arc<Routes>, broker: Arc<Broker>) -> Self {
         Self {
             base,
-            store,
+            routes,
             broker,
         }
     }
@@ -40,10 +41,8 @@ impl Peers {
     }
 
     async fn local(&self, route: &str, m: OutMessage) -> Result<SentTask, String> {
-        let session = match self.store.get(route).await {
-            Ok(Some(s)) if !s.state.is_ended() => s,
-            Ok(_) => return Err(format!("no live session is routed at /a2a/{route}")),
-            Err(e) => return Err(format!("cannot look up /a2a/{route}: {e}")),
+        let Some(session) = self.routes.get(route) else {
+            return Err(format!("no live session is routed at /a2a/{route}"));
         };
         let message = json!({
             "messageId": m.message_id, "contextId": m.context_id, "role": "ROLE_USER",

@@ -6,7 +6,7 @@ mod backoff;
 mod session;
 mod shared;
 
-pub use shared::{Route, Shared, SharedParts};
+pub use shared::{Route, Routes, Shared, SharedParts};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -235,11 +235,7 @@ impl Supervisor {
 
     /// The live, recorded session at `id_or_name`, from memory.
     pub fn route(&self, id_or_name: &str) -> Option<Route> {
-        self.shared
-            .routes
-            .read()
-            .ok()
-            .and_then(|routes| routes.get(id_or_name).cloned())
+        self.shared.routes.get(id_or_name)
     }
 
     pub async fn get(&self, id_or_name: &str) -> Result<Session, SupervisorError> {
@@ -461,12 +457,18 @@ impl Owner {
                 live.waiting_stop.push(reply);
             }
             None => {
-                let result = match self.shared.store.get(id_or_name).await {
-                    Ok(Some(session)) => Ok(session),
-                    Ok(None) => Err(SupervisorError::NotFound(id_or_name.to_string())),
-                    Err(e) => Err(e.into()),
-                };
-                let _ = reply.send(result);
+                // The owner task never awaits the database: the record of a
+                // session that is not live is read beside it.
+                let store = self.shared.store.clone();
+                let id_or_name = id_or_name.to_string();
+                tokio::spawn(async move {
+                    let result = match store.get(&id_or_name).await {
+                        Ok(Some(session)) => Ok(session),
+                        Ok(None) => Err(SupervisorError::NotFound(id_or_name)),
+                        Err(e) => Err(e.into()),
+                    };
+                    let _ = reply.send(result);
+                });
             }
         }
     }

@@ -38,7 +38,7 @@ pub struct Shared {
     pub(super) live_count: AtomicU64,
     /// Recorded live sessions by name and by id, for the A2A gateway's
     /// per-request lookup (no database read).
-    pub(super) routes: std::sync::RwLock<HashMap<String, Route>>,
+    pub(super) routes: Arc<Routes>,
 }
 
 /// A live session as the A2A gateway addresses it.
@@ -59,6 +59,40 @@ pub struct SharedParts {
     pub a2a_base: String,
     pub tasks: Arc<crate::tasks::Broker>,
     pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
+    /// The route table, shared with the runtime's outbox (`a2a::client`).
+    pub routes: Arc<Routes>,
+}
+
+/// Recorded live sessions by name and by id: what the A2A gateway and
+/// guests' messages to peers on this daemon address, read without the
+/// database.
+#[derive(Default)]
+pub struct Routes(std::sync::RwLock<HashMap<String, Route>>);
+
+impl Routes {
+    pub fn get(&self, id_or_name: &str) -> Option<Route> {
+        self.0.read().ok().and_then(|r| r.get(id_or_name).cloned())
+    }
+
+    fn add(&self, id: &str, name: &str) {
+        let route = Route {
+            id: id.to_string(),
+            name: name.to_string(),
+        };
+        if let Ok(mut routes) = self.0.write() {
+            routes.insert(name.to_string(), route.clone());
+            routes.insert(id.to_string(), route);
+        }
+    }
+
+    fn remove(&self, id: &str, name: &str) {
+        if let Ok(mut routes) = self.0.write() {
+            routes.remove(id);
+            if routes.get(name).is_some_and(|r| r.id == id) {
+                routes.remove(name);
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -73,6 +107,7 @@ impl Shared {
             a2a_base,
             tasks,
             checkpoint_key,
+            routes,
         } = parts;
         Self {
             tasks,
@@ -89,7 +124,7 @@ impl Shared {
             metrics,
             a2a_base,
             live_count: AtomicU64::new(0),
-            routes: Default::default(),
+            routes,
         }
     }
 
@@ -107,22 +142,10 @@ impl Shared {
 
     /// A recorded session starts taking requests at its name and its id.
     pub(crate) fn add_route(&self, id: &str, name: &str) {
-        let route = Route {
-            id: id.to_string(),
-            name: name.to_string(),
-        };
-        if let Ok(mut routes) = self.routes.write() {
-            routes.insert(name.to_string(), route.clone());
-            routes.insert(id.to_string(), route);
-        }
+        self.routes.add(id, name);
     }
 
     pub(super) fn remove_route(&self, id: &str, name: &str) {
-        if let Ok(mut routes) = self.routes.write() {
-            routes.remove(id);
-            if routes.get(name).is_some_and(|r| r.id == id) {
-                routes.remove(name);
-            }
-        }
+        self.routes.remove(id, name);
     }
 }
