@@ -287,6 +287,45 @@ pub fn remove_file(root: &Path, path: &Path) -> io::Result<()> {
     }
 }
 
+/// Removes `path` and, if it is a directory, everything in it, walking only
+/// through open directories (a link anywhere is removed, never followed).
+/// Missing is not an error.
+pub fn remove_tree(root: &Path, path: &Path) -> io::Result<()> {
+    let (dir, name) = match parent(root, path, false) {
+        Ok(found) => found,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    match remove_at(&dir, &name, 0) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+fn remove_at(dir: &OwnedFd, name: &CString, depth: usize) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated, relative to the open `dir`; unlinkat
+    // never follows a link (it removes the link itself).
+    let rc = unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if !matches!(e.raw_os_error(), Some(libc::EISDIR) | Some(libc::EPERM)) || depth > 64 {
+        return Err(e);
+    }
+    let sub = open_at(
+        dir,
+        OsStr::from_bytes(name.as_bytes()),
+        libc::O_DIRECTORY | libc::O_RDONLY,
+        0,
+    )?;
+    for entry in std::fs::read_dir(format!("/proc/self/fd/{}", sub.as_raw_fd()))? {
+        remove_at(&sub, &cstr(&entry?.file_name())?, depth + 1)?;
+    }
+    // SAFETY: as above, for the now empty directory.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }).map(drop)
+}
+
 /// Renames `from` to `to`, both below `root` and in the same directory tree;
 /// the names themselves are never followed.
 pub fn rename(root: &Path, from: &Path, to: &Path) -> io::Result<()> {
@@ -366,6 +405,23 @@ mod tests {
         assert_eq!(read(r, &r.join("a/b/c.log")).expect("read"), b"one\ntwo\n");
         rename(r, &r.join("a/b/c.log"), &r.join("a/b/c.log.1")).expect("rename");
         assert!(r.join("a/b/c.log.1").is_file());
+
+        // Removing a tree removes links in it, never what they point at, and
+        // refuses a link on the way to it.
+        std::fs::create_dir_all(outside.path().join("keep")).expect("keep");
+        std::fs::write(outside.path().join("keep/file"), "x").expect("file");
+        std::os::unix::fs::symlink(outside.path().join("keep"), r.join("a/b/link")).expect("ln");
+        remove_tree(r, &r.join("a")).expect("remove tree");
+        assert!(!r.join("a").exists());
+        assert!(
+            outside.path().join("keep/file").is_file(),
+            "a link was followed"
+        );
+        std::os::unix::fs::symlink(outside.path(), r.join("tools")).expect("ln");
+        let err = remove_tree(r, &r.join("tools/keep")).expect_err("a link on the way");
+        assert!(err.to_string().contains("symlink"), "{err}");
+        assert!(outside.path().join("keep/file").is_file());
+        remove_tree(r, &r.join("gone/never")).expect("missing is fine");
         assert!(below(r, Path::new("/elsewhere/x")).is_err());
         assert!(below(r, &r.join("../x")).is_err());
     }

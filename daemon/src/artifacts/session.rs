@@ -253,7 +253,7 @@ impl SessionArtifacts {
                 sha256: for_install.sha256.clone().unwrap_or_default(),
             });
             if let Err(e) = lock.write_atomic(&lock_path) {
-                let _ = std::fs::remove_dir_all(dir.join("tools").join(&for_install.name));
+                let _ = crate::fsx::remove_tree(&root, &dir.join("tools").join(&for_install.name));
                 return Err(format!("{e}; the pull was undone"));
             }
             Ok(())
@@ -286,12 +286,12 @@ impl SessionArtifacts {
         }
         let _writer = LOCK_WRITES.lock().await;
         let dir = self.dir.join("tools").join(name);
+        let root = self.root.clone();
         let lock_path = self.lock_path.clone();
         let name_owned = name.to_string();
         blocking(move || {
-            if let Err(e) = std::fs::remove_dir_all(&dir)
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
+            // Never through a link a tool may have put on the way.
+            if let Err(e) = crate::fsx::remove_tree(&root, &dir) {
                 return Err(format!("cannot remove {}: {e}", dir.display()));
             }
             if let Some(mut lock) = MurmurLock::read(&lock_path).map_err(|e| e.to_string())?
