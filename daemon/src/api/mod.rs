@@ -160,10 +160,12 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
     }
     // A tool runs with roostd's uid (or one admitted above); it is still no
     // operator.
+    // Judged whole when the connection was accepted; per request only
+    // whether the process that connected is still there.
     if let Some(tool) = peer.as_ref().and_then(|p| {
         p.tool
             .clone()
-            .or_else(|| p.pid.and_then(crate::tools::origin::tool_peer))
+            .or_else(|| p.pid.and_then(crate::tools::origin::gone))
     }) {
         let _entered = span.enter();
         tracing::warn!(

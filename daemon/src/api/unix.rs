@@ -50,9 +50,9 @@ pub struct PeerCred {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub pid: Option<i32>,
-    /// Whether the peer was one of roostd's tools when it connected (asked
-    /// again per request: the connecting process may have handed the socket
-    /// on and exited since).
+    /// Whether the peer was one of roostd's tools when it connected (per
+    /// request, only whether the connecting process has exited since: it may
+    /// have handed the socket on).
     pub tool: Option<crate::tools::origin::ToolPeer>,
 }
 

@@ -59,6 +59,12 @@ pub fn tool_peer(pid: i32) -> Option<ToolPeer> {
             by: "the process that connected has exited",
         });
     };
+    // roostd's only children are its tools (each registered while it runs):
+    // with none running, nobody can descend from one through roostd, and
+    // what a finished call left in its group or cgroup was killed with it.
+    if live().lock().is_ok_and(|l| l.is_empty()) {
+        return None;
+    }
     if let Some(session_id) = session_of(first.session) {
         return Some(ToolPeer {
             session_id: Some(session_id),
@@ -88,6 +94,17 @@ pub fn tool_peer(pid: i32) -> Option<ToolPeer> {
         });
     }
     None
+}
+
+/// For a connection whose peer was no tool when it connected: `Some` when
+/// the process that connected has exited since (it may have handed the
+/// socket to a child and gone). One `stat`, not the whole walk: a live
+/// process cannot gain or lose roostd as an ancestor.
+pub fn gone(pid: i32) -> Option<ToolPeer> {
+    (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(ToolPeer {
+        session_id: None,
+        by: "the process that connected has exited",
+    })
 }
 
 /// The fields of `/proc/<pid>/stat` this module reads.
@@ -121,9 +138,24 @@ mod tests {
             .spawn()
             .expect("sleep");
         let pid = child.id() as i32;
+        assert_eq!(
+            tool_peer(pid),
+            None,
+            "no tool runs: nothing to descend from"
+        );
+        let other = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let running = Registered::new(other.id() as i32, "ses_other");
         let peer = tool_peer(pid).expect("a child of this process");
         assert_eq!(peer.by, "roostd is its ancestor");
         assert_eq!(peer.session_id, None, "not registered");
+        drop(running);
+        let mut other = other;
+        let _ = other.kill();
+        let _ = other.wait();
+        let _running = Registered::new(1 << 30, "ses_placeholder");
         {
             let _registered = Registered::new(pid, "ses_test");
             assert_eq!(
@@ -134,6 +166,8 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(tool_peer(1), None, "init is nobody's tool");
+        assert!(gone(pid).is_some(), "a reaped peer is gone");
+        assert!(gone(std::process::id() as i32).is_none());
         assert_eq!(
             tool_peer(pid).map(|p| p.by),
             Some("the process that connected has exited"),
