@@ -61,7 +61,7 @@ fn open_root(root: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn open_at(dir: &OwnedFd, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
+fn open_at(dir: &impl AsRawFd, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {
     let name = cstr(name)?;
     // SAFETY: `dir` is an open directory, `name` NUL-terminated.
     let fd = check(unsafe {
@@ -74,6 +74,18 @@ fn open_at(dir: &OwnedFd, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Re
     })?;
     // SAFETY: as in `open_root`.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Opens `name` in the open directory `dir` without following a link, and
+/// without blocking on a FIFO (for walks that hold directories open).
+pub fn open_child(dir: &impl AsRawFd, name: &OsStr) -> io::Result<File> {
+    open_at(dir, name, libc::O_RDONLY | libc::O_NONBLOCK, 0).map(File::from)
+}
+
+/// The entries of the open directory `dir` (its own listing: no path lookup
+/// that could cross a link swapped in meanwhile).
+pub fn entries(dir: &impl AsRawFd) -> io::Result<std::fs::ReadDir> {
+    std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
 }
 
 /// Opens (creating when `create`) each directory of `names` below `root`,
@@ -319,7 +331,7 @@ fn remove_at(dir: &OwnedFd, name: &CString, depth: usize) -> io::Result<()> {
         libc::O_DIRECTORY | libc::O_RDONLY,
         0,
     )?;
-    for entry in std::fs::read_dir(format!("/proc/self/fd/{}", sub.as_raw_fd()))? {
+    for entry in entries(&sub)? {
         remove_at(&sub, &cstr(&entry?.file_name())?, depth + 1)?;
     }
     // SAFETY: as above, for the now empty directory.

@@ -182,18 +182,13 @@ pub fn grant_tree(
         if depth >= 64 || granted >= max {
             continue;
         }
-        // The open directory's own listing (never a path lookup that could
-        // cross a link swapped in meanwhile).
-        let listing = std::fs::read_dir(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&dir)
-        ))?;
+        let listing = crate::fsx::entries(&dir)?;
         for entry in listing.flatten() {
             let name = entry.file_name();
             if depth == 0 && skip.iter().any(|s| name == *s) {
                 continue;
             }
-            let Ok(child) = open_beneath(&dir, &name) else {
+            let Ok(child) = crate::fsx::open_child(&dir, &name) else {
                 continue; // a link, a FIFO without a writer, gone
             };
             let Ok(meta) = child.metadata() else { continue };
@@ -210,26 +205,6 @@ pub fn grant_tree(
         }
     }
     Ok(granted)
-}
-
-/// `name` in the open directory `dir`, never through a link.
-fn open_beneath(dir: &std::fs::File, name: &std::ffi::OsStr) -> std::io::Result<std::fs::File> {
-    use std::os::fd::{AsRawFd, FromRawFd};
-    use std::os::unix::ffi::OsStrExt;
-    let name = std::ffi::CString::new(name.as_bytes()).map_err(std::io::Error::other)?;
-    // SAFETY: `dir` is open, `name` NUL-terminated; the descriptor is owned below.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK,
-        )
-    };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: just opened, owned by the File.
-    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// [`grant`] on an open file.

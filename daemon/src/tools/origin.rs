@@ -54,10 +54,7 @@ pub fn tool_peer(pid: i32) -> Option<ToolPeer> {
     let own = std::process::id() as i32;
     let session_of = |pid: i32| live().lock().ok().and_then(|l| l.get(&pid).cloned());
     let Some(first) = Stat::read(pid) else {
-        return Some(ToolPeer {
-            session_id: None,
-            by: "the process that connected has exited",
-        });
+        return Some(exited());
     };
     // roostd's only children are its tools (each registered while it runs):
     // with none running, nobody can descend from one through roostd, and
@@ -101,10 +98,14 @@ pub fn tool_peer(pid: i32) -> Option<ToolPeer> {
 /// socket to a child and gone). One `stat`, not the whole walk: a live
 /// process cannot gain or lose roostd as an ancestor.
 pub fn gone(pid: i32) -> Option<ToolPeer> {
-    (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(ToolPeer {
+    (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then(exited)
+}
+
+fn exited() -> ToolPeer {
+    ToolPeer {
         session_id: None,
         by: "the process that connected has exited",
-    })
+    }
 }
 
 /// The fields of `/proc/<pid>/stat` this module reads.
