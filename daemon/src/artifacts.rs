@@ -11,8 +11,8 @@ use roost_ctl::api::ArtifactRecord;
 use roost_ctl::artifact::manifest::PayloadKind;
 use roost_ctl::artifact::names::{validate_name, validate_semver};
 use roost_ctl::artifact::{
-    ARTIFACT_MANIFEST, ArtifactManifest, ArtifactRuntime, Bundle, BundleError, Implementation,
-    LOCK_FILENAME, LockEntry, LockError, MurmurLock, sha256_hex,
+    ARTIFACT_MANIFEST, ArtifactManifest, ArtifactRuntime, Bundle, Implementation, LOCK_FILENAME,
+    LockEntry, LockError, MurmurLock, sha256_hex,
 };
 use serde::Serialize;
 
@@ -20,89 +20,18 @@ use crate::manifest::{ArtifactRef, CapsuleManifest};
 use crate::policy::CapabilityPolicy;
 use crate::registry::{self, Registry, RegistryError};
 use crate::runtime::{
-    Catalog, Compiler, Info, PreparedHook, PreparedTool, Runtime, RuntimeError, Summary, Target,
+    Catalog, Compiler, Info, PortError, PreparedHook, PreparedTool, Runtime, RuntimeError, Summary,
+    Target,
 };
 
+mod error;
 mod install;
 mod session;
 
+pub use error::{ArtifactError, CatalogError};
 use install::shell_manifest;
 pub use install::{install, install_one};
 pub use session::{OnChange, PullPlan, SessionArtifacts};
-
-/// Why staging a capsule's artifacts failed; each names the artifact and the fix.
-/// All of these are raised before anything is written.
-#[derive(Debug, thiserror::Error)]
-pub enum ArtifactError {
-    #[error(
-        "{} has no entry for artifact `{name}`: add one, or delete the lock so roost pins \
-         every artifact afresh",
-        lock.display()
-    )]
-    LockMissingEntry { lock: PathBuf, name: String },
-    #[error(
-        "artifact `{name}`: murmur.yaml asks for version {requested} but murmur.lock pins \
-         {pinned}; change one to match the other (or delete the lock entry to re-pin)"
-    )]
-    LockVersionMismatch {
-        name: String,
-        requested: String,
-        pinned: String,
-    },
-    #[error(
-        "artifact `{name}@{version}`: the registry's bundle has sha256 {actual} but murmur.lock \
-         pins {pinned}; the published bytes are not the ones this capsule was locked to"
-    )]
-    LockHashMismatch {
-        name: String,
-        version: String,
-        pinned: String,
-        actual: String,
-    },
-    #[error(
-        "artifact `{name}@{version}`: integrity check failed: the registry reports sha256 \
-         {reported} but the bytes it served hash to {actual}"
-    )]
-    Integrity {
-        name: String,
-        version: String,
-        reported: String,
-        actual: String,
-    },
-    #[error(transparent)]
-    Lock(#[from] LockError),
-    #[error("artifact `{name}@{version}`: {source}")]
-    Registry {
-        name: String,
-        version: String,
-        #[source]
-        source: Box<RegistryError>,
-    },
-    #[error(transparent)]
-    Bundle(#[from] BundleError),
-    #[error(
-        "artifact `{name}@{version}`: murmur.yaml lists it as a {declared} but the bundle is a {actual}"
-    )]
-    RuntimeMismatch {
-        name: String,
-        version: String,
-        declared: ArtifactRuntime,
-        actual: ArtifactRuntime,
-    },
-    #[error(transparent)]
-    Compile(#[from] RuntimeError),
-    #[error("skill `{name}`: source {} does not exist", path.display())]
-    SkillSourceMissing { name: String, path: PathBuf },
-    #[error("skill `{name}`: directory {} has no skill.md", path.display())]
-    SkillNoSkillMd { name: String, path: PathBuf },
-    #[error("skill `{name}`: cannot read {}: {source}", path.display())]
-    SkillRead {
-        name: String,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// Where an installed artifact came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

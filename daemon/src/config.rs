@@ -15,8 +15,12 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("invalid config file {}: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
+    #[error("invalid config file {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml::Error,
+    },
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
@@ -313,17 +317,17 @@ impl DaemonConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_yaml(&text).map_err(|message| ConfigError::Parse {
+        Self::from_yaml(&text).map_err(|source| ConfigError::Parse {
             path: path.to_path_buf(),
-            message,
+            source,
         })
     }
 
-    pub fn from_yaml(text: &str) -> Result<Self, String> {
+    pub fn from_yaml(text: &str) -> Result<Self, serde_yaml::Error> {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        serde_yaml::from_str(text).map_err(|e| e.to_string())
+        serde_yaml::from_str(text)
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -355,7 +359,9 @@ impl DaemonConfig {
             ));
         }
         if let Some(range) = &self.sandbox.tool_uids {
-            range.validate().map_err(ConfigError::Invalid)?;
+            range
+                .validate()
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()
@@ -399,7 +405,9 @@ mod tests {
 
     #[test]
     fn unknown_key_is_named() {
-        let err = DaemonConfig::from_yaml("pool: {max_instancez: 3}").expect_err("must be refused");
+        let err = DaemonConfig::from_yaml("pool: {max_instancez: 3}")
+            .expect_err("must be refused")
+            .to_string();
         assert!(err.contains("max_instancez"), "{err}");
     }
 

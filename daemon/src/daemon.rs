@@ -77,8 +77,8 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             addr: config.a2a_listen,
             source,
         })?;
-    let peers =
-        unix::PeerPolicy::new(config.control.group.as_deref()).map_err(DaemonError::Control)?;
+    let peers = unix::PeerPolicy::new(config.control.group.as_deref())
+        .map_err(|e| DaemonError::Control(e.to_string()))?;
     let control = unix::bind(&config.socket).await?;
     let control_tcp = match &config.control.tcp_listen {
         Some(addr) => {

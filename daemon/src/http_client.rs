@@ -66,6 +66,14 @@ pub enum HttpError {
     Write(io::Error),
     #[error("cannot read the response: {0}")]
     Read(io::Error),
+    #[error("only http:// URLs are supported here")]
+    NotHttp,
+    #[error("cannot build the request: {0}")]
+    Request(#[source] http::Error),
+    #[error("body over {0} bytes")]
+    TooLarge(u64),
+    #[error("no answer within {}s", .0.as_secs())]
+    Timeout(Duration),
 }
 
 /// Deadlines of one request: to connect, to the response head (sending the
@@ -91,10 +99,10 @@ pub async fn exchange(
     headers: &[(&str, &str)],
     body: Vec<u8>,
     max_bytes: u64,
-) -> Result<Reply, String> {
-    let uri: http::Uri = url.parse().map_err(|_| "not a valid URL".to_string())?;
+) -> Result<Reply, HttpError> {
+    let uri: http::Uri = url.parse().map_err(|_| HttpError::Uri("cannot parse it"))?;
     if uri.scheme_str() != Some("http") {
-        return Err("only http:// URLs are supported here".into());
+        return Err(HttpError::NotHttp);
     }
     let mut request = http::Request::builder()
         .method(method)
@@ -105,22 +113,22 @@ pub async fn exchange(
     }
     let request = request
         .body(Full::new(Bytes::from(body)))
-        .map_err(|e| e.to_string())?;
+        .map_err(HttpError::Request)?;
     let exchange = async {
         let timeouts = Timeouts {
             connect: TIMEOUT,
             first_byte: TIMEOUT,
             between_bytes: TIMEOUT,
         };
-        let response = send(request, timeouts).await.map_err(|e| e.to_string())?;
+        let response = send(request, timeouts).await?;
         let status = response.status();
         let mut body = response.into_body();
         let mut out = Vec::new();
         while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("body unreadable: {e}"))?;
+            let frame = frame?;
             if let Ok(data) = frame.into_data() {
                 if (out.len() + data.len()) as u64 > max_bytes {
-                    return Err(format!("body over {max_bytes} bytes"));
+                    return Err(HttpError::TooLarge(max_bytes));
                 }
                 out.extend_from_slice(&data);
             }
@@ -129,7 +137,7 @@ pub async fn exchange(
     };
     tokio::time::timeout(TIMEOUT, exchange)
         .await
-        .map_err(|_| format!("no answer within {}s", TIMEOUT.as_secs()))?
+        .map_err(|_| HttpError::Timeout(TIMEOUT))?
 }
 
 /// Sends `request` (an absolute `http://` or `https://` URI) on a new

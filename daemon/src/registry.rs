@@ -135,7 +135,7 @@ impl HttpRegistry {
         let reply =
             crate::http_client::exchange(http::Method::GET, &url, &[], Vec::new(), max_bytes)
                 .await
-                .map_err(fail)?;
+                .map_err(|e| fail(e.to_string()))?;
         if !reply.status.is_success() {
             return Err(fail(format!("answered {}", reply.status)));
         }

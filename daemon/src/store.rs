@@ -24,7 +24,7 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sql(#[from] sqlx::Error),
     #[error("database write failed: {0}")]
-    Write(String),
+    Write(#[from] writer::WriteError),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("database holds an unreadable row: {0}")]
@@ -36,7 +36,7 @@ pub enum StoreError {
 impl StoreError {
     /// The task writer's thread is gone (roostd is shutting down).
     pub fn writer_stopped() -> Self {
-        Self::Write(writer::STOPPED.into())
+        Self::Write(writer::WriteError::Stopped)
     }
 }
 
@@ -213,7 +213,7 @@ impl Store {
             .connect_with(options.read_only(true).pragma("mmap_size", "268435456"))
             .await?;
         Ok(Self {
-            tasks: TaskWriter::open(path).map_err(StoreError::Write)?,
+            tasks: TaskWriter::open(path)?,
             writer,
             reader,
         })
@@ -224,7 +224,7 @@ impl Store {
     pub fn from_pool(pool: SqlitePool) -> Result<Self, StoreError> {
         let path = pool.connect_options().get_filename().to_path_buf();
         Ok(Self {
-            tasks: TaskWriter::open(&path).map_err(StoreError::Write)?,
+            tasks: TaskWriter::open(&path)?,
             writer: pool.clone(),
             reader: pool,
         })
@@ -236,7 +236,7 @@ impl Store {
     /// next write starts it over. The daemon calls it periodically and at
     /// shutdown.
     pub async fn checkpoint(&self) -> Result<(), StoreError> {
-        self.tasks.checkpoint().await.map_err(StoreError::Write)
+        Ok(self.tasks.checkpoint().await?)
     }
 
     pub async fn close(&self) {

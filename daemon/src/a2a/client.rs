@@ -8,12 +8,26 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::wire;
-use crate::runtime::{OutMessage, Outbox, SentTask};
+use crate::http_client::HttpError;
+use crate::runtime::{OutMessage, Outbox, SendError, SentTask};
 use crate::supervisor::Routes;
 use crate::tasks::{Broker, NewTask};
 
 /// Largest answer read from a peer.
 const MAX_REPLY_BYTES: u64 = 1 << 20;
+
+/// Why a peer elsewhere did not take a message.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error("answered {0} without JSON")]
+    NotJson(http::StatusCode),
+    #[error("refused the message ({code}): {message}")]
+    Refused { code: Value, message: String },
+    #[error("answered {0} with neither a task nor a message")]
+    NoTask(http::StatusCode),
+}
 
 /// Delivers guests' messages to peers.
 pub struct Peers {
@@ -40,9 +54,9 @@ impl Peers {
         (!route.is_empty() && !route.contains('/')).then_some(route)
     }
 
-    async fn local(&self, route: &str, m: OutMessage) -> Result<SentTask, String> {
+    async fn local(&self, route: &str, m: OutMessage) -> Result<SentTask, SendError> {
         let Some(session) = self.routes.get(route) else {
-            return Err(format!("no live session is routed at /a2a/{route}"));
+            return Err(SendError::NoRoute(route.to_string()));
         };
         let message = json!({
             "messageId": m.message_id, "contextId": m.context_id, "role": "ROLE_USER",
@@ -61,7 +75,7 @@ impl Peers {
                 answer_waits: false,
             })
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| SendError::Local(Box::new(e)))?;
         Ok(SentTask {
             task_id: task.id,
             context_id: task.context_id,
@@ -72,16 +86,21 @@ impl Peers {
 
 #[async_trait::async_trait]
 impl Outbox for Peers {
-    async fn send(&self, peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
+    async fn send(&self, peer_url: &str, m: OutMessage) -> Result<SentTask, SendError> {
         if let Some(route) = self.local_route(peer_url) {
             return self.local(route, m).await;
         }
-        remote(peer_url, m).await
+        remote(peer_url, m)
+            .await
+            .map_err(|source| SendError::Remote {
+                peer: peer_url.to_string(),
+                source: Box::new(source),
+            })
     }
 }
 
 /// `SendMessage` to a peer elsewhere, returning as soon as it has the task.
-async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
+async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, RemoteError> {
     let mut message = json!({
         "messageId": m.message_id, "role": "ROLE_USER", "parts": [{"text": m.text}],
     });
@@ -92,7 +111,6 @@ async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
         "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
         "params": {"message": message, "configuration": {"returnImmediately": true}},
     });
-    let fail = |why: String| format!("A2A peer {peer_url}: {why}");
     let reply = crate::http_client::exchange(
         http::Method::POST,
         peer_url,
@@ -104,16 +122,17 @@ async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
         request.to_string().into_bytes(),
         MAX_REPLY_BYTES,
     )
-    .await
-    .map_err(fail)?;
-    let body: Value = serde_json::from_slice(&reply.body)
-        .map_err(|_| fail(format!("answered {} without JSON", reply.status)))?;
+    .await?;
+    let body: Value =
+        serde_json::from_slice(&reply.body).map_err(|_| RemoteError::NotJson(reply.status))?;
     if let Some(error) = body.get("error") {
-        return Err(fail(format!(
-            "refused the message ({}): {}",
-            error["code"],
-            error["message"].as_str().unwrap_or("no message")
-        )));
+        return Err(RemoteError::Refused {
+            code: error["code"].clone(),
+            message: error["message"]
+                .as_str()
+                .unwrap_or("no message")
+                .to_string(),
+        });
     }
     let result = &body["result"];
     if let Some(task) = result.get("task") {
@@ -136,8 +155,5 @@ async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, String> {
             state: "completed".into(),
         });
     }
-    Err(fail(format!(
-        "answered {} with neither a task nor a message",
-        reply.status
-    )))
+    Err(RemoteError::NoTask(reply.status))
 }

@@ -142,7 +142,7 @@ async fn agent_record(gw: &Gateway, route: &str) -> Result<Session, Response> {
     }
 }
 
-fn dialect(headers: &HeaderMap) -> Result<Dialect, String> {
+fn dialect(headers: &HeaderMap) -> Result<Dialect, wire::UnsupportedVersion> {
     let value = headers.get("a2a-version").and_then(|v| v.to_str().ok());
     Dialect::from_header(value)
 }

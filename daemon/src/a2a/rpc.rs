@@ -41,7 +41,7 @@ pub(super) async fn jsonrpc(
     let null = Value::Null;
     let d = match super::dialect(headers) {
         Ok(d) => d,
-        Err(m) => return rpc_err(&null, &A2aError::Version(m), Dialect::V10),
+        Err(m) => return rpc_err(&null, &A2aError::Version(m.to_string()), Dialect::V10),
     };
     if let Err(e) = json_content(headers) {
         return rpc_err(&null, &e, d);
@@ -132,7 +132,7 @@ pub(super) async fn rest(
 ) -> Response {
     let d = match super::dialect(headers) {
         Ok(d) => d,
-        Err(m) => return A2aError::Version(m).http(),
+        Err(m) => return A2aError::Version(m.to_string()).http(),
     };
     let body_json = || -> Result<Value, A2aError> {
         if body.is_empty() {
@@ -291,7 +291,8 @@ async fn run(
             let message = params
                 .get("message")
                 .ok_or_else(|| A2aError::InvalidParams("params.message is required".into()))?;
-            let m = wire::parse_message(message).map_err(A2aError::InvalidParams)?;
+            let m =
+                wire::parse_message(message).map_err(|e| A2aError::InvalidParams(e.to_string()))?;
             if let Some(existing) = &m.task_id {
                 let t = own_task(gw, session, existing).await?;
                 if t.state == TaskState::InputRequired {

@@ -13,16 +13,32 @@ pub enum Dialect {
     V10,
 }
 
+/// An `A2A-Version` this server does not speak.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("A2A-Version {0} is not supported: this server speaks 1.0 (and 0.3 without the header)")]
+pub struct UnsupportedVersion(pub String);
+
+/// What is wrong with a request's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    #[error("params.message is required and must be an object")]
+    NotAnObject,
+    #[error("message.messageId is required")]
+    NoMessageId,
+    #[error("message.parts must be a non-empty list")]
+    NoParts,
+    #[error("message has no part this agent can read: send text, data, or a file (url or raw)")]
+    Unreadable,
+}
+
 impl Dialect {
     /// From the `A2A-Version` header: empty or absent is 0.3, any 1.x is 1.0.
-    pub fn from_header(value: Option<&str>) -> Result<Self, String> {
+    pub fn from_header(value: Option<&str>) -> Result<Self, UnsupportedVersion> {
         match value.map(str::trim) {
             None | Some("") => Ok(Self::V03),
             Some(v) if v.split('.').next() == Some("1") => Ok(Self::V10),
             Some(v) if v.starts_with("0.3") => Ok(Self::V03),
-            Some(v) => Err(format!(
-                "A2A-Version {v} is not supported: this server speaks 1.0 (and 0.3 without the header)"
-            )),
+            Some(v) => Err(UnsupportedVersion(v.to_string())),
         }
     }
 }
@@ -39,10 +55,8 @@ pub struct InMessage {
 }
 
 /// Reads `params.message` of either dialect; the error says what is wrong.
-pub fn parse_message(message: &Value) -> Result<InMessage, String> {
-    let obj = message
-        .as_object()
-        .ok_or("params.message is required and must be an object")?;
+pub fn parse_message(message: &Value) -> Result<InMessage, MessageError> {
+    let obj = message.as_object().ok_or(MessageError::NotAnObject)?;
     let get = |camel: &str, snake: &str| {
         obj.get(camel)
             .or_else(|| obj.get(snake))
@@ -50,12 +64,12 @@ pub fn parse_message(message: &Value) -> Result<InMessage, String> {
             .filter(|s| !s.is_empty())
             .map(str::to_string)
     };
-    let message_id = get("messageId", "message_id").ok_or("message.messageId is required")?;
+    let message_id = get("messageId", "message_id").ok_or(MessageError::NoMessageId)?;
     let parts = obj
         .get("parts")
         .and_then(Value::as_array)
         .filter(|p| !p.is_empty())
-        .ok_or("message.parts must be a non-empty list")?;
+        .ok_or(MessageError::NoParts)?;
     // Text as is, data as JSON; a file is named (by URL, or name, type and
     // size) so that a text-reading capsule knows it was sent one.
     let mut texts = Vec::new();
@@ -83,10 +97,7 @@ pub fn parse_message(message: &Value) -> Result<InMessage, String> {
         }
     }
     if texts.is_empty() {
-        return Err(
-            "message has no part this agent can read: send text, data, or a file (url or raw)"
-                .into(),
-        );
+        return Err(MessageError::Unreadable);
     }
     let text = texts.join("\n\n");
     let context_id = get("contextId", "context_id");
@@ -415,7 +426,8 @@ mod tests {
             (json!({"messageId": "m", "parts": []}), "non-empty"),
             (json!({"messageId": "m", "parts": [{"x": "y"}]}), "no part"),
         ] {
-            assert!(parse_message(&bad).expect_err("bad").contains(needle));
+            let error = parse_message(&bad).expect_err("bad").to_string();
+            assert!(error.contains(needle), "{error}");
         }
         assert_eq!(
             parse_state("TASK_STATE_INPUT_REQUIRED"),

@@ -14,7 +14,7 @@ impl AgentRun<'_> {
         task: &str,
         messages: &[Message],
         tokens: u64,
-    ) -> Result<Vec<Message>, String> {
+    ) -> Result<Vec<Message>, TurnError> {
         let spec = &self.plan.spec;
         state.continuation.clear();
         let payload = json!({
@@ -43,7 +43,7 @@ impl AgentRun<'_> {
                         },
                     )
                     .await
-                    .map_err(|e| format!("compaction failed: {e}"))?;
+                    .map_err(|e| TurnError::Compacting(Box::new(e)))?;
                 let summary = response.text.unwrap_or_default();
                 (
                     vec![Message::user(compacted(task, &summary))],
@@ -106,7 +106,8 @@ impl AgentRun<'_> {
                         .event(
                             "hook_error",
                             json!({
-                                "hook": name, "kind": kind, "task_id": task_id, "error": error,
+                                "hook": name, "kind": kind, "task_id": task_id,
+                                "error": error.to_string(),
                                 "duration_ms": started.elapsed().as_millis() as u64,
                             }),
                         )
@@ -306,23 +307,34 @@ pub(super) fn compacted(task: &str, summary: &str) -> String {
 
 /// A compaction hook answers `{"messages": […]}` (the new conversation) or
 /// `{"summary": "…"}` (or plain text, taken as the summary).
-pub(super) fn replacement_from_hook(answer: &str, task: &str) -> Result<Vec<Message>, String> {
+/// A compaction hook's answer that gives no conversation to go on with.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    #[error("the compaction hook's `messages` are not valid: {0}")]
+    Messages(#[source] serde_json::Error),
+    #[error("the compaction hook answered an empty `messages` list")]
+    Empty,
+    #[error("the compaction hook must answer {{\"messages\": […]}} or {{\"summary\": \"…\"}}")]
+    Shape,
+}
+
+pub(super) fn replacement_from_hook(
+    answer: &str,
+    task: &str,
+) -> Result<Vec<Message>, CompactionError> {
     match serde_json::from_str::<Value>(answer) {
         Ok(Value::Object(map)) => {
             if let Some(messages) = map.get("messages") {
-                let messages: Vec<Message> = serde_json::from_value(messages.clone())
-                    .map_err(|e| format!("the compaction hook's `messages` are not valid: {e}"))?;
+                let messages: Vec<Message> =
+                    serde_json::from_value(messages.clone()).map_err(CompactionError::Messages)?;
                 if messages.is_empty() {
-                    return Err("the compaction hook answered an empty `messages` list".into());
+                    return Err(CompactionError::Empty);
                 }
                 Ok(messages)
             } else if let Some(Value::String(summary)) = map.get("summary") {
                 Ok(vec![Message::user(compacted(task, summary))])
             } else {
-                Err(
-                    "the compaction hook must answer {\"messages\": […]} or {\"summary\": \"…\"}"
-                        .into(),
-                )
+                Err(CompactionError::Shape)
             }
         }
         _ => Ok(vec![Message::user(compacted(task, answer))]),

@@ -151,15 +151,25 @@ fn other() -> String {
     "other".into()
 }
 
+/// What was wrong with a driver's answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ResponseError {
+    #[error("the driver answered without data (expected the response JSON)")]
+    NoData,
+    #[error("the driver's answer is not a valid response JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("the driver's tool call #{0} has no name")]
+    Unnamed(usize),
+}
+
 impl Response {
     /// Parses a driver's answer; the error says what was wrong with it.
-    pub fn parse(data: Option<&str>) -> Result<Self, String> {
-        let data = data.ok_or("the driver answered without data (expected the response JSON)")?;
-        let mut response: Self = serde_json::from_str(data)
-            .map_err(|e| format!("the driver's answer is not a valid response JSON: {e}"))?;
+    pub fn parse(data: Option<&str>) -> Result<Self, ResponseError> {
+        let data = data.ok_or(ResponseError::NoData)?;
+        let mut response: Self = serde_json::from_str(data).map_err(ResponseError::NotJson)?;
         for (i, call) in response.tool_calls.iter_mut().enumerate() {
             if call.name.is_empty() {
-                return Err(format!("the driver's tool call #{i} has no name"));
+                return Err(ResponseError::Unnamed(i));
             }
             if call.id.is_empty() {
                 call.id = format!("call_{i}");
@@ -190,11 +200,13 @@ mod tests {
         assert!(
             Response::parse(Some("[1]"))
                 .expect_err("not an object")
+                .to_string()
                 .contains("not a valid response JSON")
         );
         assert!(
             Response::parse(Some(r#"{"tool_calls":[{"id":"a","name":""}]}"#))
                 .expect_err("no name")
+                .to_string()
                 .contains("no name")
         );
     }

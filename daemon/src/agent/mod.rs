@@ -28,8 +28,10 @@ use crate::store::{NewAgentTask, Store, TaskEnd};
 use crate::tasks::Outcome;
 use crate::tools::{ToolOutput, ToolStatus};
 use checkpoint::CheckpointKey;
+pub use context::CompactionError;
 use driver::{Limits, Message, Purpose, Request, Response, ToolCall, ToolDef, Usage};
 use trace::Trace;
+use turns::TurnError;
 
 /// File an agent's task is read from, in the accessible workdir.
 pub const TASK_FILE: &str = "task.md";
@@ -305,7 +307,7 @@ impl AgentRun<'_> {
             let path = task_file.clone();
             let text = match tokio::task::spawn_blocking(move || read_task(&path)).await {
                 Ok(Ok(text)) => text,
-                Ok(Err(e)) => return AgentEnd::Failed(e),
+                Ok(Err(e)) => return AgentEnd::Failed(e.to_string()),
                 Err(e) => return AgentEnd::Failed(format!("task.md reader failed: {e}")),
             };
             if let Some(text) = text {
@@ -524,9 +526,34 @@ pub(super) struct DriverCall<'a> {
     turn: u32,
 }
 
+/// Why `task.md` cannot be taken as a task.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskFileError {
+    #[error("cannot open {}: {source} (it must be a regular file)", path.display())]
+    Open {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a regular file", path.display())]
+    NotAFile { path: std::path::PathBuf },
+    #[error("{} is {size} bytes; a task may be at most {max} bytes", path.display())]
+    TooLarge {
+        path: std::path::PathBuf,
+        size: u64,
+        max: u64,
+    },
+}
+
 /// Reads `task.md`: a regular file (never followed through a link a tool may
 /// have planted) of at most [`crate::tasks::model::MAX_TASK_BYTES`]; `None` when absent.
-fn read_task(path: &std::path::Path) -> Result<Option<String>, String> {
+fn read_task(path: &std::path::Path) -> Result<Option<String>, TaskFileError> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
@@ -536,31 +563,33 @@ fn read_task(path: &std::path::Path) -> Result<Option<String>, String> {
     let file = match file {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(format!(
-                "cannot open {}: {e} (it must be a regular file)",
-                path.display()
-            ));
+        Err(source) => {
+            return Err(TaskFileError::Open {
+                path: path.to_path_buf(),
+                source,
+            });
         }
     };
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let read = |source| TaskFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let meta = file.metadata().map_err(read)?;
     let max = crate::tasks::model::MAX_TASK_BYTES as u64;
     if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
+        return Err(TaskFileError::NotAFile {
+            path: path.to_path_buf(),
+        });
     }
     if meta.len() > max {
-        return Err(format!(
-            "{} is {} bytes; a task may be at most {max} bytes",
-            path.display(),
-            meta.len()
-        ));
+        return Err(TaskFileError::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+            max,
+        });
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(max)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    file.take(max).read_to_end(&mut bytes).map_err(read)?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
 }
 

@@ -4,6 +4,32 @@
 
 use super::*;
 
+/// Why a task's turns could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error(
+        "token budget exhausted: the session has used {used} tokens, more than \
+         inference.budget.max_total_tokens ({max})"
+    )]
+    Budget { used: u64, max: u64 },
+    #[error(
+        "the model did not finish within inference.max_turns ({max}); its last turn still \
+         called tools ({asked}). Raise max_turns or narrow the task"
+    )]
+    MaxTurns { max: u32, asked: String },
+    #[error("cannot encode the driver request: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// The driver failed, reported an error or answered nonsense (`error`
+    /// has the secrets redacted).
+    #[error("inference failed on turn {turn}: {error}")]
+    Inference { turn: u32, error: String },
+    #[error(transparent)]
+    Compaction(#[from] CompactionError),
+    /// The compaction model's call failed.
+    #[error("compaction failed: {0}")]
+    Compacting(Box<TurnError>),
+}
+
 impl AgentRun<'_> {
     /// The tool-use loop of one task; its tokens and turns accumulate in
     /// `state` as they happen, so a stopped task still accounts for them.
@@ -15,7 +41,7 @@ impl AgentRun<'_> {
         task: String,
     ) -> Result<Option<String>, TaskFailure> {
         let spec = &self.plan.spec;
-        let fail = |e: String| Err(TaskFailure::Failed(e));
+        let fail = |e: TurnError| Err(TaskFailure::Failed(e.to_string()));
         let mut messages = vec![Message::user(task.clone())];
         let mut context_tokens = 0u64;
         loop {
@@ -36,11 +62,10 @@ impl AgentRun<'_> {
                             .join(", ")
                     })
                     .unwrap_or_default();
-                return fail(format!(
-                    "the model did not finish within inference.max_turns ({}); its last turn \
-                     still called tools ({asked}). Raise max_turns or narrow the task",
-                    spec.max_turns
-                ));
+                return fail(TurnError::MaxTurns {
+                    max: spec.max_turns,
+                    asked,
+                });
             }
             if spec.context_tokens > 0
                 && context_tokens as f64 > spec.compaction_threshold * spec.context_tokens as f64
@@ -103,13 +128,12 @@ impl AgentRun<'_> {
     }
 
     /// Fails the task when the session has used more than its token budget.
-    pub(super) fn check_budget(&self, state: &AgentState) -> Result<(), String> {
+    pub(super) fn check_budget(&self, state: &AgentState) -> Result<(), TurnError> {
         match self.plan.spec.max_total_tokens {
-            Some(max) if state.used.total() > max => Err(format!(
-                "token budget exhausted: the session has used {} tokens, more than \
-                 inference.budget.max_total_tokens ({max})",
-                state.used.total()
-            )),
+            Some(max) if state.used.total() > max => Err(TurnError::Budget {
+                used: state.used.total(),
+                max,
+            }),
             _ => Ok(()),
         }
     }
@@ -120,7 +144,7 @@ impl AgentRun<'_> {
         state: &mut AgentState,
         ids: &TaskIds<'_>,
         call: DriverCall<'_>,
-    ) -> Result<(Response, Vec<(String, String)>), String> {
+    ) -> Result<(Response, Vec<(String, String)>), TurnError> {
         let spec = &self.plan.spec;
         let system = self.system_text();
         let limits = Limits {
@@ -138,8 +162,7 @@ impl AgentRun<'_> {
             continuation_id: call.continuation_id,
             stream: true,
         };
-        let data = serde_json::to_string(&request)
-            .map_err(|e| format!("cannot encode the driver request: {e}"))?;
+        let data = serde_json::to_string(&request).map_err(TurnError::Encode)?;
         let started = Instant::now();
         let output = Box::pin(self.runtime.run_tool(
             &self.plan.driver,
@@ -150,14 +173,18 @@ impl AgentRun<'_> {
         .await;
         let latency_ms = started.elapsed().as_millis() as u64;
         self.trace_notes(state, ids, &spec.driver).await;
-        let parsed = output.and_then(|out| match out.status {
-            ToolStatus::Passed => Response::parse(out.data.as_deref()).map(|r| (r, out.metadata)),
-            _ => Err(format!(
-                "the driver '{}' reported an error: {}",
-                spec.driver,
-                out.summary.unwrap_or_else(|| "no summary".into())
-            )),
-        });
+        let parsed = output
+            .map_err(|e| e.to_string())
+            .and_then(|out| match out.status {
+                ToolStatus::Passed => Response::parse(out.data.as_deref())
+                    .map(|r| (r, out.metadata))
+                    .map_err(|e| e.to_string()),
+                _ => Err(format!(
+                    "the driver '{}' reported an error: {}",
+                    spec.driver,
+                    out.summary.unwrap_or_else(|| "no summary".into())
+                )),
+            });
         let (response, metadata) = match parsed {
             Ok(r) => r,
             Err(error) => {
@@ -173,7 +200,10 @@ impl AgentRun<'_> {
                         }),
                     )
                     .await;
-                return Err(format!("inference failed on turn {}: {error}", call.turn));
+                return Err(TurnError::Inference {
+                    turn: call.turn,
+                    error,
+                });
             }
         };
         let used = response.usage.unwrap_or_default();

@@ -155,8 +155,12 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
     {
         let _entered = span.enter();
         tracing::warn!(%reason, "control connection refused");
-        return ApiError::new(axum::http::StatusCode::FORBIDDEN, "forbidden", reason)
-            .into_response();
+        return ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "forbidden",
+            reason.to_string(),
+        )
+        .into_response();
     }
     // A tool runs with roostd's uid (or one admitted above); it is still no
     // operator.

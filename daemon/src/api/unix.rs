@@ -75,6 +75,29 @@ impl Connected<IncomingStream<'_, UnixListener>> for PeerCred {
     }
 }
 
+/// Why a control connection is refused (or the policy cannot be set up).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PeerError {
+    #[error("control.group '{0}' is not a group on this host")]
+    UnknownGroup(String),
+    #[error("the peer's credentials are unknown")]
+    Unknown,
+    #[error(
+        "uid {uid} may not use this socket: only root, the daemon's user (uid {daemon_uid}) and \
+         members of {group} may (control.group)"
+    )]
+    NotMember {
+        uid: u32,
+        daemon_uid: u32,
+        group: String,
+    },
+    #[error(
+        "uid {uid} may not use this socket: only root and the daemon's user (uid {daemon_uid}) \
+         may; set control.group to admit a group"
+    )]
+    NotAdmitted { uid: u32, daemon_uid: u32 },
+}
+
 /// Who may use the control socket: root, the daemon's own user, and members
 /// of the configured group (`control.group`, default the daemon's own group,
 /// which owns the 0660 socket). The socket's mode already keeps others out at
@@ -87,7 +110,7 @@ pub struct PeerPolicy {
 
 impl PeerPolicy {
     /// From `control.group` (a group name; unknown names are an error).
-    pub fn new(group: Option<&str>) -> Result<Self, String> {
+    pub fn new(group: Option<&str>) -> Result<Self, PeerError> {
         // SAFETY: geteuid has no preconditions.
         let daemon_uid = unsafe { libc::geteuid() };
         let group = match group {
@@ -95,17 +118,16 @@ impl PeerPolicy {
             None => Some(("the daemon's group".to_string(), unsafe { libc::getegid() })),
             Some(name) => Some((
                 format!("group '{name}'"),
-                group_gid(name)
-                    .ok_or_else(|| format!("control.group '{name}' is not a group on this host"))?,
+                group_gid(name).ok_or_else(|| PeerError::UnknownGroup(name.to_string()))?,
             )),
         };
         Ok(Self { daemon_uid, group })
     }
 
     /// `Err` says why the peer is refused.
-    pub fn check(&self, peer: &PeerCred) -> Result<(), String> {
+    pub fn check(&self, peer: &PeerCred) -> Result<(), PeerError> {
         let Some(uid) = peer.uid else {
-            return Err("the peer's credentials are unknown".into());
+            return Err(PeerError::Unknown);
         };
         if uid == 0 || uid == self.daemon_uid {
             return Ok(());
@@ -115,15 +137,14 @@ impl PeerPolicy {
         {
             return Ok(());
         }
+        let daemon_uid = self.daemon_uid;
         Err(match &self.group {
-            Some((name, _)) => format!(
-                "uid {uid} may not use this socket: only root, the daemon's user (uid {}) and members of {name} may (control.group)",
-                self.daemon_uid
-            ),
-            None => format!(
-                "uid {uid} may not use this socket: only root and the daemon's user (uid {}) may; set control.group to admit a group",
-                self.daemon_uid
-            ),
+            Some((group, _)) => PeerError::NotMember {
+                uid,
+                daemon_uid,
+                group: group.clone(),
+            },
+            None => PeerError::NotAdmitted { uid, daemon_uid },
         })
     }
 }
@@ -188,7 +209,10 @@ mod tests {
         };
         assert!(policy.check(&peer(0, 0)).is_ok());
         assert!(policy.check(&peer(990, 990)).is_ok());
-        let err = policy.check(&peer(1000, 1000)).expect_err("stranger");
+        let err = policy
+            .check(&peer(1000, 1000))
+            .expect_err("stranger")
+            .to_string();
         assert!(err.contains("uid 1000 may not use this socket"), "{err}");
         assert!(
             policy
@@ -209,14 +233,19 @@ mod tests {
             group: Some(("group 'roost'".into(), 4242)),
         };
         assert!(policy.check(&peer(1000, 4242)).is_ok(), "primary group");
-        let err = policy.check(&peer(1000, 1000)).expect_err("not a member");
+        let err = policy
+            .check(&peer(1000, 1000))
+            .expect_err("not a member")
+            .to_string();
         assert!(err.contains("members of group 'roost'"), "{err}");
         assert!(PeerPolicy::new(None).expect("default").group.is_some());
     }
 
     #[test]
     fn unknown_group_names_are_refused() {
-        let err = PeerPolicy::new(Some("no-such-group-roost")).expect_err("unknown");
+        let err = PeerPolicy::new(Some("no-such-group-roost"))
+            .expect_err("unknown")
+            .to_string();
         assert!(err.contains("is not a group"), "{err}");
         assert!(PeerPolicy::new(Some("root")).is_ok());
     }

@@ -118,11 +118,11 @@ impl SessionArtifacts {
         out
     }
 
-    pub fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, String> {
+    pub fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, CatalogError> {
         let manifest = match self.items().iter().find(|i| i.name == name) {
             Some(item) => item.manifest.clone(),
             None if policy.shell_allow.iter().any(|b| b == name) => shell_manifest(name),
-            None => return Err(format!("artifact '{name}' is not installed")),
+            None => return Err(CatalogError::NotInstalled(name.to_string())),
         };
         Ok(Info {
             native: manifest.runtime == ArtifactRuntime::Tool
@@ -137,8 +137,12 @@ impl SessionArtifacts {
     }
 
     /// Registry entries whose name, description or tags match every word of `query`.
-    pub async fn search(&self, query: &str) -> Result<Vec<Summary>, String> {
-        let index = self.registry.index().await.map_err(|e| e.to_string())?;
+    pub async fn search(&self, query: &str) -> Result<Vec<Summary>, CatalogError> {
+        let index = self
+            .registry
+            .index()
+            .await
+            .map_err(|e| CatalogError::Index(Box::new(e)))?;
         Ok(index
             .artifacts
             .iter()
@@ -153,19 +157,28 @@ impl SessionArtifacts {
 
     /// Resolves and verifies `name@version` and checks it against the lock,
     /// writing nothing.
-    pub async fn fetch_for_pull(&self, name: &str, version: &str) -> Result<PullPlan, String> {
-        validate_name(name).map_err(|m| format!("artifact name {m}"))?;
-        validate_semver(version).map_err(|m| format!("artifact version {m}"))?;
+    pub async fn fetch_for_pull(
+        &self,
+        name: &str,
+        version: &str,
+    ) -> Result<PullPlan, CatalogError> {
+        validate_name(name).map_err(CatalogError::Name)?;
+        validate_semver(version).map_err(CatalogError::Version)?;
         if self.declared.contains(name)
             && let Some(item) = self.items().iter().find(|i| i.name == name)
             && item.version != version
         {
-            return Err(format!(
-                "'{name}' is declared in murmur.yaml at version {}; change it there to use {version}",
-                item.version
-            ));
+            return Err(CatalogError::DeclaredVersion {
+                name: name.to_string(),
+                declared: item.version.clone(),
+                requested: version.to_string(),
+            });
         }
-        let index = self.registry.index().await.map_err(|e| e.to_string())?;
+        let index = self
+            .registry
+            .index()
+            .await
+            .map_err(|e| CatalogError::Index(Box::new(e)))?;
         let resolved = registry::resolve(
             &*self.registry,
             &index,
@@ -174,21 +187,18 @@ impl SessionArtifacts {
             self.max_bundle_bytes,
         )
         .await
-        .map_err(|e| format!("cannot pull {name}@{version}: {e}"))?;
-        let sha256 = verify(name, version, &resolved.bytes, &resolved.bundle.sha256)
-            .map_err(|e| e.to_string())?;
+        .map_err(|source| CatalogError::Resolve {
+            name: name.to_string(),
+            version: version.to_string(),
+            source: Box::new(source),
+        })?;
+        let sha256 = verify(name, version, &resolved.bytes, &resolved.bundle.sha256)?;
         check_pin(&self.lock_path, name, version, &sha256).await?;
         let label = format!("artifact `{name}@{version}`");
-        let bundle = Bundle::read(&resolved.bytes, &label, self.max_bundle_bytes)
-            .map_err(|e| e.to_string())?;
-        bundle
-            .expect(&label, name, version)
-            .map_err(|e| e.to_string())?;
+        let bundle = Bundle::read(&resolved.bytes, &label, self.max_bundle_bytes)?;
+        bundle.expect(&label, name, version)?;
         if bundle.manifest.runtime == ArtifactRuntime::Hook {
-            return Err(format!(
-                "'{name}' is a hook; hooks are bound when a session is staged: declare it under \
-                 `artifacts:` in murmur.yaml"
-            ));
+            return Err(CatalogError::Hook(name.to_string()));
         }
         Ok(PullPlan { bundle, sha256 })
     }
@@ -199,7 +209,7 @@ impl SessionArtifacts {
         &self,
         plan: PullPlan,
         component: Option<Arc<PreparedTool>>,
-    ) -> Result<Summary, String> {
+    ) -> Result<Summary, CatalogError> {
         let manifest = plan.bundle.manifest.clone();
         let payload = match (component, manifest.payload_kind()) {
             (Some(tool), _) => Payload::Tool(tool),
@@ -210,7 +220,7 @@ impl SessionArtifacts {
                     .into(),
             ),
             (None, PayloadKind::Component) => {
-                return Err(format!("{} was not compiled", plan.label()));
+                return Err(CatalogError::NotCompiled(plan.label()));
             }
         };
         let item = Installed {
@@ -237,16 +247,12 @@ impl SessionArtifacts {
         let lock_path = self.lock_path.clone();
         let for_install = item.clone();
         blocking(move || {
-            install_one(&root, &dir, &for_install).map_err(|e| {
-                format!(
-                    "cannot install {} into {}: {e}",
-                    for_install.name,
-                    dir.display()
-                )
+            install_one(&root, &dir, &for_install).map_err(|source| CatalogError::Install {
+                name: for_install.name.clone(),
+                dir: dir.clone(),
+                source,
             })?;
-            let mut lock = MurmurLock::read(&lock_path)
-                .map_err(|e| e.to_string())?
-                .unwrap_or_default();
+            let mut lock = MurmurLock::read(&lock_path)?.unwrap_or_default();
             lock.pin(LockEntry {
                 name: for_install.name.clone(),
                 version: for_install.version.clone(),
@@ -254,7 +260,7 @@ impl SessionArtifacts {
             });
             if let Err(e) = lock.write_atomic(&lock_path) {
                 let _ = crate::fsx::remove_tree(&root, &dir.join("tools").join(&for_install.name));
-                return Err(format!("{e}; the pull was undone"));
+                return Err(CatalogError::LockWrite(e));
             }
             Ok(())
         })
@@ -274,12 +280,9 @@ impl SessionArtifacts {
     }
 
     /// Uninstalls an artifact pulled at run time and drops its lock entry.
-    pub async fn remove(&self, name: &str) -> Result<bool, String> {
+    pub async fn remove(&self, name: &str) -> Result<bool, CatalogError> {
         if self.declared.contains(name) {
-            return Err(format!(
-                "'{name}' is declared in murmur.yaml; remove it from `artifacts:` there (a \
-                 run-time remove only undoes a pull)"
-            ));
+            return Err(CatalogError::Declared(name.to_string()));
         }
         if !self.items().iter().any(|i| i.name == name) {
             return Ok(false);
@@ -291,13 +294,13 @@ impl SessionArtifacts {
         let name_owned = name.to_string();
         blocking(move || {
             // Never through a link a tool may have put on the way.
-            if let Err(e) = crate::fsx::remove_tree(&root, &dir) {
-                return Err(format!("cannot remove {}: {e}", dir.display()));
+            if let Err(source) = crate::fsx::remove_tree(&root, &dir) {
+                return Err(CatalogError::Remove { path: dir, source });
             }
-            if let Some(mut lock) = MurmurLock::read(&lock_path).map_err(|e| e.to_string())?
+            if let Some(mut lock) = MurmurLock::read(&lock_path)?
                 && lock.unpin(&name_owned)
             {
-                lock.write_atomic(&lock_path).map_err(|e| e.to_string())?;
+                lock.write_atomic(&lock_path)?;
             }
             Ok(())
         })
@@ -355,28 +358,27 @@ async fn check_pin(
     name: &str,
     version: &str,
     sha256: &str,
-) -> Result<(), String> {
+) -> Result<(), CatalogError> {
     let path = lock_path.to_path_buf();
-    let lock = blocking(move || MurmurLock::read(&path).map_err(|e| e.to_string())).await?;
+    let lock = blocking(move || Ok(MurmurLock::read(&path)?)).await?;
     if let Some(pinned) = lock.as_ref().and_then(|l| l.get(name))
         && (pinned.version != version || !pinned.sha256.eq_ignore_ascii_case(sha256))
     {
-        return Err(format!(
-            "murmur.lock conflict for '{name}': pinned {name}@{} (sha256 {}), but the registry \
-             resolves {name}@{version} (sha256 {sha256}); refusing to override a pinned artifact \
-             at run time",
-            pinned.version, pinned.sha256
-        ));
+        return Err(CatalogError::Pinned {
+            name: name.to_string(),
+            pinned_version: pinned.version.clone(),
+            pinned_sha256: pinned.sha256.clone(),
+            version: version.to_string(),
+            sha256: sha256.to_string(),
+        });
     }
     Ok(())
 }
 
 async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| format!("file task failed: {e}"))?
+    f: impl FnOnce() -> Result<T, CatalogError> + Send + 'static,
+) -> Result<T, CatalogError> {
+    tokio::task::spawn_blocking(f).await?
 }
 
 #[async_trait::async_trait]
@@ -389,12 +391,12 @@ impl Catalog for SessionArtifacts {
         SessionArtifacts::list(self, policy)
     }
 
-    fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, String> {
-        SessionArtifacts::describe(self, name, policy)
+    fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, PortError> {
+        Ok(SessionArtifacts::describe(self, name, policy)?)
     }
 
-    async fn search(&self, query: &str) -> Result<Vec<Summary>, String> {
-        SessionArtifacts::search(self, query).await
+    async fn search(&self, query: &str) -> Result<Vec<Summary>, PortError> {
+        Ok(SessionArtifacts::search(self, query).await?)
     }
 
     async fn pull(
@@ -402,22 +404,22 @@ impl Catalog for SessionArtifacts {
         name: &str,
         version: &str,
         compiler: &dyn Compiler,
-    ) -> Result<Summary, String> {
+    ) -> Result<Summary, PortError> {
         let plan = self.fetch_for_pull(name, version).await?;
         let component = match plan.component_bytes() {
             Some(bytes) => Some(
                 compiler
                     .compile_tool(&plan.label(), bytes)
                     .await
-                    .map_err(|e| e.to_string())?,
+                    .map_err(CatalogError::Compile)?,
             ),
             None => None,
         };
-        self.complete_pull(plan, component).await
+        Ok(self.complete_pull(plan, component).await?)
     }
 
-    async fn remove(&self, name: &str) -> Result<bool, String> {
-        SessionArtifacts::remove(self, name).await
+    async fn remove(&self, name: &str) -> Result<bool, PortError> {
+        Ok(SessionArtifacts::remove(self, name).await?)
     }
 
     fn capabilities_json(&self, policy: &CapabilityPolicy, allowlist: &HashSet<String>) -> String {

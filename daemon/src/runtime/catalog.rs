@@ -11,8 +11,46 @@ use std::sync::Arc;
 
 use roost_ctl::artifact::ArtifactRuntime;
 
-use super::{PreparedTool, RuntimeError};
+use super::{GuestFailure, PreparedTool, RuntimeError};
 use crate::policy::CapabilityPolicy;
+
+/// An error of a port's implementation (a tool process, the session's
+/// artifacts), typed on the owner's side; the guest reads its text.
+pub type PortError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a tool call produced no tool result.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("tool '{0}' is not declared in manifest allowlist")]
+    NotAllowed(String),
+    #[error("tool '{0}': tools and hooks cannot invoke other tools")]
+    Nested(String),
+    #[error("'{name}' is a {runtime} artifact, not a tool; it cannot be invoked")]
+    NotATool {
+        name: String,
+        runtime: ArtifactRuntime,
+    },
+    #[error(
+        "tool '{0}' is allow-listed but not installed in this session: declare it under \
+         `artifacts:`, pull it with the artifact manager, or add it to capabilities.shell.allow"
+    )]
+    NotInstalled(String),
+    /// A WASM tool (or driver) trapped, ran out of time or memory.
+    #[error("{what} failed: {failure}")]
+    Guest { what: String, failure: GuestFailure },
+    /// A native or shell tool's process could not run.
+    #[error(transparent)]
+    Process(PortError),
+}
+
+/// Why an artifact-manager call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ManageError {
+    #[error("the artifact manager is available to capsules only, not to tools or hooks")]
+    NotForTools,
+    #[error(transparent)]
+    Catalog(PortError),
+}
 
 /// What a tool is asked (`murmur:tool/run` `tool-input`).
 #[derive(Debug, Clone, Default)]
@@ -48,9 +86,9 @@ pub trait Processes: Send + Sync {
         name: &str,
         binary: &Path,
         request: ToolRequest,
-    ) -> Result<ToolOutput, String>;
+    ) -> Result<ToolOutput, PortError>;
     /// The allow-listed shell binary `name`.
-    async fn shell(&self, name: &str, request: ToolRequest) -> Result<ToolOutput, String>;
+    async fn shell(&self, name: &str, request: ToolRequest) -> Result<ToolOutput, PortError>;
 }
 
 /// What `invoke` should run for a name.
@@ -92,13 +130,13 @@ pub trait Compiler: Send + Sync {
 }
 
 /// One session's artifacts. Errors are the guest's to read (the WIT's
-/// `result<_, string>`).
+/// `result<_, string>` carries their text).
 #[async_trait::async_trait]
 pub trait Catalog: Send + Sync {
     fn target(&self, name: &str, policy: &CapabilityPolicy) -> Target;
     fn list(&self, policy: &CapabilityPolicy) -> Vec<Summary>;
-    fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, String>;
-    async fn search(&self, query: &str) -> Result<Vec<Summary>, String>;
+    fn describe(&self, name: &str, policy: &CapabilityPolicy) -> Result<Info, PortError>;
+    async fn search(&self, query: &str) -> Result<Vec<Summary>, PortError>;
     /// Fetches, verifies, compiles (through `compiler`) and installs an
     /// artifact, pinning it in the lock.
     async fn pull(
@@ -106,8 +144,8 @@ pub trait Catalog: Send + Sync {
         name: &str,
         version: &str,
         compiler: &dyn Compiler,
-    ) -> Result<Summary, String>;
-    async fn remove(&self, name: &str) -> Result<bool, String>;
+    ) -> Result<Summary, PortError>;
+    async fn remove(&self, name: &str) -> Result<bool, PortError>;
     /// `manage.diagnostics`' capabilities, as JSON.
     fn capabilities_json(
         &self,

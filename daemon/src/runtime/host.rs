@@ -9,12 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use wasmtime::component::{ComponentExportIndex, ComponentNamedList, Lift, Lower};
 
+use super::bindings::guest::{
+    hook::exports::murmur::hook::handler, tool::exports::murmur::tool::run,
+};
 use super::bindings::{Status, ToolInput, ToolResult, manage, murmur};
-use super::catalog::{Catalog, Summary, Target};
+use super::call::{GuestCall, Halts, call_guest, fresh_budget};
+use super::catalog::{Catalog, ManageError, Summary, Target, ToolError};
 use super::catalog::{Processes, ToolOutput, ToolRequest, ToolStatus};
-use super::{Core, GuestState, PreparedComponent, PreparedHook, PreparedTool, StoreSpec};
+use super::{Core, GuestFailure, GuestState, PreparedHook, PreparedTool, StoreSpec};
 use crate::logs::LogSink;
 use crate::policy::CapabilityPolicy;
 
@@ -76,11 +79,9 @@ impl SessionTools {
         name: &str,
         input: ToolInput,
         task: Option<Arc<dyn super::TaskIo>>,
-    ) -> Result<ToolResult, String> {
+    ) -> Result<ToolResult, ToolError> {
         if !self.allowlist.contains(name) {
-            return Err(format!(
-                "tool '{name}' is not declared in manifest allowlist"
-            ));
+            return Err(ToolError::NotAllowed(name.to_string()));
         }
         let started = Instant::now();
         let request = ToolRequest {
@@ -98,11 +99,17 @@ impl SessionTools {
                     .processes
                     .native(name, &path, request)
                     .await
-                    .map(into_wit),
+                    .map(into_wit)
+                    .map_err(ToolError::Process),
             ),
             Target::Shell => (
                 "shell",
-                self.spec.processes.shell(name, request).await.map(into_wit),
+                self.spec
+                    .processes
+                    .shell(name, request)
+                    .await
+                    .map(into_wit)
+                    .map_err(ToolError::Process),
             ),
             Target::Skill(text) => (
                 "skill",
@@ -117,18 +124,12 @@ impl SessionTools {
             ),
             Target::NotATool(runtime) => (
                 "none",
-                Err(format!(
-                    "'{name}' is a {runtime} artifact, not a tool; it cannot be invoked"
-                )),
+                Err(ToolError::NotATool {
+                    name: name.to_string(),
+                    runtime,
+                }),
             ),
-            Target::Missing => (
-                "none",
-                Err(format!(
-                    "tool '{name}' is allow-listed but not installed in this session: declare it \
-                     under `artifacts:`, pull it with the artifact manager, or add it to \
-                     capabilities.shell.allow"
-                )),
-            ),
+            Target::Missing => ("none", Err(ToolError::NotInstalled(name.to_string()))),
         };
         let status = match &result {
             Ok(r) => match r.status {
@@ -155,7 +156,7 @@ impl SessionTools {
         &self,
         name: &str,
         data: Option<String>,
-    ) -> Result<ToolOutput, String> {
+    ) -> Result<ToolOutput, ToolError> {
         let input = ToolInput {
             data,
             log_path: None,
@@ -194,12 +195,15 @@ fn into_wit(output: ToolOutput) -> ToolResult {
     }
 }
 
-/// The record `murmur:hook/handler@0.1.0#handle` takes.
-#[derive(wasmtime::component::ComponentType, wasmtime::component::Lower)]
-#[component(record)]
-struct HookEvent {
-    kind: String,
-    payload: String,
+/// Why a hook gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum HookError {
+    /// It trapped, ran out of time or memory.
+    #[error("hook failed: {0}")]
+    Guest(GuestFailure),
+    /// It answered with an error.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Runs a WASM tool once in a fresh store with the session's limits.
@@ -210,18 +214,26 @@ pub(crate) async fn call_tool(
     input: ToolInput,
     spec: &ToolSpec,
     task: Option<Arc<dyn super::TaskIo>>,
-) -> Result<ToolResult, String> {
-    let what = format!("tool '{name}'");
-    let (result,) = Box::pin(call_export::<(ToolInput,), (ToolResult,)>(
-        core,
-        &tool.inner,
-        tool.run,
-        (input,),
-        (spec, task),
-        &what,
-    ))
-    .await?;
-    Ok(result)
+) -> Result<ToolResult, ToolError> {
+    let input = run::ToolInput {
+        data: input.data,
+        log_path: input.log_path,
+    };
+    let (component, exports) = (Arc::clone(&tool.inner), tool.exports.clone());
+    let result = Box::pin(call_in_fresh_store(core, spec, task, move |store| {
+        Box::pin(async move {
+            let instance = component.pre.instantiate_async(&mut *store).await?;
+            let tool = exports.load(&mut *store, &instance)?;
+            fresh_budget(store);
+            tool.murmur_tool_run().call_run(&mut *store, &input).await
+        })
+    }))
+    .await
+    .map_err(|failure| ToolError::Guest {
+        what: format!("tool '{name}'"),
+        failure,
+    })?;
+    Ok(from_export(result))
 }
 
 /// Runs a hook on one event in a fresh store with the session's limits.
@@ -231,97 +243,78 @@ pub(crate) async fn call_hook(
     kind: &str,
     payload: &str,
     spec: &ToolSpec,
-) -> Result<Option<String>, String> {
-    let event = HookEvent {
+) -> Result<Option<String>, HookError> {
+    let event = handler::Event {
         kind: kind.to_string(),
         payload: payload.to_string(),
     };
-    let (answer,) = call_export::<(HookEvent,), (Result<Option<String>, String>,)>(
-        core,
-        &hook.inner,
-        hook.handle,
-        (event,),
-        (spec, None),
-        "hook",
-    )
-    .await?;
-    answer
+    let (component, exports) = (Arc::clone(&hook.inner), hook.exports.clone());
+    let answer = call_in_fresh_store(core, spec, None, move |store| {
+        Box::pin(async move {
+            let instance = component.pre.instantiate_async(&mut *store).await?;
+            let hook = exports.load(&mut *store, &instance)?;
+            fresh_budget(store);
+            hook.murmur_hook_handler()
+                .call_handle(&mut *store, &event)
+                .await
+        })
+    })
+    .await
+    .map_err(HookError::Guest)?;
+    answer.map_err(HookError::Refused)
 }
 
-/// Instantiates `component` in a new store and calls one exported function,
-/// each phase with a fresh deadline; failures are classified as for capsules.
-async fn call_export<P, R>(
+/// A tool's or hook's call in a new store of its own (the session's current
+/// task unless `task` names the caller's); stopped through the epoch guard.
+async fn call_in_fresh_store<R>(
     core: &Core,
-    component: &PreparedComponent,
-    func: ComponentExportIndex,
-    params: P,
-    (spec, task): (&ToolSpec, Option<Arc<dyn super::TaskIo>>),
-    what: &str,
-) -> Result<R, String>
-where
-    P: ComponentNamedList + Lower + Send + Sync,
-    R: ComponentNamedList + Lift + Send + Sync + 'static,
-{
-    let mut store = core
-        .new_store(StoreSpec {
-            session_id: &spec.session_id,
-            workdir: &spec.workdir,
-            env: &spec.env,
-            timeout: spec.timeout,
-            memory_bytes: spec.memory_bytes,
-            policy: Arc::clone(&spec.policy),
-            log: spec.log.clone(),
-            stop: spec.stop.child_token(),
-            tools: None,
-            notes: spec.notes.clone(),
-            task: task.or_else(|| {
-                spec.task
-                    .as_ref()
-                    .and_then(|slot| slot.lock().ok().and_then(|t| t.clone()))
-            }),
-        })
-        .map_err(|f| format!("{what} failed: {f}"))?;
-    let timeout_secs = spec.timeout.as_secs();
-    let waited = store.data().waited.clone();
-    let call = async {
-        store.data_mut().guard.arm();
-        store.set_epoch_deadline(1);
-        // Boxed: instantiation's state is dropped before the call, which may
-        // wait for a long time (a driver on a slow model).
-        let instance = Box::pin(component.pre.instantiate_async(&mut store)).await?;
-        let func = instance
-            .get_func(&mut store, func)
-            .ok_or_else(|| wasmtime::format_err!("export is not a function"))?;
-        let typed = func.typed::<P, R>(&store)?;
-        store.data_mut().guard.arm();
-        store.set_epoch_deadline(1);
-        typed.call_async(&mut store, params).await
-    };
-    let outcome = tokio::select! {
-        result = call => Some(result),
-        () = waited.backstop(super::launch_backstop(spec.timeout)) => None,
-    };
-    match outcome {
-        Some(Ok(result)) => Ok(result),
-        None => Err(format!(
-            "{what} failed: deadline exceeded after {timeout_secs} s"
-        )),
-        Some(Err(error)) => {
-            let state = store.data();
-            let failure = super::limits::classify(
-                &error,
-                &state.guard,
-                &state.limiter,
-                timeout_secs,
-                &spec.log.stderr_tail(),
-            );
-            Err(format!("{what} failed: {failure}"))
-        }
+    spec: &ToolSpec,
+    task: Option<Arc<dyn super::TaskIo>>,
+    call: impl for<'s> FnOnce(&'s mut wasmtime::Store<GuestState>) -> GuestCall<'s, R>,
+) -> Result<R, GuestFailure> {
+    let mut store = core.new_store(StoreSpec {
+        session_id: &spec.session_id,
+        workdir: &spec.workdir,
+        env: &spec.env,
+        timeout: spec.timeout,
+        memory_bytes: spec.memory_bytes,
+        policy: Arc::clone(&spec.policy),
+        log: spec.log.clone(),
+        stop: spec.stop.child_token(),
+        tools: None,
+        notes: spec.notes.clone(),
+        task: task.or_else(|| {
+            spec.task
+                .as_ref()
+                .and_then(|slot| slot.lock().ok().and_then(|t| t.clone()))
+        }),
+    })?;
+    call_guest(&mut store, Halts::default(), call).await
+}
+
+/// A tool's result as its export gives it, in the types `invoke` answers with.
+fn from_export(result: run::ToolResult) -> ToolResult {
+    ToolResult {
+        status: match result.status {
+            run::Status::Passed => Status::Passed,
+            run::Status::Failed => Status::Failed,
+            run::Status::Error => Status::Error,
+        },
+        summary: result.summary,
+        data: result.data,
+        data_path: result.data_path,
+        truncated: result.truncated,
+        metadata: result.metadata,
     }
 }
 
 fn no_tools() -> String {
-    "the artifact manager is available to capsules only, not to tools or hooks".into()
+    ManageError::NotForTools.to_string()
+}
+
+/// The text a guest reads for a failed `manage` call.
+fn said(error: super::catalog::PortError) -> String {
+    ManageError::Catalog(error).to_string()
 }
 
 fn summary(s: Summary) -> manage::ArtifactSummary {
@@ -343,10 +336,11 @@ fn runtime_type(native: bool) -> manage::RuntimeType {
 impl murmur::tool_registry::invoke::Host for GuestState {
     async fn invoke(&mut self, name: String, input: ToolInput) -> Result<ToolResult, String> {
         match self.tools.clone() {
-            Some(tools) => tools.invoke(&name, input, self.task.clone()).await,
-            None => Err(format!(
-                "tool '{name}': tools and hooks cannot invoke other tools"
-            )),
+            Some(tools) => tools
+                .invoke(&name, input, self.task.clone())
+                .await
+                .map_err(|e| e.to_string()),
+            None => Err(ToolError::Nested(name).to_string()),
         }
     }
 }
@@ -366,7 +360,10 @@ impl manage::Host for GuestState {
 
     async fn describe(&mut self, name: String) -> Result<manage::ArtifactInfo, String> {
         let tools = self.tools.as_ref().ok_or_else(no_tools)?;
-        let info = tools.artifacts.describe(&name, &tools.spec.policy)?;
+        let info = tools
+            .artifacts
+            .describe(&name, &tools.spec.policy)
+            .map_err(said)?;
         Ok(manage::ArtifactInfo {
             name: info.name,
             version: info.version,
@@ -380,7 +377,7 @@ impl manage::Host for GuestState {
 
     async fn search(&mut self, query: String) -> Result<Vec<manage::ArtifactSummary>, String> {
         let tools = self.tools.clone().ok_or_else(no_tools)?;
-        let found = tools.artifacts.search(&query).await?;
+        let found = tools.artifacts.search(&query).await.map_err(said)?;
         Ok(found.into_iter().map(summary).collect())
     }
 
@@ -390,14 +387,18 @@ impl manage::Host for GuestState {
         version: String,
     ) -> Result<manage::ArtifactSummary, String> {
         let tools = self.tools.clone().ok_or_else(no_tools)?;
-        let pulled = tools.artifacts.pull(&name, &version, &*tools.core).await?;
+        let pulled = tools
+            .artifacts
+            .pull(&name, &version, &*tools.core)
+            .await
+            .map_err(said)?;
         tracing::info!(artifact = %name, version = %version, "artifact pulled at run time");
         Ok(summary(pulled))
     }
 
     async fn remove(&mut self, name: String) -> Result<bool, String> {
         let tools = self.tools.clone().ok_or_else(no_tools)?;
-        let removed = tools.artifacts.remove(&name).await?;
+        let removed = tools.artifacts.remove(&name).await.map_err(said)?;
         if removed {
             tracing::info!(artifact = %name, "artifact removed at run time");
         }

@@ -149,5 +149,9 @@ fn wasi_error(e: ClientError) -> HttpError {
             Err(e) => HttpError::InternalError(Some(e.to_string())),
         },
         ClientError::Write(_) | ClientError::Read(_) => HttpError::ConnectionTerminated,
+        // `exchange`'s own (guests' requests never go through it).
+        ClientError::NotHttp | ClientError::Request(_) => HttpError::HttpRequestUriInvalid,
+        ClientError::TooLarge(size) => HttpError::HttpResponseBodySize(Some(size)),
+        ClientError::Timeout(_) => HttpError::ConnectionReadTimeout,
     }
 }

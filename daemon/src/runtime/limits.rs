@@ -19,6 +19,9 @@ pub enum GuestFailure {
     /// Interrupted by a stop request (operator or shutdown).
     #[error("stopped")]
     Stopped,
+    /// The client canceled the A2A task the call worked on.
+    #[error("canceled")]
+    Canceled,
     /// The host could not set the guest up (e.g. the workdir vanished).
     #[error("setup failed: {message}")]
     Setup { message: String },

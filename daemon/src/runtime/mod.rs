@@ -5,6 +5,7 @@
 
 mod bindings;
 mod cache;
+mod call;
 mod catalog;
 mod host;
 mod http;
@@ -27,9 +28,10 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
 pub use catalog::{
-    Catalog, Compiler, Info, Processes, Summary, Target, ToolOutput, ToolRequest, ToolStatus,
+    Catalog, Compiler, Info, ManageError, PortError, Processes, Summary, Target, ToolError,
+    ToolOutput, ToolRequest, ToolStatus,
 };
-pub use host::{SessionTools, ToolSpec};
+pub use host::{HookError, SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
 pub use state::GuestState;
@@ -100,10 +102,9 @@ pub struct PreparedCapsule {
     entry: Entry,
 }
 
-#[derive(Clone, Copy)]
 enum Entry {
-    Run(ComponentExportIndex),
-    Handle(ComponentExportIndex),
+    Run(bindings::guest::capsule::CapsuleIndices),
+    Handle(bindings::guest::agent::AgentIndices),
 }
 
 impl PreparedCapsule {
@@ -120,7 +121,7 @@ impl PreparedCapsule {
 /// A WASM tool or driver (`murmur:tool/run@0.1.0`) ready to instantiate per call.
 pub struct PreparedTool {
     inner: Arc<PreparedComponent>,
-    run: ComponentExportIndex,
+    exports: bindings::guest::tool::ToolIndices,
 }
 
 impl PreparedTool {
@@ -132,7 +133,7 @@ impl PreparedTool {
 /// A hook (`murmur:hook/handler@0.1.0`) ready to instantiate per event.
 pub struct PreparedHook {
     inner: Arc<PreparedComponent>,
-    handle: ComponentExportIndex,
+    exports: bindings::guest::hook::HookIndices,
 }
 
 /// What one run of a script capsule gets (and each task of one that serves A2A).
@@ -174,7 +175,23 @@ pub struct SentTask {
 /// daemon are reached in-process). The network policy is checked before.
 #[async_trait::async_trait]
 pub trait Outbox: Send + Sync {
-    async fn send(&self, peer_url: &str, message: OutMessage) -> Result<SentTask, String>;
+    async fn send(&self, peer_url: &str, message: OutMessage) -> Result<SentTask, SendError>;
+}
+
+/// Why a guest's message did not reach its peer.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("no live session is routed at /a2a/{0}")]
+    NoRoute(String),
+    /// A peer on this daemon did not take the task.
+    #[error(transparent)]
+    Local(PortError),
+    #[error("A2A peer {peer}: {source}")]
+    Remote {
+        peer: String,
+        #[source]
+        source: PortError,
+    },
 }
 
 /// The shareable part of the runtime: what a host call needs to run a tool.
@@ -247,19 +264,22 @@ impl Runtime {
     pub async fn prepare(&self, path: &Path) -> Result<Arc<PreparedCapsule>, RuntimeError> {
         let what = path.display().to_string();
         let inner = self.core.prepare_file(path).await?;
-        let entry = match (
-            export_func(&inner.component, A2A_HANDLER_EXPORT, "handle"),
-            export_func(&inner.component, CAPSULE_RUN_EXPORT, "run"),
-        ) {
-            (Some(handle), _) => Entry::Handle(handle),
-            (None, Some(run)) => Entry::Run(run),
-            (None, None) => {
-                return Err(RuntimeError::ExportMissing {
-                    what,
-                    export: CAPSULE_RUN_EXPORT,
-                    package: "murmur:capsule@0.1.0 (or export murmur:a2a/handler@0.1.0 to serve A2A tasks)",
-                });
-            }
+        let entry = if export_func(&inner.component, A2A_HANDLER_EXPORT, "handle").is_some() {
+            Entry::Handle(
+                bindings::guest::agent::AgentIndices::new(&inner.pre)
+                    .map_err(|e| link_error(&what, e))?,
+            )
+        } else if export_func(&inner.component, CAPSULE_RUN_EXPORT, "run").is_some() {
+            Entry::Run(
+                bindings::guest::capsule::CapsuleIndices::new(&inner.pre)
+                    .map_err(|e| link_error(&what, e))?,
+            )
+        } else {
+            return Err(RuntimeError::ExportMissing {
+                what,
+                export: CAPSULE_RUN_EXPORT,
+                package: "murmur:capsule@0.1.0 (or export murmur:a2a/handler@0.1.0 to serve A2A tasks)",
+            });
         };
         Ok(Arc::new(PreparedCapsule { inner, entry }))
     }
@@ -280,14 +300,16 @@ impl Runtime {
         bytes: Vec<u8>,
     ) -> Result<Arc<PreparedHook>, RuntimeError> {
         let inner = self.core.prepare_bytes(what, bytes).await?;
-        let handle = export_func(&inner.component, HOOK_EXPORT, "handle").ok_or_else(|| {
-            RuntimeError::ExportMissing {
+        if export_func(&inner.component, HOOK_EXPORT, "handle").is_none() {
+            return Err(RuntimeError::ExportMissing {
                 what: what.to_string(),
                 export: HOOK_EXPORT,
                 package: "murmur:hook@0.1.0",
-            }
-        })?;
-        Ok(Arc::new(PreparedHook { inner, handle }))
+            });
+        }
+        let exports =
+            bindings::guest::hook::HookIndices::new(&inner.pre).map_err(|e| link_error(what, e))?;
+        Ok(Arc::new(PreparedHook { inner, exports }))
     }
 
     /// Runs a WASM tool once with `data` as its input, as `invoke` would but
@@ -298,7 +320,7 @@ impl Runtime {
         name: &str,
         data: Option<String>,
         spec: &ToolSpec,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, ToolError> {
         self.run_tool(tool, name, data, spec).await.map(|r| r.data)
     }
 
@@ -310,7 +332,7 @@ impl Runtime {
         name: &str,
         data: Option<String>,
         spec: &ToolSpec,
-    ) -> Result<ToolOutput, String> {
+    ) -> Result<ToolOutput, ToolError> {
         let input = bindings::ToolInput {
             data,
             log_path: None,
@@ -328,7 +350,7 @@ impl Runtime {
         kind: &str,
         payload: &str,
         spec: &ToolSpec,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, HookError> {
         host::call_hook(&self.core, hook, kind, payload, spec).await
     }
 }
@@ -386,14 +408,16 @@ impl Core {
         bytes: Vec<u8>,
     ) -> Result<Arc<PreparedTool>, RuntimeError> {
         let inner = self.prepare_bytes(what, bytes).await?;
-        let run = export_func(&inner.component, TOOL_RUN_EXPORT, "run").ok_or_else(|| {
-            RuntimeError::ExportMissing {
+        if export_func(&inner.component, TOOL_RUN_EXPORT, "run").is_none() {
+            return Err(RuntimeError::ExportMissing {
                 what: what.to_string(),
                 export: TOOL_RUN_EXPORT,
                 package: "murmur:tool@0.1.0",
-            }
-        })?;
-        Ok(Arc::new(PreparedTool { inner, run }))
+            });
+        }
+        let exports =
+            bindings::guest::tool::ToolIndices::new(&inner.pre).map_err(|e| link_error(what, e))?;
+        Ok(Arc::new(PreparedTool { inner, exports }))
     }
 
     fn pre_link(
@@ -483,8 +507,10 @@ fn export_func(component: &Component, iface: &str, func: &str) -> Option<Compone
     component.get_export_index(Some(&instance), func)
 }
 
-/// How long a guest call may take in wall-clock time before it is stopped
-/// whatever its epoch deadline says (time waited for input aside).
-fn launch_backstop(budget: Duration) -> Duration {
-    budget * 2 + Duration::from_secs(1)
+/// An export whose name is right but whose signature is not the WIT's.
+fn link_error(what: &str, error: wasmtime::Error) -> RuntimeError {
+    RuntimeError::Link {
+        what: what.to_string(),
+        message: format!("{error:#}"),
+    }
 }

@@ -1,35 +1,9 @@
-//! Running guests: a script capsule's `run`, and one A2A task handled in a
-//! fresh instance of a capsule that serves them; each with its deadline, the
-//! backstop, and its failures classified.
+//! Running capsules: a script capsule's `run`, and one A2A task handled in a
+//! fresh instance of a capsule that serves them.
 
+use super::bindings::guest::agent::exports::murmur::a2a::handler;
+use super::call::{Halts, call_guest, fresh_budget};
 use super::*;
-
-/// The record `murmur:a2a/handler@0.1.0#handle` takes.
-#[derive(wasmtime::component::ComponentType, wasmtime::component::Lower)]
-#[component(record)]
-struct HandlerTask {
-    #[component(name = "task-id")]
-    task_id: String,
-    #[component(name = "context-id")]
-    context_id: String,
-    #[component(name = "message-id")]
-    message_id: String,
-    text: String,
-}
-
-/// The variant `handle` answers.
-#[derive(wasmtime::component::ComponentType, wasmtime::component::Lift)]
-#[component(variant)]
-enum HandlerOutcome {
-    #[component(name = "completed")]
-    Completed(String),
-    #[component(name = "reply")]
-    Reply(String),
-    #[component(name = "failed")]
-    Failed(String),
-    #[component(name = "rejected")]
-    Rejected(String),
-}
 
 impl Runtime {
     /// Handles one A2A task in a fresh instance of a capsule that serves
@@ -44,76 +18,48 @@ impl Runtime {
         text: String,
         stop: &CancellationToken,
     ) -> Outcome {
-        let Entry::Handle(handle) = prepared.entry else {
+        let Entry::Handle(indices) = &prepared.entry else {
             return Outcome::Failed("this capsule does not serve A2A tasks".into());
         };
-        let timeout_secs = launch.timeout.as_secs();
         let cancel = task.cancel().clone();
-        let param = HandlerTask {
+        let param = handler::Task {
             task_id: task.task_id().to_string(),
             context_id: task.context_id().to_string(),
             message_id: message_id.to_string(),
             text,
         };
-        let mut store = match self.core.new_store(StoreSpec {
-            session_id: &launch.session_id,
-            workdir: &launch.workdir,
-            env: &launch.env,
-            timeout: launch.timeout,
-            memory_bytes: launch.memory_bytes,
-            policy: Arc::clone(&launch.policy),
-            log: launch.log.clone(),
-            stop: stop.child_token(),
-            tools: launch.tools.clone(),
-            notes: None,
-            task: Some(task),
-        }) {
+        let mut store = match self
+            .core
+            .new_store(launch.store_spec(stop.child_token(), Some(task)))
+        {
             Ok(store) => store,
             Err(failure) => return Outcome::Failed(failure.to_string()),
         };
-        let waited = store.data().waited.clone();
-        let call = async {
-            store.data_mut().guard.arm();
-            store.set_epoch_deadline(1);
-            let instance = prepared.inner.pre.instantiate_async(&mut store).await?;
-            let func = instance
-                .get_func(&mut store, handle)
-                .ok_or_else(|| wasmtime::format_err!("export `handle` is not a function"))?;
-            let typed = func.typed::<(HandlerTask,), (HandlerOutcome,)>(&store)?;
-            store.data_mut().guard.arm();
-            store.set_epoch_deadline(1);
-            typed.call_async(&mut store, (param,)).await
+        let halts = Halts {
+            cancel: Some(&cancel),
+            stop: Some(stop),
         };
-        let result = tokio::select! {
-            result = call => result,
-            () = cancel.cancelled() => return Outcome::Canceled,
-            () = stop.cancelled() => return Outcome::Stopped,
-            () = waited.backstop(launch_backstop(launch.timeout)) => {
-                return Outcome::Failed(
-                    GuestFailure::DeadlineExceeded { seconds: timeout_secs }.to_string(),
-                );
-            }
-        };
-        match result {
-            Ok((HandlerOutcome::Completed(answer),)) => Outcome::Completed(answer),
-            Ok((HandlerOutcome::Reply(text),)) => Outcome::Reply(text),
-            Ok((HandlerOutcome::Failed(why),)) => Outcome::Failed(why),
-            Ok((HandlerOutcome::Rejected(why),)) => Outcome::Rejected(why),
-            // Canceled while it waited for input: the request trapped.
-            Err(_) if cancel.is_cancelled() => Outcome::Canceled,
-            Err(error) => {
-                let state = store.data();
-                match limits::classify(
-                    &error,
-                    &state.guard,
-                    &state.limiter,
-                    timeout_secs,
-                    &launch.log.stderr_tail(),
-                ) {
-                    GuestFailure::Stopped => Outcome::Stopped,
-                    failure => Outcome::Failed(failure.to_string()),
-                }
-            }
+        let (component, indices) = (Arc::clone(&prepared.inner), indices.clone());
+        let answered = call_guest(&mut store, halts, move |store| {
+            Box::pin(async move {
+                let instance = component.pre.instantiate_async(&mut *store).await?;
+                let agent = indices.load(&mut *store, &instance)?;
+                fresh_budget(store);
+                agent
+                    .murmur_a2a_handler()
+                    .call_handle(&mut *store, &param)
+                    .await
+            })
+        })
+        .await;
+        match answered {
+            Ok(handler::Outcome::Completed(answer)) => Outcome::Completed(answer),
+            Ok(handler::Outcome::Reply(text)) => Outcome::Reply(text),
+            Ok(handler::Outcome::Failed(why)) => Outcome::Failed(why),
+            Ok(handler::Outcome::Rejected(why)) => Outcome::Rejected(why),
+            Err(GuestFailure::Canceled) => Outcome::Canceled,
+            Err(GuestFailure::Stopped) => Outcome::Stopped,
+            Err(failure) => Outcome::Failed(failure.to_string()),
         }
     }
 
@@ -124,69 +70,43 @@ impl Runtime {
         launch: ScriptLaunch,
         stop: CancellationToken,
     ) -> Result<(), GuestFailure> {
-        let timeout_secs = launch.timeout.as_secs();
-        let log = launch.log.clone();
-        let mut store = self.core.new_store(StoreSpec {
-            session_id: &launch.session_id,
-            workdir: &launch.workdir,
-            env: &launch.env,
-            timeout: launch.timeout,
-            memory_bytes: launch.memory_bytes,
-            policy: launch.policy,
-            log: launch.log,
-            stop: stop.clone(),
-            tools: launch.tools,
-            notes: None,
-            task: None,
-        })?;
-        // Host-side waits (e.g. an HTTP response) do not tick the epoch, so the
-        // wall clock also bounds both phases together.
-        let backstop = launch_backstop(store.data().guard_budget());
-        let outcome = {
-            let call = call_run(&mut store, prepared);
-            tokio::select! {
-                result = call => Some(result),
-                () = stop.cancelled() => None,
-                () = tokio::time::sleep(backstop) => {
-                    return Err(GuestFailure::DeadlineExceeded { seconds: timeout_secs });
-                }
-            }
+        let Entry::Run(indices) = &prepared.entry else {
+            return Err(GuestFailure::Setup {
+                message: "this capsule serves A2A tasks; it has no `run`".into(),
+            });
         };
-        match outcome {
-            None => Err(GuestFailure::Stopped),
-            Some(Ok(())) => Ok(()),
-            Some(Err(error)) => {
-                let state = store.data();
-                Err(limits::classify(
-                    &error,
-                    &state.guard,
-                    &state.limiter,
-                    timeout_secs,
-                    &log.stderr_tail(),
-                ))
-            }
-        }
+        let mut store = self.core.new_store(launch.store_spec(stop.clone(), None))?;
+        let halts = Halts {
+            cancel: None,
+            stop: Some(&stop),
+        };
+        let (component, indices) = (Arc::clone(&prepared.inner), indices.clone());
+        call_guest(&mut store, halts, move |store| {
+            Box::pin(async move {
+                let instance = component.pre.instantiate_async(&mut *store).await?;
+                let capsule = indices.load(&mut *store, &instance)?;
+                fresh_budget(store);
+                capsule.murmur_capsule_run().call_run(&mut *store).await
+            })
+        })
+        .await
     }
 }
 
-/// Instantiation and `run`, each with a fresh budget.
-async fn call_run(
-    store: &mut Store<GuestState>,
-    prepared: &PreparedCapsule,
-) -> wasmtime::Result<()> {
-    store.data_mut().guard.arm();
-    store.set_epoch_deadline(1);
-    let Entry::Run(run) = prepared.entry else {
-        return Err(wasmtime::format_err!(
-            "this capsule serves A2A tasks; it has no `run`"
-        ));
-    };
-    let instance = prepared.inner.pre.instantiate_async(&mut *store).await?;
-    let func = instance.get_func(&mut *store, run).ok_or_else(|| {
-        wasmtime::format_err!("export `{CAPSULE_RUN_EXPORT}#run` is not a function")
-    })?;
-    let run = func.typed::<(), ()>(&*store)?;
-    store.data_mut().guard.arm();
-    store.set_epoch_deadline(1);
-    run.call_async(&mut *store, ()).await
+impl ScriptLaunch {
+    fn store_spec(&self, stop: CancellationToken, task: Option<Arc<dyn TaskIo>>) -> StoreSpec<'_> {
+        StoreSpec {
+            session_id: &self.session_id,
+            workdir: &self.workdir,
+            env: &self.env,
+            timeout: self.timeout,
+            memory_bytes: self.memory_bytes,
+            policy: Arc::clone(&self.policy),
+            log: self.log.clone(),
+            stop,
+            tools: self.tools.clone(),
+            notes: None,
+            task,
+        }
+    }
 }

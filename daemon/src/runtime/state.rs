@@ -50,9 +50,3 @@ impl WasiHttpView for GuestState {
         }
     }
 }
-
-impl GuestState {
-    pub(crate) fn guard_budget(&self) -> std::time::Duration {
-        self.guard.budget()
-    }
-}

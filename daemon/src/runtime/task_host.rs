@@ -141,7 +141,8 @@ impl murmur::message::send::Host for GuestState {
                     traceparent: traceparent.clone(),
                 },
             )
-            .await?;
+            .await
+            .map_err(|e| e.to_string())?;
         tracing::info!(session_id = %self.hooks.session_id, peer = %peer_url,
             task_id = %sent.task_id, %traceparent, "A2A message sent");
         if let Some(notes) = &self.hooks.notes {

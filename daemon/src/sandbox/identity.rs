@@ -31,11 +31,20 @@ impl Default for UidRange {
     }
 }
 
+/// Why a `sandbox.tool_uids` range cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UidRangeError {
+    #[error("sandbox.tool_uids.count must be at least 2")]
+    TooFew,
+    #[error("sandbox.tool_uids must lie between 1000 and 2147483647 (first + count)")]
+    OutOfRange,
+}
+
 impl UidRange {
     /// Why the range cannot be used, if it cannot.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), UidRangeError> {
         if self.count < 2 {
-            return Err("sandbox.tool_uids.count must be at least 2".into());
+            return Err(UidRangeError::TooFew);
         }
         if self.first < 1000
             || self
@@ -43,9 +52,7 @@ impl UidRange {
                 .checked_add(self.count)
                 .is_none_or(|end| end > i32::MAX as u32)
         {
-            return Err(
-                "sandbox.tool_uids must lie between 1000 and 2147483647 (first + count)".into(),
-            );
+            return Err(UidRangeError::OutOfRange);
         }
         Ok(())
     }

@@ -15,7 +15,7 @@
 //! group's jobs are tried again one by one, so it fails alone.
 
 use std::collections::VecDeque;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -92,7 +92,27 @@ pub(super) enum RowChange {
 
 /// What a write did: the event's sequence number (`None`: its task has
 /// ended and took no more), or why it failed.
-pub(super) type Written = Result<Option<u64>, String>;
+pub(super) type Written = Result<Option<u64>, WriteError>;
+
+/// Why the task writer did not do what it was asked.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriteError {
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: Arc<rusqlite::Error>,
+    },
+    #[error("cannot start the task writer: {0}")]
+    Thread(#[source] Arc<std::io::Error>),
+    #[error("the task writer has stopped")]
+    Stopped,
+    /// A statement of the write's transaction failed (and the write with it).
+    #[error("{0}")]
+    Sql(#[source] Arc<rusqlite::Error>),
+    #[error("WAL checkpoint: {0}")]
+    Checkpoint(#[source] Arc<rusqlite::Error>),
+}
 
 /// What runs on the writer's thread with a job's answers once its writes are
 /// committed (or failed), in commit order.
@@ -122,7 +142,7 @@ struct Queue {
     urgent: bool,
     /// When the oldest job nobody waits for was queued.
     lazy_since: Option<Instant>,
-    checkpoints: Vec<oneshot::Sender<Result<(), String>>>,
+    checkpoints: Vec<oneshot::Sender<Result<(), WriteError>>>,
     /// The thread waits on `wake`: `Some(true)` until a deadline (a lazy
     /// group's), `Some(false)` for good.
     thread_waits: Option<bool>,
@@ -179,12 +199,16 @@ impl Drop for Handle {
 
 impl TaskWriter {
     /// Opens a connection to the (migrated) database at `path` and starts the thread.
-    pub(super) fn open(path: &Path) -> Result<Self, String> {
+    pub(super) fn open(path: &Path) -> Result<Self, WriteError> {
+        let open = |e| WriteError::Open {
+            path: path.to_path_buf(),
+            source: Arc::new(e),
+        };
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(open)?;
         conn.busy_timeout(Duration::from_secs(5))
             .and_then(|()| {
                 conn.execute_batch(
@@ -193,7 +217,7 @@ impl TaskWriter {
                      PRAGMA temp_store = MEMORY;",
                 )
             })
-            .map_err(|e| format!("cannot set up {}: {e}", path.display()))?;
+            .map_err(open)?;
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
@@ -202,12 +226,12 @@ impl TaskWriter {
         std::thread::Builder::new()
             .name("roost-store".into())
             .spawn(move || run(&thread, &conn))
-            .map_err(|e| format!("cannot start the task writer: {e}"))?;
+            .map_err(|e| WriteError::Thread(Arc::new(e)))?;
         Ok(Self(Arc::new(Handle(shared))))
     }
 
     /// Commits `ops` (with whatever else is waiting) and answers for each, in order.
-    pub(super) async fn write(&self, ops: Vec<WriteOp>) -> Result<Vec<Written>, String> {
+    pub(super) async fn write(&self, ops: Vec<WriteOp>) -> Result<Vec<Written>, WriteError> {
         let (reply, answer) = oneshot::channel();
         self.write_then(
             ops,
@@ -216,7 +240,7 @@ impl TaskWriter {
             }),
             true,
         );
-        answer.await.map_err(|_| STOPPED.to_string())
+        answer.await.map_err(|_| WriteError::Stopped)
     }
 
     /// Queues `ops`; `then` runs on the thread with the answers once they
@@ -258,16 +282,14 @@ impl TaskWriter {
     }
 
     /// Runs a PASSIVE checkpoint on the thread, after what is queued.
-    pub(super) async fn checkpoint(&self) -> Result<(), String> {
+    pub(super) async fn checkpoint(&self) -> Result<(), WriteError> {
         let (reply, answer) = oneshot::channel();
         let shared = &self.0.0;
         shared.queue().checkpoints.push(reply);
         shared.wake.notify_one();
-        answer.await.map_err(|_| STOPPED.to_string())?
+        answer.await.map_err(|_| WriteError::Stopped)?
     }
 }
-
-pub(super) const STOPPED: &str = "the task writer has stopped";
 
 /// Wakes the thread once the oldest lazy job has waited [`LINGER`], unless
 /// somebody has committed it by then.
@@ -353,12 +375,12 @@ fn commit(conn: &Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
     }
     let results = match transaction(conn, group.iter().map(|(ops, _)| ops)) {
         Ok(results) => results,
-        Err(e) if group.len() == 1 => vec![failed(&group[0].0, &e)],
+        Err(e) if group.len() == 1 => vec![failed(&group[0].0, e)],
         Err(_) => group
             .iter()
             .map(|(ops, _)| match transaction(conn, std::iter::once(ops)) {
                 Ok(mut one) => one.pop().unwrap_or_default(),
-                Err(e) => failed(ops, &e),
+                Err(e) => failed(ops, e),
             })
             .collect(),
     };
@@ -392,9 +414,10 @@ fn transaction<'a>(
 }
 
 /// Each answer of a job that was not written.
-fn failed(ops: &[WriteOp], e: &rusqlite::Error) -> Vec<Written> {
+fn failed(ops: &[WriteOp], e: rusqlite::Error) -> Vec<Written> {
+    let e = WriteError::Sql(Arc::new(e));
     ops.iter()
-        .flat_map(|op| std::iter::repeat_n(Err(e.to_string()), op.answers()))
+        .flat_map(|op| std::iter::repeat_n(Err(e.clone()), op.answers()))
         .collect()
 }
 
@@ -543,7 +566,7 @@ fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn checkpoint(conn: &Connection) -> Result<(), String> {
+fn checkpoint(conn: &Connection) -> Result<(), WriteError> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-        .map_err(|e| format!("WAL checkpoint: {e}"))
+        .map_err(|e| WriteError::Checkpoint(Arc::new(e)))
 }

@@ -22,6 +22,7 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Directory under the workdir that tools get as `HOME`.
 pub const CAPSULE_HOME: &str = ".capsule-home";
 
+use crate::runtime::PortError;
 pub use crate::runtime::{ToolOutput, ToolRequest, ToolStatus};
 
 /// Where and under which limits a tool process runs.
@@ -95,12 +96,12 @@ impl crate::runtime::Processes for SessionProcesses {
         name: &str,
         binary: &Path,
         request: ToolRequest,
-    ) -> Result<ToolOutput, String> {
-        native::run(binary, request, &self.context(name)).await
+    ) -> Result<ToolOutput, PortError> {
+        Ok(native::run(binary, request, &self.context(name)).await?)
     }
 
-    async fn shell(&self, name: &str, request: ToolRequest) -> Result<ToolOutput, String> {
-        shell::run(request, &self.context(name)).await
+    async fn shell(&self, name: &str, request: ToolRequest) -> Result<ToolOutput, PortError> {
+        Ok(shell::run(request, &self.context(name)).await?)
     }
 }
 
@@ -156,6 +157,61 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
     true
 }
 
+/// Why a native or shell tool's process gave no result.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("cannot create {}: {source}", path.display())]
+    Home {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot create the tool's pids cgroup: {0}")]
+    Cgroup(#[source] std::io::Error),
+    #[error(transparent)]
+    Jail(#[from] crate::sandbox::JailError),
+    #[error("cannot start {}: {source}", program.display())]
+    Start {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot wait for {}: {source}", program.display())]
+    Wait {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    SaveOutput {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Command(#[from] shell::CommandError),
+    /// Which tool: wraps the others.
+    #[error("{kind} tool '{name}': {source}")]
+    Tool {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: Box<ProcessError>,
+    },
+    #[error("native tool '{name}' failed: {detail} (its process group was killed)")]
+    Killed { name: String, detail: String },
+}
+
+impl ProcessError {
+    fn of(kind: &'static str, name: &str) -> impl FnOnce(ProcessError) -> ProcessError {
+        move |source| ProcessError::Tool {
+            kind,
+            name: name.to_string(),
+            source: Box::new(source),
+        }
+    }
+}
+
 /// Output of one finished (or killed) process.
 pub struct Finished {
     pub code: Option<i32>,
@@ -177,7 +233,7 @@ pub async fn run_process(
     stdin: Option<Vec<u8>>,
     ctx: &ProcessContext,
     max_output: usize,
-) -> Result<Finished, String> {
+) -> Result<Finished, ProcessError> {
     let env = tool_env(ctx, |name| std::env::var(name).ok());
     let home = ctx.workdir.join(CAPSULE_HOME);
     // The tool's own HOME (its uid's, when it gets one), reached without
@@ -191,8 +247,8 @@ pub async fn run_process(
         tokio::task::spawn_blocking(move || crate::fsx::create_dir_owned(&root, &dir, owner))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-    if let Err(e) = made {
-        return Err(format!("cannot create {}: {e}", home.display()));
+    if let Err(source) = made {
+        return Err(ProcessError::Home { path: home, source });
     }
     let started = Instant::now();
     // The call's pids cgroup: removed (and emptied) when this guard goes.
@@ -202,14 +258,11 @@ pub async fn run_process(
             let mut spec = jail_spec(ctx);
             if let Some(pids) = &ctx.pids {
                 let max = spec.rlimits.processes.unwrap_or(DEFAULT_PROCESSES);
-                let group = pids
-                    .create(max)
-                    .map_err(|e| format!("cannot create the tool's pids cgroup: {e}"))?;
+                let group = pids.create(max).map_err(ProcessError::Cgroup)?;
                 spec.cgroup_procs = Some(group.procs_file());
                 cgroup = Some(CgroupGuard(Some(group)));
             }
-            let (helper, argv) = crate::sandbox::jailed_command(helper, &spec, program, args)
-                .map_err(|e| e.to_string())?;
+            let (helper, argv) = crate::sandbox::jailed_command(helper, &spec, program, args)?;
             let mut command = tokio::process::Command::new(helper);
             // The helper starts its own session (and so its process group).
             command.args(argv);
@@ -233,9 +286,10 @@ pub async fn run_process(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+    let mut child = command.spawn().map_err(|source| ProcessError::Start {
+        program: program.to_path_buf(),
+        source,
+    })?;
     let pgid = child.id().map(|id| id as i32);
     let _registered = pgid.map(|pid| origin::Registered::new(pid, &ctx.session_id));
     // If this future is dropped (the capsule was stopped while it waited), the
@@ -258,7 +312,10 @@ pub async fn run_process(
         .map(|s| tokio::spawn(capture(s, max_output)));
     let killed = tokio::select! {
         status = child.wait() => {
-            status.map_err(|e| format!("cannot wait for {}: {e}", program.display()))?;
+            status.map_err(|source| ProcessError::Wait {
+                program: program.to_path_buf(),
+                source,
+            })?;
             None
         }
         () = tokio::time::sleep(ctx.timeout) => Some("deadline exceeded"),

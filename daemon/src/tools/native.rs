@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{ProcessContext, ToolOutput, ToolRequest, ToolStatus, run_process};
+use super::{ProcessContext, ProcessError, ToolOutput, ToolRequest, ToolStatus, run_process};
 
 /// A native tool may print at most this much; more marks the result truncated.
 const MAX_STDOUT: usize = 1 << 20;
@@ -13,7 +13,7 @@ pub async fn run(
     binary: &Path,
     request: ToolRequest,
     ctx: &ProcessContext,
-) -> Result<ToolOutput, String> {
+) -> Result<ToolOutput, ProcessError> {
     let name = &ctx.name;
     let input = serde_json::json!({ "data": request.data, "log_path": request.log_path });
     let finished = run_process(
@@ -24,15 +24,16 @@ pub async fn run(
         MAX_STDOUT,
     )
     .await
-    .map_err(|e| format!("native tool '{name}': {e}"))?;
+    .map_err(ProcessError::of("native", name))?;
     if let Some(why) = finished.killed {
         let detail = match why {
             "deadline exceeded" => format!("deadline exceeded after {} s", ctx.timeout.as_secs()),
             other => other.to_string(),
         };
-        return Err(format!(
-            "native tool '{name}' failed: {detail} (its process group was killed)"
-        ));
+        return Err(ProcessError::Killed {
+            name: name.to_string(),
+            detail,
+        });
     }
     let stdout = String::from_utf8_lossy(&finished.stdout);
     let stderr = String::from_utf8_lossy(&finished.stderr);

@@ -4,7 +4,24 @@
 
 use std::path::PathBuf;
 
-use super::{ProcessContext, ToolOutput, ToolRequest, ToolStatus, run_process};
+use super::{ProcessContext, ProcessError, ToolOutput, ToolRequest, ToolStatus, run_process};
+
+/// A shell tool's input that names no command to run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    #[error("shell tool input.data is required: {{\"command\": \"…\"}}")]
+    NoInput,
+    #[error("shell tool input must be JSON like {{\"command\": \"…\"}}: {0}")]
+    NotJson(String),
+    #[error("shell tool input must include a non-empty 'command' string")]
+    NoCommand,
+    #[error("unterminated single quote in command")]
+    SingleQuote,
+    #[error("unterminated double quote in command")]
+    DoubleQuote,
+    #[error("trailing backslash in command")]
+    TrailingBackslash,
+}
 
 /// Shell interpreters take the command as one `-c` argument.
 pub const INTERPRETERS: [&str; 6] = ["bash", "sh", "zsh", "dash", "ksh", "fish"];
@@ -13,14 +30,14 @@ const MAX_CAPTURE: usize = 8 << 20;
 /// Inline result text larger than this is truncated.
 pub const INLINE_LIMIT: usize = 16 * 1024;
 
-pub async fn run(request: ToolRequest, ctx: &ProcessContext) -> Result<ToolOutput, String> {
+pub async fn run(request: ToolRequest, ctx: &ProcessContext) -> Result<ToolOutput, ProcessError> {
     let command = match extract_command(request.data.as_deref()) {
         Ok(command) => command,
         Err(message) => {
             return Ok(ToolOutput {
                 status: ToolStatus::Error,
                 summary: Some("shell command parsing failed".into()),
-                data: Some(message),
+                data: Some(message.to_string()),
                 data_path: None,
                 truncated: false,
                 metadata: Vec::new(),
@@ -34,7 +51,7 @@ pub async fn run(request: ToolRequest, ctx: &ProcessContext) -> Result<ToolOutpu
     };
     let finished = run_process(&PathBuf::from(&ctx.name), &args, None, ctx, MAX_CAPTURE)
         .await
-        .map_err(|e| format!("shell tool '{}': {e}", ctx.name))?;
+        .map_err(ProcessError::of("shell", &ctx.name))?;
     let code = finished
         .code
         .map_or_else(|| "killed".to_string(), |c| c.to_string());
@@ -86,7 +103,10 @@ pub async fn run(request: ToolRequest, ctx: &ProcessContext) -> Result<ToolOutpu
 
 /// Writes the full output under `<bookkeeping>/tool-output/`; returns the path
 /// as the capsule sees it (relative to its workdir) and the host path.
-async fn save_full_output(ctx: &ProcessContext, text: &str) -> Result<(String, String), String> {
+async fn save_full_output(
+    ctx: &ProcessContext,
+    text: &str,
+) -> Result<(String, String), ProcessError> {
     let file = ctx.bookkeeping.join("tool-output").join(format!(
         "{}-{}.txt",
         ctx.name,
@@ -99,8 +119,11 @@ async fn save_full_output(ctx: &ProcessContext, text: &str) -> Result<(String, S
         crate::fsx::create_new(&root, &path, 0o644)?.write_all(&bytes)
     })
     .await
-    .map_err(|e| format!("cannot write {}: {e}", file.display()))?
-    .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    .map_err(|source| ProcessError::SaveOutput {
+        path: file.clone(),
+        source,
+    })?;
     let relative = file
         .strip_prefix(&ctx.workdir)
         .map(|p| p.display().to_string())
@@ -108,21 +131,21 @@ async fn save_full_output(ctx: &ProcessContext, text: &str) -> Result<(String, S
     Ok((relative, file.display().to_string()))
 }
 
-fn extract_command(data: Option<&str>) -> Result<String, String> {
-    let data = data.ok_or("shell tool input.data is required: {\"command\": \"…\"}")?;
-    let json: serde_json::Value = serde_json::from_str(data)
-        .map_err(|e| format!("shell tool input must be JSON like {{\"command\": \"…\"}}: {e}"))?;
+fn extract_command(data: Option<&str>) -> Result<String, CommandError> {
+    let data = data.ok_or(CommandError::NoInput)?;
+    let json: serde_json::Value =
+        serde_json::from_str(data).map_err(|e| CommandError::NotJson(e.to_string()))?;
     json.get("command")
         .and_then(serde_json::Value::as_str)
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .map(str::to_string)
-        .ok_or_else(|| "shell tool input must include a non-empty 'command' string".into())
+        .ok_or(CommandError::NoCommand)
 }
 
 /// Splits a command line into words with single quotes, double quotes and
 /// backslash escapes (no expansion of any kind).
-pub fn split_words(line: &str) -> Result<Vec<String>, String> {
+pub fn split_words(line: &str) -> Result<Vec<String>, CommandError> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -135,7 +158,7 @@ pub fn split_words(line: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => word.push(c),
-                        None => return Err("unterminated single quote in command".into()),
+                        None => return Err(CommandError::SingleQuote),
                     }
                 }
             }
@@ -146,10 +169,10 @@ pub fn split_words(line: &str) -> Result<Vec<String>, String> {
                         Some('"') => break,
                         Some('\\') => match chars.next() {
                             Some(c) => word.push(c),
-                            None => return Err("trailing backslash in command".into()),
+                            None => return Err(CommandError::TrailingBackslash),
                         },
                         Some(c) => word.push(c),
-                        None => return Err("unterminated double quote in command".into()),
+                        None => return Err(CommandError::DoubleQuote),
                     }
                 }
             }
@@ -157,7 +180,7 @@ pub fn split_words(line: &str) -> Result<Vec<String>, String> {
                 in_word = true;
                 match chars.next() {
                     Some(c) => word.push(c),
-                    None => return Err("trailing backslash in command".into()),
+                    None => return Err(CommandError::TrailingBackslash),
                 }
             }
             c if c.is_whitespace() => {

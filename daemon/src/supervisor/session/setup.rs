@@ -2,6 +2,7 @@
 //! workdir opened to the tool uid, staging notes and warnings, `on-stage`
 //! hooks and the lock, and what its tool calls and guests run with.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use roost_ctl::api::Session;
@@ -9,7 +10,7 @@ use roost_ctl::api::Session;
 use super::SessionTask;
 use crate::artifacts::SessionArtifacts;
 use crate::logs::LogSink;
-use crate::runtime::ToolSpec;
+use crate::runtime::{HookError, ToolSpec};
 use crate::staging::Program;
 use crate::supervisor::SupervisorError;
 
@@ -24,6 +25,48 @@ const CAPSULE_IN_WORKDIR_WARNING: &str = "warning[W-SEC-006]: the capsule's dire
 its workdir, so its tools can rewrite its murmur.yaml, murmur.lock, prompt and skills for the next \
 start; keep the capsule outside the workdir";
 const UNIX_SOCKETS_WARNING: &str = "warning[W-SEC-004]: capabilities.network.unix_sockets lets native and shell tools connect to any Unix socket their files allow (a database's, a container runtime's, a desktop bus); roostd's control socket still refuses them";
+
+/// Why a session could not be set up; it fails before its first run.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("cannot create {}: {source}", path.display())]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot open {} to the tools' uid {uid}: {source} (the file system must support POSIX \
+         ACLs; or set sandbox.tool_uids: null to run tools as root, which the tier then reports)",
+        path.display()
+    )]
+    Grant {
+        path: PathBuf,
+        uid: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot install artifacts into {}: {source}", dir.display())]
+    Install {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write the task to {}: {source}", path.display())]
+    Task {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("session directory task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    #[error("on-stage hook '{hook}' failed: {source}")]
+    StageHook {
+        hook: String,
+        #[source]
+        source: HookError,
+    },
+}
 
 /// Most files and directories opened to a tool uid per path at session start.
 const MAX_GRANTS: usize = 100_000;
@@ -40,16 +83,12 @@ fn open_to_tools(
     read_write: &[std::path::PathBuf],
     read_only: &[std::path::PathBuf],
     state_dir: &std::path::Path,
-) -> Result<(), String> {
+) -> Result<(), SetupError> {
     use crate::sandbox::identity::{Grantee, grant};
-    let fail = |path: &std::path::Path, e: std::io::Error| {
-        format!(
-            "cannot open {} to the tools' uid {}: {e} (the file system must support POSIX \
-             ACLs; or set sandbox.tool_uids: null to run tools as root, which the tier \
-             then reports)",
-            path.display(),
-            id.uid
-        )
+    let fail = |path: &std::path::Path, source: std::io::Error| SetupError::Grant {
+        path: path.to_path_buf(),
+        uid: id.uid,
+        source,
     };
     use crate::sandbox::identity::grant_tree;
     let user = Grantee::User(id.uid);
@@ -99,7 +138,7 @@ impl SessionTask {
     pub(super) async fn register(
         &self,
         resumed: bool,
-    ) -> Result<(Session, Result<(), String>), SupervisorError> {
+    ) -> Result<(Session, Result<(), SetupError>), SupervisorError> {
         // The bookkeeping dir is the workdir, or inside it. It is made while the
         // row is written (a directory costs as much as a commit here); should it
         // fail, the run fails with the reason and the row says so.
@@ -148,18 +187,25 @@ impl SessionTask {
                 state,
             )
         });
-        let install = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        let install = tokio::task::spawn_blocking(move || -> Result<(), SetupError> {
             // The workdir itself is trusted (the operator's, or a fresh one in
             // the state dir); below it, nothing is.
             std::fs::create_dir_all(&root)
                 .and_then(|()| crate::fsx::create_dir_all(&root, &dir))
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                .map_err(|source| SetupError::Dir {
+                    path: dir.clone(),
+                    source,
+                })?;
             if let Some((id, read_write, read_only, state)) = &grants {
                 open_to_tools(id, &root, read_write, read_only, state)?;
             }
             if !items.is_empty() || !shell.is_empty() {
-                crate::artifacts::install(&root, &dir, &items, &shell)
-                    .map_err(|e| format!("cannot install artifacts into {}: {e}", dir.display()))?;
+                crate::artifacts::install(&root, &dir, &items, &shell).map_err(|source| {
+                    SetupError::Install {
+                        dir: dir.clone(),
+                        source,
+                    }
+                })?;
             }
             // The capsule can read its own manifest by relative path.
             if let Some((from, to)) = copy_manifest {
@@ -171,21 +217,21 @@ impl SessionTask {
             }
             if let Some((path, text)) = task {
                 crate::fsx::replace(&root, &path, text.as_bytes(), 0o644)
-                    .map_err(|e| format!("cannot write the task to {}: {e}", path.display()))?;
+                    .map_err(|source| SetupError::Task { path, source })?;
             }
             Ok(())
         });
         let (made, recorded) = tokio::join!(install, self.record(resumed));
-        let installed = match made {
-            Ok(result) => result,
-            Err(error) => Err(format!("session directory task failed: {error}")),
-        };
+        let installed = made.unwrap_or_else(|e| Err(SetupError::Join(e)));
         Ok((recorded?, installed))
     }
 
     /// Everything between installation and the first run: the shell/network
     /// warning, `on-stage` hooks (which can fail staging), and the lock.
-    pub(super) async fn prepare(&mut self, installed: Result<(), String>) -> Result<(), String> {
+    pub(super) async fn prepare(
+        &mut self,
+        installed: Result<(), SetupError>,
+    ) -> Result<(), SetupError> {
         installed?;
         let staged = &self.staged;
         let policy = &staged.policy;
@@ -240,7 +286,7 @@ impl SessionTask {
     }
 
     /// `on-stage` hooks, then the lock when the capsule had none.
-    pub(super) async fn run_stage_hooks(&self) -> Result<(), String> {
+    pub(super) async fn run_stage_hooks(&self) -> Result<(), SetupError> {
         let staged = &self.staged;
         let log = LogSink::within(
             &self.workdir,
@@ -270,10 +316,13 @@ impl SessionTask {
                 .await;
             match answer {
                 Ok(_) => tracing::info!(hook = %item.name, "on-stage hook passed"),
-                Err(error) => {
-                    let message = format!("on-stage hook '{}' failed: {error}", item.name);
-                    self.bootstrap_log(&message).await;
-                    return Err(message);
+                Err(source) => {
+                    let error = SetupError::StageHook {
+                        hook: item.name.clone(),
+                        source,
+                    };
+                    self.bootstrap_log(&error.to_string()).await;
+                    return Err(error);
                 }
             }
         }
