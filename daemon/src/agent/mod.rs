@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::SessionArtifacts;
-use crate::manifest::{AfterTask, AgentSpec, TaskAcceptance};
+use crate::manifest::{AgentSpec, TaskAcceptance};
 use crate::policy::CapabilityPolicy;
 use crate::runtime::Target;
 use crate::runtime::{PreparedHook, PreparedTool, Runtime, SessionTools, ToolSpec};
@@ -182,6 +182,16 @@ enum TaskFailure {
     Stopped,
     /// The A2A client canceled the task (the session goes on).
     Canceled,
+}
+
+/// An agent's task, as the task layer sees it end.
+fn task_outcome(result: Result<Option<String>, TaskFailure>) -> Outcome {
+    match result {
+        Ok(answer) => Outcome::Completed(answer.unwrap_or_default()),
+        Err(TaskFailure::Failed(e)) => Outcome::Failed(e),
+        Err(TaskFailure::Canceled) => Outcome::Canceled,
+        Err(TaskFailure::Stopped) => Outcome::Stopped,
+    }
 }
 
 /// A driver continuation held for one context.
@@ -347,9 +357,7 @@ impl AgentRun<'_> {
             }
             // Waiting for an A2A task: queue+sleep waits until stopped;
             // everything else gives up after the idle timeout.
-            let forever = lifecycle.task_acceptance == TaskAcceptance::Queue
-                && lifecycle.after_task == AfterTask::Sleep;
-            let idle = (!forever).then_some(self.idle_timeout);
+            let idle = (!lifecycle.waits_forever()).then_some(self.idle_timeout);
             let incoming = match state.queue.next(idle, &self.stop).await {
                 crate::tasks::Next::Task(task) => task,
                 crate::tasks::Next::Stopped => return AgentEnd::Stopped,
@@ -363,8 +371,7 @@ impl AgentRun<'_> {
                 }
             };
             let outcome = Box::pin(self.run_a2a(state, tools, incoming)).await;
-            let ends = lifecycle.task_acceptance == TaskAcceptance::Single
-                || lifecycle.after_task == AfterTask::Exit;
+            let ends = lifecycle.ends_after_task();
             match outcome {
                 Some(Outcome::Stopped) => return AgentEnd::Stopped,
                 Some(Outcome::Failed(e)) if ends => return AgentEnd::Failed(e),
@@ -396,12 +403,7 @@ impl AgentRun<'_> {
                         source: "a2a",
                         a2a: Some((link.task_id, link.context_id, link.cancel)),
                     };
-                    match Box::pin(self.run_task(state, tools, input)).await {
-                        Ok(answer) => Outcome::Completed(answer.unwrap_or_default()),
-                        Err(TaskFailure::Failed(e)) => Outcome::Failed(e),
-                        Err(TaskFailure::Canceled) => Outcome::Canceled,
-                        Err(TaskFailure::Stopped) => Outcome::Stopped,
-                    }
+                    task_outcome(Box::pin(self.run_task(state, tools, input)).await)
                 },
             )
             .await

@@ -136,6 +136,30 @@ pub struct Lifecycle {
     pub concurrency: u32,
 }
 
+/// The lifecycle's rules, decided here only.
+impl Lifecycle {
+    /// Waits for tasks until stopped (`queue` + `sleep`); any other session
+    /// with no task to work on ends after the idle timeout.
+    pub fn waits_forever(&self) -> bool {
+        self.task_acceptance == TaskAcceptance::Queue && self.after_task == AfterTask::Sleep
+    }
+
+    /// The session ends after a task (`single`, or `after_task: exit`); its
+    /// tasks run one at a time and a failed one fails the session.
+    pub fn ends_after_task(&self) -> bool {
+        self.task_acceptance == TaskAcceptance::Single || self.after_task == AfterTask::Exit
+    }
+
+    /// How many A2A tasks may wait for the session; `None`: it takes none.
+    pub fn inbox_depth(&self) -> Option<usize> {
+        match self.task_acceptance {
+            TaskAcceptance::None => None,
+            TaskAcceptance::Single => Some(1),
+            TaskAcceptance::Queue => Some(self.queue_depth as usize),
+        }
+    }
+}
+
 impl Default for Lifecycle {
     fn default() -> Self {
         Self {

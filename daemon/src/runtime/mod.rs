@@ -13,7 +13,6 @@ mod limits;
 mod output;
 mod run;
 mod state;
-mod task_host;
 mod task_io;
 mod ticker;
 
@@ -27,11 +26,12 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use wasmtime_wasi_http::WasiHttpCtx;
 
+pub use call::HookError;
 pub use catalog::{
     Catalog, Compiler, Info, ManageError, PortError, Processes, Summary, Target, ToolError,
     ToolOutput, ToolRequest, ToolStatus,
 };
-pub use host::{HookError, SessionTools, ToolSpec};
+pub use host::{SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
 pub use state::GuestState;
@@ -337,7 +337,7 @@ impl Runtime {
             data,
             log_path: None,
         };
-        Box::pin(host::call_tool(&self.core, tool, name, input, spec, None))
+        Box::pin(call::call_tool(&self.core, tool, name, input, spec, None))
             .await
             .map(host::from_wit)
     }
@@ -351,7 +351,7 @@ impl Runtime {
         payload: &str,
         spec: &ToolSpec,
     ) -> Result<Option<String>, HookError> {
-        host::call_hook(&self.core, hook, kind, payload, spec).await
+        call::call_hook(&self.core, hook, kind, payload, spec).await
     }
 }
 

@@ -47,6 +47,33 @@ enum RunEnd {
     Stopped,
 }
 
+/// A script capsule's `run`.
+impl From<Result<(), GuestFailure>> for RunEnd {
+    fn from(result: Result<(), GuestFailure>) -> Self {
+        match result {
+            Ok(()) => Self::Completed,
+            Err(GuestFailure::Stopped) => Self::Stopped,
+            Err(failure) => {
+                tracing::info!(error = %failure, "capsule failed");
+                Self::Failed(failure.to_string())
+            }
+        }
+    }
+}
+
+impl From<AgentEnd> for RunEnd {
+    fn from(end: AgentEnd) -> Self {
+        match end {
+            AgentEnd::Completed => Self::Completed,
+            AgentEnd::Stopped => Self::Stopped,
+            AgentEnd::Failed(error) => {
+                tracing::info!(%error, "agent failed");
+                Self::Failed(error)
+            }
+        }
+    }
+}
+
 impl SessionTask {
     /// Records the session (answering `reply` once the row exists), runs it until
     /// it ends for good, and returns the final record.
@@ -222,20 +249,13 @@ impl SessionTask {
         if let Some(lifecycle) = lifecycle {
             return Box::pin(self.serve_tasks(prepared, lifecycle, launch)).await;
         }
-        let result = Box::pin(
+        Box::pin(
             self.shared
                 .runtime
                 .run_script(prepared, launch, self.stop.clone()),
         )
-        .await;
-        match result {
-            Ok(()) => RunEnd::Completed,
-            Err(GuestFailure::Stopped) => RunEnd::Stopped,
-            Err(failure) => {
-                tracing::info!(error = %failure, "capsule failed");
-                RunEnd::Failed(failure.to_string())
-            }
-        }
+        .await
+        .into()
     }
 
     /// One launch of an agent capsule: the host-run tool-use loop.
@@ -285,14 +305,7 @@ impl SessionTask {
             shutdown: Arc::clone(&self.by_shutdown),
             inbox: std::sync::Mutex::new(inbox),
         };
-        match Box::pin(run.run()).await {
-            AgentEnd::Completed => RunEnd::Completed,
-            AgentEnd::Stopped => RunEnd::Stopped,
-            AgentEnd::Failed(error) => {
-                tracing::info!(%error, "agent failed");
-                RunEnd::Failed(error)
-            }
-        }
+        Box::pin(run.run()).await.into()
     }
 
     /// One launch of a script capsule that serves A2A tasks: each task in a
@@ -303,15 +316,12 @@ impl SessionTask {
         lifecycle: &crate::manifest::Lifecycle,
         launch: ScriptLaunch,
     ) -> RunEnd {
-        use crate::manifest::{AfterTask, TaskAcceptance};
         use crate::tasks::{Next, Outcome, Queue};
         let broker = &self.shared.tasks;
         let inbox = self.launch_inbox();
         let mut queue = Queue::open(broker, &self.id, inbox).await;
-        let forever = lifecycle.task_acceptance == TaskAcceptance::Queue
-            && lifecycle.after_task == AfterTask::Sleep;
-        let ends = lifecycle.task_acceptance == TaskAcceptance::Single
-            || lifecycle.after_task == AfterTask::Exit;
+        let forever = lifecycle.waits_forever();
+        let ends = lifecycle.ends_after_task();
         let input_timeout = Some(std::time::Duration::from_secs(lifecycle.input_timeout_secs));
         // Each task has its own instance, so tasks may run side by side
         // (`concurrency`; one for `single`).
@@ -390,11 +400,7 @@ impl SessionTask {
     /// capsules that serve no tasks and `task_acceptance: none`).
     fn open_inbox(&self) -> Option<crate::tasks::InboxRx> {
         let lifecycle = self.staged.program.lifecycle()?;
-        let depth = match lifecycle.task_acceptance {
-            crate::manifest::TaskAcceptance::None => return None,
-            crate::manifest::TaskAcceptance::Single => 1,
-            crate::manifest::TaskAcceptance::Queue => lifecycle.queue_depth as usize,
-        };
+        let depth = lifecycle.inbox_depth()?;
         Some(self.shared.tasks.open_inbox(&self.id, depth))
     }
 
