@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::tasks::model::{ANSWER_ARTIFACT, EventKind};
+use roost_ctl::api::{RestartPolicy, SessionState, SessionUsage, StartRequest};
 
 fn request() -> StartRequest {
     StartRequest {
