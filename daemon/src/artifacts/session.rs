@@ -2,6 +2,7 @@
 //! name, and the artifact manager's list, describe, search, pull (with its
 //! lock write) and remove; the runtime reaches it as a `Catalog`.
 
+use super::stage::verify;
 use super::*;
 
 /// A pull that has been fetched and verified but not yet installed.
@@ -353,7 +354,7 @@ impl SessionArtifacts {
 }
 
 /// Refuses a pull that would override a pin with another version or hash.
-async fn check_pin(
+pub(super) async fn check_pin(
     lock_path: &Path,
     name: &str,
     version: &str,
