@@ -1,6 +1,6 @@
 //! Unit tests of `agent/mod.rs`.
 
-use super::context::replacement_from_hook;
+use super::compaction::replacement_from_hook;
 use super::turns::tool_content;
 use super::*;
 

@@ -2,6 +2,7 @@
 //! tool calls it asks for (allow-list first), the token budget, and what
 //! they leave in the trace.
 
+use super::run::TaskFailure;
 use super::*;
 
 /// Why a task's turns could not go on.
