@@ -1,5 +1,6 @@
-//! What the CLI prints: sessions as a table or one in detail, a capsule's
-//! effective policy, token use.
+//! What the CLI prints: sessions as a table or one in detail, a session's
+//! tasks, a capsule's effective policy, token use, doctor's checks, and any
+//! of them as JSON.
 
 use super::*;
 
@@ -216,6 +217,62 @@ pub(super) fn print_table(out: &mut impl Write, sessions: &[Session]) -> Result<
             out,
             "(no sessions; `roostctl list --all` includes ended ones)"
         )?;
+    }
+    Ok(())
+}
+
+/// Anything as pretty JSON, on a line of its own.
+pub(super) fn print_json(
+    out: &mut impl Write,
+    value: &impl serde::Serialize,
+) -> Result<(), CliError> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(|e| CliError::Usage(e.to_string()))?;
+    writeln!(out)?;
+    Ok(())
+}
+
+/// A session's tasks as a table.
+pub(super) fn print_tasks(
+    out: &mut impl Write,
+    tasks: &[crate::api::TaskRecord],
+) -> Result<(), CliError> {
+    writeln!(
+        out,
+        "{:<36} {:<10} {:<8} {:<24} {:<24} {:>8} {:>8} {:>5}",
+        "TASK", "STATE", "SOURCE", "CREATED", "ENDED", "IN", "OUT", "TURNS"
+    )?;
+    for t in tasks {
+        writeln!(
+            out,
+            "{:<36} {:<10} {:<8} {:<24} {:<24} {:>8} {:>8} {:>5}",
+            t.id,
+            t.state,
+            t.source,
+            t.created_at,
+            t.ended_at.as_deref().unwrap_or("-"),
+            t.input_tokens,
+            t.output_tokens,
+            t.turns
+        )?;
+    }
+    Ok(())
+}
+
+/// doctor's checks, each with its fix.
+pub(super) fn print_checks(
+    out: &mut impl Write,
+    checks: &[crate::doctor::Check],
+) -> Result<(), CliError> {
+    for c in checks {
+        let verdict = match c.verdict {
+            crate::doctor::Verdict::Ok => "ok",
+            crate::doctor::Verdict::Warn => "WARN",
+            crate::doctor::Verdict::Fail => "FAIL",
+        };
+        writeln!(out, "{verdict:<5} {:<20} {}", c.name, c.detail)?;
+        if let Some(fix) = &c.fix {
+            writeln!(out, "{:<26} fix: {fix}", "")?;
+        }
     }
     Ok(())
 }
