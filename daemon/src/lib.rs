@@ -30,6 +30,7 @@ pub mod config;
 pub mod daemon;
 pub mod fsx;
 pub mod http_client;
+pub mod ids;
 pub mod logs;
 pub mod manifest;
 pub mod metrics;

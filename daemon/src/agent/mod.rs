@@ -25,6 +25,7 @@ use roost_ctl::artifact::ArtifactManifest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::ids::SessionId;
 use crate::artifacts::SessionArtifacts;
 use crate::manifest::{AgentSpec, TaskAcceptance};
 use crate::policy::CapabilityPolicy;
@@ -146,7 +147,7 @@ pub struct AgentRun<'a> {
     pub driver_spec: ToolSpec,
     pub capsule: String,
     pub version: String,
-    pub session_id: String,
+    pub session_id: SessionId,
     pub url: String,
     /// What the capsule sees as `.` (where `task.md` and `checkpoints/` are).
     pub workdir: PathBuf,

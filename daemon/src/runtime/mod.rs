@@ -37,6 +37,7 @@ pub use limits::GuestFailure;
 pub use state::GuestState;
 pub use task_io::{ArtifactUpdate, InputError, Outcome, Reply, TaskIo, TaskSlot, trace_id_of};
 
+use crate::ids::SessionId;
 use crate::logs::{LogSink, Stream};
 use crate::metrics::Metrics;
 use crate::policy::CapabilityPolicy;
@@ -139,7 +140,7 @@ pub struct PreparedHook {
 /// What one run of a script capsule gets (and each task of one that serves A2A).
 #[derive(Clone)]
 pub struct ScriptLaunch {
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The directory preopened as `.`.
     pub workdir: PathBuf,
     /// Guest environment, identity variables last.

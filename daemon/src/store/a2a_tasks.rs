@@ -46,7 +46,7 @@ impl Store {
         let task = A2aTask {
             id: t.id.to_string(),
             context_id: t.context_id.to_string(),
-            session_id: t.session_id.to_string(),
+            session_id: t.session_id.into(),
             route: t.route.to_string(),
             state: TaskState::Submitted,
             text: t.text.to_string(),
@@ -280,7 +280,7 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
     Ok(A2aTask {
         id: row.try_get("id")?,
         context_id: row.try_get("context_id")?,
-        session_id: row.try_get("session_id")?,
+        session_id: row.try_get::<String, _>("session_id")?.into(),
         route: row.try_get("route")?,
         state: TaskState::parse(&state)
             .ok_or_else(|| StoreError::Corrupt(format!("task state '{state}'")))?,

@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::ids::SessionId;
 use crate::staging::{StageError, Staged, session_dirs, stage};
 use crate::store::StoreError;
 
@@ -53,10 +54,10 @@ enum Command {
     /// Which live session (if any) an id or name refers to.
     Resolve {
         id_or_name: String,
-        reply: oneshot::Sender<Option<String>>,
+        reply: oneshot::Sender<Option<SessionId>>,
     },
     Ended {
-        id: String,
+        id: SessionId,
         /// The final record, when it could be written.
         record: Option<Box<Session>>,
     },
@@ -68,7 +69,7 @@ enum Command {
 
 /// An existing row being brought back at start-up.
 struct Resume {
-    id: String,
+    id: SessionId,
     name: String,
     restart_count: u32,
 }
@@ -91,7 +92,7 @@ pub struct Supervisor {
 /// Broadcast when a session has ended for good.
 #[derive(Clone)]
 struct Ended {
-    id: String,
+    id: SessionId,
     record: Option<Arc<Session>>,
 }
 
@@ -156,7 +157,7 @@ impl Supervisor {
             match stage(&self.shared.stage_ctx(), item.request).await {
                 Ok(staged) => {
                     let resume = Resume {
-                        id: item.id.clone(),
+                        id: item.id.clone().into(),
                         name: item.name.clone(),
                         restart_count: item.restart_count + 1,
                     };
@@ -285,8 +286,8 @@ struct Owner {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Command>,
     ended: broadcast::Sender<Ended>,
-    live: HashMap<String, Live>,
-    names: HashMap<String, String>,
+    live: HashMap<SessionId, Live>,
+    names: HashMap<String, SessionId>,
     shutting_down: bool,
 }
 
@@ -351,7 +352,7 @@ impl Owner {
         let (id, name, restart_count) = match &resume {
             Some(r) => (r.id.clone(), r.name.clone(), r.restart_count),
             None => {
-                let id = format!("ses_{}", uuid::Uuid::now_v7().simple());
+                let id = SessionId::generate();
                 match self.pick_name(&staged, &id) {
                     Ok(name) => (id, name, 0),
                     Err(e) => {
@@ -435,9 +436,9 @@ impl Owner {
     }
 
     /// The id of the live session with this id or name.
-    fn resolve(&self, id_or_name: &str) -> Option<String> {
-        if self.live.contains_key(id_or_name) {
-            Some(id_or_name.to_string())
+    fn resolve(&self, id_or_name: &str) -> Option<SessionId> {
+        if let Some((id, _)) = self.live.get_key_value(id_or_name) {
+            Some(id.clone())
         } else {
             self.names.get(id_or_name).cloned()
         }
@@ -473,7 +474,7 @@ impl Owner {
         }
     }
 
-    fn ended(&mut self, id: &str, record: Option<Box<Session>>) {
+    fn ended(&mut self, id: &SessionId, record: Option<Box<Session>>) {
         let Some(live) = self.live.remove(id) else {
             return;
         };
@@ -492,7 +493,7 @@ impl Owner {
             });
         }
         let _ = self.ended.send(Ended {
-            id: id.to_string(),
+            id: id.clone(),
             record,
         });
     }

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, Retry};
 use super::{Shared, SupervisorError};
+use crate::ids::SessionId;
 use crate::agent::driver::Usage;
 use crate::agent::{AgentEnd, AgentPlan, AgentRun};
 use crate::artifacts::SessionArtifacts;
@@ -25,7 +26,7 @@ mod setup;
 
 pub(super) struct SessionTask {
     pub(super) shared: Arc<Shared>,
-    pub(super) id: String,
+    pub(super) id: SessionId,
     pub(super) name: String,
     pub(super) staged: Staged,
     pub(super) workdir: PathBuf,

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use crate::ids::SessionId;
 use crate::config::DaemonConfig;
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
@@ -44,7 +45,7 @@ pub struct Shared {
 /// A live session as the A2A gateway addresses it.
 #[derive(Debug, Clone)]
 pub struct Route {
-    pub id: String,
+    pub id: SessionId,
     pub name: String,
 }
 
@@ -74,9 +75,9 @@ impl Routes {
         self.0.read().ok().and_then(|r| r.get(id_or_name).cloned())
     }
 
-    fn add(&self, id: &str, name: &str) {
+    fn add(&self, id: &SessionId, name: &str) {
         let route = Route {
-            id: id.to_string(),
+            id: id.clone(),
             name: name.to_string(),
         };
         if let Ok(mut routes) = self.0.write() {
@@ -85,10 +86,10 @@ impl Routes {
         }
     }
 
-    fn remove(&self, id: &str, name: &str) {
+    fn remove(&self, id: &SessionId, name: &str) {
         if let Ok(mut routes) = self.0.write() {
-            routes.remove(id);
-            if routes.get(name).is_some_and(|r| r.id == id) {
+            routes.remove(id.as_str());
+            if routes.get(name).is_some_and(|r| &r.id == id) {
                 routes.remove(name);
             }
         }
@@ -141,11 +142,11 @@ impl Shared {
     }
 
     /// A recorded session starts taking requests at its name and its id.
-    pub(crate) fn add_route(&self, id: &str, name: &str) {
+    pub(crate) fn add_route(&self, id: &SessionId, name: &str) {
         self.routes.add(id, name);
     }
 
-    pub(super) fn remove_route(&self, id: &str, name: &str) {
+    pub(super) fn remove_route(&self, id: &SessionId, name: &str) {
         self.routes.remove(id, name);
     }
 }

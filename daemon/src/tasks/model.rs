@@ -2,6 +2,7 @@
 //! delivered: its states, the entries of its event log, the stored record.
 //! The store depends on this file alone.
 
+use crate::ids::SessionId;
 use serde::{Deserialize, Serialize};
 
 /// Where a task is (stored as the 0.3 spelling).
@@ -92,7 +93,7 @@ pub struct TaskEvent {
 pub struct A2aTask {
     pub id: String,
     pub context_id: String,
-    pub session_id: String,
+    pub session_id: SessionId,
     pub route: String,
     pub state: TaskState,
     /// The text of the message that created it.

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::ids::SessionId;
 use crate::policy::{CapabilityPolicy, is_credential_name};
 
 /// Host variables a tool keeps (when set and not credential-shaped).
@@ -30,7 +31,7 @@ pub use crate::runtime::{ToolOutput, ToolRequest, ToolStatus};
 pub struct ProcessContext {
     pub name: String,
     /// The session whose tool this is (the control socket refuses its tools).
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The capsule's accessible workdir: the process's cwd.
     pub workdir: PathBuf,
     /// Bookkeeping dir (full shell output goes under it).
@@ -67,7 +68,7 @@ impl SessionProcesses {
     pub fn unjailed(workdir: &Path, policy: Arc<CapabilityPolicy>, timeout: Duration) -> Self {
         Self::new(ProcessContext {
             name: String::new(),
-            session_id: String::new(),
+            session_id: SessionId::from(""),
             workdir: workdir.to_path_buf(),
             bookkeeping: workdir.to_path_buf(),
             env: Vec::new(),

@@ -100,7 +100,7 @@ impl manage::Host for GuestState {
             .map(summary)
             .collect();
         Ok(manage::RuntimeState {
-            capsule_id: tools.spec.session_id.clone(),
+            capsule_id: tools.spec.session_id.to_string(),
             installed,
             capabilities: tools
                 .artifacts

@@ -19,13 +19,14 @@ use tokio_util::sync::CancellationToken;
 use super::bindings::{Status, ToolResult};
 use super::catalog::{Catalog, Processes, ToolOutput, ToolStatus};
 use super::{Core, GuestState};
+use crate::ids::SessionId;
 use crate::logs::LogSink;
 use crate::policy::CapabilityPolicy;
 
 /// Limits and surroundings of every tool or hook call of one session.
 #[derive(Clone)]
 pub struct ToolSpec {
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The directory tools see (preopened as `.`, the cwd of native tools).
     pub workdir: PathBuf,
     /// The session's bookkeeping dir (installed tools, logs, tool output).

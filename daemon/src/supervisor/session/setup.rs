@@ -423,7 +423,7 @@ impl SessionTask {
                 "MURMUR_CAPSULE_VERSION".to_string(),
                 manifest.version.clone(),
             ),
-            ("MURMUR_SESSION_ID".to_string(), self.id.clone()),
+            ("MURMUR_SESSION_ID".to_string(), self.id.to_string()),
             ("MURMUR_CAPSULE_URL".to_string(), self.capsule_url()),
         ]);
         // Agents' tools and hooks see the model's name, never its endpoint,
