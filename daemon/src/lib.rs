@@ -20,6 +20,7 @@
 //! - [`api`], [`a2a`]: the only modules that serve HTTP; [`http_client`] is
 //!   the only HTTP client (guests' wasi-http requests go out through it too).
 //! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
+//! - [`ids`]: `SessionId`, `TaskId`.
 //! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
 
 pub mod a2a;

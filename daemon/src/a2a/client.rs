@@ -77,7 +77,7 @@ impl Peers {
             .await
             .map_err(|e| SendError::Local(Box::new(e)))?;
         Ok(SentTask {
-            task_id: task.id,
+            task_id: task.id.into(),
             context_id: task.context_id,
             state: task.state.as_str().to_string(),
         })

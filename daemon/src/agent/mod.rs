@@ -25,8 +25,8 @@ use roost_ctl::artifact::ArtifactManifest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::ids::SessionId;
 use crate::artifacts::SessionArtifacts;
+use crate::ids::SessionId;
 use crate::manifest::{AgentSpec, TaskAcceptance};
 use crate::policy::CapabilityPolicy;
 use crate::runtime::Target;

@@ -3,13 +3,14 @@
 //! queue), each with its hooks, trace and recorded usage.
 
 use super::*;
+use crate::ids::TaskId;
 
 /// Where a task came from.
 struct TaskInput {
     text: String,
     source: &'static str,
     /// An A2A task's ids (its row exists) and the token that cancels it.
-    a2a: Option<(String, String, CancellationToken)>,
+    a2a: Option<(TaskId, String, CancellationToken)>,
 }
 
 /// One task's outcome, with what it used.
@@ -220,7 +221,7 @@ impl AgentRun<'_> {
         let (task_id, context_id, cancel) = match input.a2a {
             Some(ids) => ids,
             None => (
-                format!("tsk_{}", uuid::Uuid::now_v7().simple()),
+                TaskId::generate(),
                 format!("ctx_{}", uuid::Uuid::now_v7().simple()),
                 CancellationToken::new(),
             ),

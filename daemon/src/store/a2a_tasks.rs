@@ -44,7 +44,7 @@ impl Store {
             urgent,
         );
         let task = A2aTask {
-            id: t.id.to_string(),
+            id: t.id.into(),
             context_id: t.context_id.to_string(),
             session_id: t.session_id.into(),
             route: t.route.to_string(),
@@ -278,7 +278,7 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
             _ => None,
         });
     Ok(A2aTask {
-        id: row.try_get("id")?,
+        id: row.try_get::<String, _>("id")?.into(),
         context_id: row.try_get("context_id")?,
         session_id: row.try_get::<String, _>("session_id")?.into(),
         route: row.try_get("route")?,

@@ -12,10 +12,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::{Backoff, Retry};
 use super::{Shared, SupervisorError};
-use crate::ids::SessionId;
 use crate::agent::driver::Usage;
 use crate::agent::{AgentEnd, AgentPlan, AgentRun};
 use crate::artifacts::SessionArtifacts;
+use crate::ids::SessionId;
 use crate::logs::LogSink;
 use crate::metrics::SessionOutcome;
 use crate::runtime::{GuestFailure, ScriptLaunch, SessionTools, ToolSpec};

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use crate::ids::SessionId;
 use crate::config::DaemonConfig;
+use crate::ids::SessionId;
 use crate::metrics::Metrics;
 use crate::runtime::Runtime;
 use crate::store::Store;

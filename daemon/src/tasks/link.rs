@@ -8,6 +8,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::{ANSWER_ARTIFACT, Broker, EventKind, TaskState};
+use crate::ids::TaskId;
 use crate::runtime::{ArtifactUpdate, InputError, Reply, TaskIo, trace_id_of};
 use crate::store::StoreError;
 
@@ -19,7 +20,7 @@ pub const INPUT_TIMEOUT: &str = "input-timeout";
 #[derive(Clone)]
 pub struct TaskLink {
     pub broker: Arc<Broker>,
-    pub task_id: String,
+    pub task_id: TaskId,
     pub context_id: String,
     /// `lifecycle.input_timeout_secs`.
     pub input_timeout: Option<std::time::Duration>,

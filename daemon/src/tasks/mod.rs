@@ -22,6 +22,7 @@ pub use model::{
 };
 pub use queue::{Next, Queue};
 
+use crate::ids::TaskId;
 pub use crate::store::TaskFilter;
 use crate::store::{NewA2aTask, Store, StoreError};
 /// The receiving end of a session's inbox. Tasks travel boxed: the channel
@@ -31,7 +32,7 @@ pub type InboxRx = mpsc::Receiver<Box<Incoming>>;
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {
-    pub task_id: String,
+    pub task_id: TaskId,
     pub context_id: String,
     pub message_id: String,
     pub text: String,
@@ -204,7 +205,7 @@ impl Broker {
                 route: new.route.to_string(),
             },
         })?;
-        let task_id = format!("tsk_{}", uuid::Uuid::now_v7().simple());
+        let task_id = TaskId::generate();
         let context_id = new
             .context_id
             .map(str::to_string)
@@ -474,7 +475,7 @@ impl Broker {
             .await?;
         Ok(self
             .fail_all(
-                ids,
+                ids.into_iter().map(TaskId::from),
                 "interrupted: roostd stopped while the task was running; send it again",
             )
             .await)
@@ -488,13 +489,16 @@ impl Broker {
             .a2a_task_ids(&[TaskState::Submitted], true)
             .await?;
         Ok(self
-            .fail_all(ids, "its session did not come back after roostd restarted")
+            .fail_all(
+                ids.into_iter().map(TaskId::from),
+                "its session did not come back after roostd restarted",
+            )
             .await)
     }
 
     /// Fails each task with `why` (an error is logged and the rest go on);
     /// returns how many were failed.
-    pub async fn fail_all(&self, ids: impl IntoIterator<Item = String>, why: &str) -> usize {
+    pub async fn fail_all(&self, ids: impl IntoIterator<Item = TaskId>, why: &str) -> usize {
         let mut failed = 0;
         for id in ids {
             self.done(&id);

@@ -2,7 +2,7 @@
 //! delivered: its states, the entries of its event log, the stored record.
 //! The store depends on this file alone.
 
-use crate::ids::SessionId;
+use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
 
 /// Where a task is (stored as the 0.3 spelling).
@@ -91,7 +91,7 @@ pub struct TaskEvent {
 /// A task as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct A2aTask {
-    pub id: String,
+    pub id: TaskId,
     pub context_id: String,
     pub session_id: SessionId,
     pub route: String,
