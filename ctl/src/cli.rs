@@ -31,5 +31,5 @@ pub enum CliError {
     #[error(transparent)]
     Bundle(#[from] crate::artifact::BundleError),
     #[error(transparent)]
-    Registry(#[from] crate::artifact::RegistryError),
+    Registry(#[from] crate::artifact::LayoutError),
 }

@@ -65,7 +65,7 @@ pub struct Client {
 }
 
 /// A response whose connection goes back to the pool once the body is read.
-struct Response {
+struct RawResponse {
     status: StatusCode,
     body: Incoming,
     sender: Sender,
@@ -125,7 +125,7 @@ impl Client {
     }
 
     /// Reads the whole body and returns the connection to the pool.
-    async fn finish(&self, response: Response) -> Result<(StatusCode, Bytes), ClientError> {
+    async fn finish(&self, response: RawResponse) -> Result<(StatusCode, Bytes), ClientError> {
         let bytes = response.body.collect().await?.to_bytes();
         self.checkin(response.sender);
         Ok((response.status, bytes))
@@ -140,7 +140,7 @@ impl Client {
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
-    ) -> Result<Response, ClientError> {
+    ) -> Result<RawResponse, ClientError> {
         let make = || {
             let mut builder = Request::builder()
                 .method(method.clone())
@@ -170,9 +170,9 @@ impl Client {
         Ok(Self::wrap(response, sender))
     }
 
-    fn wrap(response: hyper::Response<Incoming>, sender: Sender) -> Response {
+    fn wrap(response: hyper::Response<Incoming>, sender: Sender) -> RawResponse {
         let status = response.status();
-        Response {
+        RawResponse {
             status,
             body: response.into_body(),
             sender,
@@ -308,7 +308,7 @@ impl Client {
             let (status, bytes) = self.finish(response).await?;
             return Err(api_error(status, &bytes));
         }
-        let Response {
+        let RawResponse {
             mut body, sender, ..
         } = response;
         while let Some(frame) = body.frame().await {

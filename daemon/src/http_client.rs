@@ -86,7 +86,7 @@ pub struct Timeouts {
 }
 
 /// What an `exchange` returned.
-pub struct Reply {
+pub struct HttpReply {
     pub status: StatusCode,
     pub body: Vec<u8>,
 }
@@ -99,7 +99,7 @@ pub async fn exchange(
     headers: &[(&str, &str)],
     body: Vec<u8>,
     max_bytes: u64,
-) -> Result<Reply, HttpError> {
+) -> Result<HttpReply, HttpError> {
     let uri: http::Uri = url.parse().map_err(|_| HttpError::Uri("cannot parse it"))?;
     if uri.scheme_str() != Some("http") {
         return Err(HttpError::NotHttp);
@@ -133,7 +133,7 @@ pub async fn exchange(
                 out.extend_from_slice(&data);
             }
         }
-        Ok(Reply { status, body: out })
+        Ok(HttpReply { status, body: out })
     };
     tokio::time::timeout(TIMEOUT, exchange)
         .await
@@ -199,19 +199,19 @@ where
     Ok(response)
 }
 
-enum Stream {
+enum Socket {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
-async fn connect(host: &str, port: u16, tls: bool) -> Result<Stream, HttpError> {
+async fn connect(host: &str, port: u16, tls: bool) -> Result<Socket, HttpError> {
     let tcp = TcpStream::connect((host, port))
         .await
         .map_err(HttpError::Connect)?;
     // Heads and bodies go out as separate writes; do not let Nagle hold them.
     let _ = tcp.set_nodelay(true);
     if !tls {
-        return Ok(Stream::Plain(tcp));
+        return Ok(Socket::Plain(tcp));
     }
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|_| HttpError::ServerName(host.to_string()))?;
@@ -219,7 +219,7 @@ async fn connect(host: &str, port: u16, tls: bool) -> Result<Stream, HttpError> 
         .connect(name, tcp)
         .await
         .map_err(HttpError::Tls)?;
-    Ok(Stream::Tls(Box::new(stream)))
+    Ok(Socket::Tls(Box::new(stream)))
 }
 
 /// Web PKI roots, built once.
@@ -237,18 +237,18 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
     }))
 }
 
-impl Stream {
+impl Socket {
     async fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         match self {
-            Stream::Plain(s) => s.write_all(bytes).await,
-            Stream::Tls(s) => s.write_all(bytes).await,
+            Socket::Plain(s) => s.write_all(bytes).await,
+            Socket::Tls(s) => s.write_all(bytes).await,
         }
     }
 
     async fn flush(&mut self) -> io::Result<()> {
         match self {
-            Stream::Plain(s) => s.flush().await,
-            Stream::Tls(s) => s.flush().await,
+            Socket::Plain(s) => s.flush().await,
+            Socket::Tls(s) => s.flush().await,
         }
     }
 }
@@ -261,7 +261,7 @@ enum Upload {
 }
 
 async fn write_request<B>(
-    stream: &mut Stream,
+    stream: &mut Socket,
     parts: http::request::Parts,
     authority: &str,
     mut body: B,
@@ -344,7 +344,7 @@ fn header_line(head: &mut Vec<u8>, name: &str, value: &[u8]) {
 
 /// The socket and what has been read from it but not yet consumed.
 struct Conn {
-    stream: Stream,
+    stream: Socket,
     buf: BytesMut,
 }
 
@@ -354,7 +354,7 @@ impl Conn {
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let len = self.buf.len();
         match &mut self.stream {
-            Stream::Plain(s) => loop {
+            Socket::Plain(s) => loop {
                 ready!(s.poll_read_ready(cx))?;
                 self.buf.resize(len + READ_CHUNK, 0);
                 let read = s.try_read(&mut self.buf[len..]);
@@ -364,7 +364,7 @@ impl Conn {
                     other => return Poll::Ready(other),
                 }
             },
-            Stream::Tls(s) => {
+            Socket::Tls(s) => {
                 self.buf.resize(len + READ_CHUNK, 0);
                 let mut target = ReadBuf::new(&mut self.buf[len..]);
                 let polled = Pin::new(&mut **s).poll_read(cx, &mut target);

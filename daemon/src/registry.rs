@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roost_ctl::artifact::registry::RegistryError as LayoutError;
+use roost_ctl::artifact::registry::LayoutError;
 use roost_ctl::artifact::{BundleRef, INDEX_FILENAME, IndexEntry, LocalRegistry, RegistryIndex};
 
 /// Index documents larger than this are refused.

@@ -12,8 +12,8 @@ pub use bundle::{Bundle, BundleError, DEFAULT_MAX_BUNDLE_BYTES};
 pub use lock::{LOCK_FILENAME, LockEntry, LockError, MurmurLock};
 pub use manifest::{ArtifactManifest, ArtifactRuntime, HookBinding, Implementation, PayloadKind};
 pub use registry::{
-    BundleRef, GENERIC_PLATFORM, INDEX_FILENAME, IndexEntry, LocalRegistry, Published,
-    RegistryError, RegistryIndex, current_platform,
+    BundleRef, GENERIC_PLATFORM, INDEX_FILENAME, IndexEntry, LayoutError, LocalRegistry, Published,
+    RegistryIndex, current_platform,
 };
 
 /// File name of the manifest inside a bundle (and inside an installed tool dir).

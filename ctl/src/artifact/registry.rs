@@ -27,7 +27,7 @@ pub fn current_platform() -> String {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
+pub enum LayoutError {
     #[error("registry {}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -133,13 +133,13 @@ impl Default for RegistryIndex {
 
 impl RegistryIndex {
     /// Parses index bytes read from `location`.
-    pub fn parse(bytes: &[u8], location: &str) -> Result<Self, RegistryError> {
-        let index: Self = serde_json::from_slice(bytes).map_err(|e| RegistryError::Index {
+    pub fn parse(bytes: &[u8], location: &str) -> Result<Self, LayoutError> {
+        let index: Self = serde_json::from_slice(bytes).map_err(|e| LayoutError::Index {
             location: location.to_string(),
             message: e.to_string(),
         })?;
         if index.format != INDEX_FORMAT {
-            return Err(RegistryError::Index {
+            return Err(LayoutError::Index {
                 location: location.to_string(),
                 message: format!("format {} is not supported", index.format),
             });
@@ -163,17 +163,17 @@ impl RegistryIndex {
         version: &str,
         platform: &str,
         location: &str,
-    ) -> Result<(&IndexEntry, &BundleRef), RegistryError> {
+    ) -> Result<(&IndexEntry, &BundleRef), LayoutError> {
         let entry = self
             .entry(name, version)
-            .ok_or_else(|| RegistryError::NotFound {
+            .ok_or_else(|| LayoutError::NotFound {
                 name: name.to_string(),
                 version: version.to_string(),
                 location: location.to_string(),
             })?;
         let bundle = entry
             .bundle_for(platform)
-            .ok_or_else(|| RegistryError::NoPlatform {
+            .ok_or_else(|| LayoutError::NoPlatform {
                 name: name.to_string(),
                 version: version.to_string(),
                 platform: platform.to_string(),
@@ -182,14 +182,14 @@ impl RegistryIndex {
     }
 }
 
-fn check_relative(path: &str) -> Result<(), RegistryError> {
+fn check_relative(path: &str) -> Result<(), LayoutError> {
     let bad = path.is_empty()
         || path.starts_with('/')
         || path.contains('\\')
         || path.contains('\0')
         || path.split('/').any(|p| p == ".." || p.is_empty());
     if bad {
-        return Err(RegistryError::BadPath {
+        return Err(LayoutError::BadPath {
             path: path.to_string(),
         });
     }
@@ -219,13 +219,13 @@ impl LocalRegistry {
         &self.root
     }
 
-    fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> RegistryError {
+    fn io(&self, path: &Path) -> impl FnOnce(std::io::Error) -> LayoutError {
         let path = path.to_path_buf();
-        move |source| RegistryError::Io { path, source }
+        move |source| LayoutError::Io { path, source }
     }
 
     /// The index (empty when nothing was published yet).
-    pub fn index(&self) -> Result<RegistryIndex, RegistryError> {
+    pub fn index(&self) -> Result<RegistryIndex, LayoutError> {
         let path = self.root.join(INDEX_FILENAME);
         match std::fs::read(&path) {
             Ok(bytes) => RegistryIndex::parse(&bytes, &path.display().to_string()),
@@ -235,11 +235,7 @@ impl LocalRegistry {
     }
 
     /// The bytes of a bundle the index names, refusing files over `max_bytes`.
-    pub fn read_bundle(
-        &self,
-        bundle: &BundleRef,
-        max_bytes: u64,
-    ) -> Result<Vec<u8>, RegistryError> {
+    pub fn read_bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, LayoutError> {
         check_relative(&bundle.path)?;
         let path = self.root.join(&bundle.path);
         let meta = std::fs::metadata(&path).map_err(self.io(&path))?;
@@ -260,7 +256,7 @@ impl LocalRegistry {
         manifest: &ArtifactManifest,
         bytes: &[u8],
         platform: &str,
-    ) -> Result<Published, RegistryError> {
+    ) -> Result<Published, LayoutError> {
         std::fs::create_dir_all(&self.root).map_err(self.io(&self.root))?;
         let _guard = DirLock::acquire(&self.root).map_err(self.io(&self.root))?;
         let mut index = self.index()?;
@@ -285,7 +281,7 @@ impl LocalRegistry {
             let entry = &index.artifacts[i];
             if entry.runtime != manifest.runtime || entry.implementation != manifest.implementation
             {
-                return Err(RegistryError::KindMismatch {
+                return Err(LayoutError::KindMismatch {
                     name: manifest.name.clone(),
                     version: manifest.version.clone(),
                     existing: kind(entry.runtime, entry.implementation),
@@ -299,7 +295,7 @@ impl LocalRegistry {
                         unchanged: true,
                     });
                 }
-                return Err(RegistryError::AlreadyPublished {
+                return Err(LayoutError::AlreadyPublished {
                     name: manifest.name.clone(),
                     version: manifest.version.clone(),
                     platform: platform.to_string(),

@@ -87,7 +87,7 @@ impl AgentRun<'_> {
             })
             .collect();
         murmur_md::render(
-            &murmur_md::Identity {
+            &murmur_md::SessionFacts {
                 name: &self.capsule,
                 version: &self.version,
                 session_id: &self.session_id,

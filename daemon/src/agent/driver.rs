@@ -85,7 +85,7 @@ pub struct ToolDef {
 
 /// Limits passed to the driver.
 #[derive(Debug, Clone, Serialize)]
-pub struct Limits {
+pub struct InferenceLimits {
     pub max_output_tokens: Option<u64>,
     /// `context.max_tokens` (absent when unknown).
     pub context_tokens: Option<u64>,
@@ -109,7 +109,7 @@ pub struct Request<'a> {
     pub system: Option<&'a str>,
     pub messages: &'a [Message],
     pub tools: &'a [ToolDef],
-    pub limits: &'a Limits,
+    pub limits: &'a InferenceLimits,
     pub continuation_id: Option<&'a str>,
     pub stream: bool,
 }
@@ -214,7 +214,7 @@ mod tests {
     #[test]
     fn requests_serialise_as_documented() {
         let messages = [Message::user("hi")];
-        let limits = Limits {
+        let limits = InferenceLimits {
             max_output_tokens: None,
             context_tokens: Some(1000),
         };

@@ -36,7 +36,7 @@ use crate::tasks::Outcome;
 use crate::tools::{ToolOutput, ToolStatus};
 use checkpoint::CheckpointKey;
 pub use compaction::CompactionError;
-use driver::{Limits, Message, Purpose, Request, Response, ToolCall, ToolDef, Usage};
+use driver::{InferenceLimits, Message, Purpose, Request, Response, ToolCall, ToolDef, Usage};
 pub use run::TaskFileError;
 use trace::Trace;
 use turns::TurnError;

@@ -10,7 +10,7 @@ use crate::policy::CapabilityPolicy;
 pub const MURMUR_MD: &str = "MURMUR.md";
 
 /// Who the capsule is.
-pub struct Identity<'a> {
+pub struct SessionFacts<'a> {
     pub name: &'a str,
     pub version: &'a str,
     pub session_id: &'a str,
@@ -26,7 +26,7 @@ pub struct Listed {
 
 /// Renders MURMUR.md.
 pub fn render(
-    identity: &Identity<'_>,
+    identity: &SessionFacts<'_>,
     spec: &AgentSpec,
     policy: &CapabilityPolicy,
     tools: &[Listed],

@@ -148,7 +148,7 @@ impl AgentRun<'_> {
     ) -> Result<(Response, Vec<(String, String)>), TurnError> {
         let spec = &self.plan.spec;
         let system = self.system_text();
-        let limits = Limits {
+        let limits = InferenceLimits {
             max_output_tokens: None,
             context_tokens: (spec.context_tokens > 0).then_some(spec.context_tokens),
         };

@@ -74,7 +74,7 @@ pub async fn stage(
     };
     // Fetch, verify, read and compile all artifacts concurrently; report the
     // first failure in manifest order.
-    let ctx = StageCtx {
+    let ctx = StageRun {
         runtime,
         memo,
         registry,
@@ -111,7 +111,7 @@ pub async fn stage(
 /// One artifact: a local skill, or fetched, verified against the registry's
 /// hash and the pin, read as a bundle and compiled.
 /// What every artifact of one stage shares.
-struct StageCtx<'a> {
+struct StageRun<'a> {
     runtime: &'a Runtime,
     memo: &'a Arc<BundleMemo>,
     registry: &'a dyn Registry,
@@ -121,7 +121,7 @@ struct StageCtx<'a> {
 }
 
 async fn stage_one(
-    ctx: &StageCtx<'_>,
+    ctx: &StageRun<'_>,
     artifact: &ArtifactRef,
     pinned: Option<String>,
 ) -> Result<Installed, ArtifactError> {

@@ -134,7 +134,7 @@ impl Queued {
 
 /// What waits for the writer, under one lock.
 #[derive(Default)]
-struct Queue {
+struct Backlog {
     jobs: VecDeque<Queued>,
     /// Writes in `jobs`.
     count: usize,
@@ -152,13 +152,13 @@ struct Queue {
     closed: bool,
 }
 
-struct Shared {
-    queue: Mutex<Queue>,
+struct Inner {
+    queue: Mutex<Backlog>,
     wake: Condvar,
 }
 
-impl Shared {
-    fn queue(&self) -> MutexGuard<'_, Queue> {
+impl Inner {
+    fn queue(&self) -> MutexGuard<'_, Backlog> {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -188,7 +188,7 @@ impl Shared {
 #[derive(Clone)]
 pub(super) struct TaskWriter(Arc<Handle>);
 
-struct Handle(Arc<Shared>);
+struct Handle(Arc<Inner>);
 
 impl Drop for Handle {
     fn drop(&mut self) {
@@ -218,8 +218,8 @@ impl TaskWriter {
                 )
             })
             .map_err(open)?;
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue::default()),
+        let shared = Arc::new(Inner {
+            queue: Mutex::new(Backlog::default()),
             wake: Condvar::new(),
         });
         let thread = Arc::clone(&shared);
@@ -293,7 +293,7 @@ impl TaskWriter {
 
 /// Wakes the thread once the oldest lazy job has waited [`LINGER`], unless
 /// somebody has committed it by then.
-async fn linger_timer(shared: Arc<Shared>) {
+async fn linger_timer(shared: Arc<Inner>) {
     let _disarm = Disarm(Arc::clone(&shared));
     loop {
         let due = match shared.queue().lazy_since {
@@ -307,7 +307,7 @@ async fn linger_timer(shared: Arc<Shared>) {
 /// However a linger timer ends (due, or dropped with its runtime), the
 /// thread hears of lazy jobs still queued: none waits on a timer that will
 /// not fire.
-struct Disarm(Arc<Shared>);
+struct Disarm(Arc<Inner>);
 
 impl Drop for Disarm {
     fn drop(&mut self) {
@@ -322,7 +322,7 @@ impl Drop for Disarm {
 /// The thread: commits what is queued once a job is urgent or the oldest
 /// has lingered long enough (up to [`WRITES_PER_COMMIT`] writes at a time),
 /// and runs the checkpoints between commits.
-fn run(shared: &Shared, conn: &Connection) {
+fn run(shared: &Inner, conn: &Connection) {
     loop {
         let checkpoints = {
             let mut q = shared.queue();

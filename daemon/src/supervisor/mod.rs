@@ -1,5 +1,5 @@
 //! The supervisor: sole owner of the live-session table. Handlers send it
-//! [`Command`]s and get replies on oneshots; each session runs as its own task
+//! [`OwnerCommand`]s and get replies on oneshots; each session runs as its own task
 //! ([`session`]) and reports back when it has ended for good.
 
 mod backoff;
@@ -41,7 +41,7 @@ pub enum SupervisorError {
     Gone,
 }
 
-enum Command {
+enum OwnerCommand {
     Launch {
         staged: Box<Staged>,
         resume: Option<Resume>,
@@ -84,7 +84,7 @@ struct Live {
 /// Cloneable handle used by the API and the daemon.
 #[derive(Clone)]
 pub struct Supervisor {
-    tx: mpsc::Sender<Command>,
+    tx: mpsc::Sender<OwnerCommand>,
     ended: broadcast::Sender<Ended>,
     shared: Arc<Shared>,
 }
@@ -126,7 +126,7 @@ impl Supervisor {
 
     async fn ask<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, SupervisorError>>) -> Command,
+        make: impl FnOnce(oneshot::Sender<Result<T, SupervisorError>>) -> OwnerCommand,
     ) -> Result<T, SupervisorError> {
         let (reply, rx) = oneshot::channel();
         self.tx
@@ -142,7 +142,7 @@ impl Supervisor {
         request: roost_ctl::api::StartRequest,
     ) -> Result<Session, SupervisorError> {
         let staged = stage(&self.shared.stage_ctx(), request).await?;
-        self.ask(|reply| Command::Launch {
+        self.ask(|reply| OwnerCommand::Launch {
             staged: Box::new(staged),
             resume: None,
             reply,
@@ -162,7 +162,7 @@ impl Supervisor {
                         restart_count: item.restart_count + 1,
                     };
                     let outcome = self
-                        .ask(|reply| Command::Launch {
+                        .ask(|reply| OwnerCommand::Launch {
                             staged: Box::new(staged),
                             resume: Some(resume),
                             reply,
@@ -191,7 +191,8 @@ impl Supervisor {
     /// Stops a live session and returns its final record (an ended one is returned as is).
     pub async fn stop(&self, id_or_name: &str) -> Result<Session, SupervisorError> {
         let id_or_name = id_or_name.to_string();
-        self.ask(|reply| Command::Stop { id_or_name, reply }).await
+        self.ask(|reply| OwnerCommand::Stop { id_or_name, reply })
+            .await
     }
 
     /// The session's record once it has ended, or as it is after `timeout`.
@@ -205,7 +206,7 @@ impl Supervisor {
         let (reply, rx) = oneshot::channel();
         let id_or_name_owned = id_or_name.to_string();
         self.tx
-            .send(Command::Resolve {
+            .send(OwnerCommand::Resolve {
                 id_or_name: id_or_name_owned,
                 reply,
             })
@@ -273,7 +274,7 @@ impl Supervisor {
         let (reply, rx) = oneshot::channel();
         if self
             .tx
-            .send(Command::Shutdown { grace, reply })
+            .send(OwnerCommand::Shutdown { grace, reply })
             .await
             .is_ok()
         {
@@ -284,7 +285,7 @@ impl Supervisor {
 
 struct Owner {
     shared: Arc<Shared>,
-    tx: mpsc::Sender<Command>,
+    tx: mpsc::Sender<OwnerCommand>,
     ended: broadcast::Sender<Ended>,
     live: HashMap<SessionId, Live>,
     names: HashMap<String, SessionId>,
@@ -292,7 +293,7 @@ struct Owner {
 }
 
 impl Owner {
-    async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+    async fn run(mut self, mut rx: mpsc::Receiver<OwnerCommand>) {
         let mut shutdown_reply: Option<oneshot::Sender<()>> = None;
         let mut grace_deadline: Option<tokio::time::Instant> = None;
         loop {
@@ -308,17 +309,17 @@ impl Owner {
             };
             let Some(command) = command else { break };
             match command {
-                Command::Launch {
+                OwnerCommand::Launch {
                     staged,
                     resume,
                     reply,
                 } => self.launch(*staged, resume, reply),
-                Command::Stop { id_or_name, reply } => self.stop(&id_or_name, reply).await,
-                Command::Resolve { id_or_name, reply } => {
+                OwnerCommand::Stop { id_or_name, reply } => self.stop(&id_or_name, reply).await,
+                OwnerCommand::Resolve { id_or_name, reply } => {
                     let _ = reply.send(self.resolve(&id_or_name));
                 }
-                Command::Ended { id, record } => self.ended(&id, record),
-                Command::Shutdown { grace, reply } => {
+                OwnerCommand::Ended { id, record } => self.ended(&id, record),
+                OwnerCommand::Shutdown { grace, reply } => {
                     self.shutting_down = true;
                     for live in self.live.values() {
                         live.by_shutdown.store(true, Ordering::Relaxed);
@@ -411,7 +412,7 @@ impl Owner {
             async move {
                 let record = task.run(resumed, reply).await;
                 let record = record.map(Box::new);
-                let _ = tx.send(Command::Ended { id, record }).await;
+                let _ = tx.send(OwnerCommand::Ended { id, record }).await;
             }
             .instrument(span),
         );
