@@ -21,7 +21,7 @@ use super::bindings::{Status, ToolInput, ToolResult};
 use super::catalog::ToolError;
 use super::host::ToolSpec;
 use super::limits::{self, GuestFailure};
-use super::{Core, GuestState, PreparedHook, PreparedTool, StoreSpec};
+use super::{Core, GuestState, PreparedComponent, PreparedHook, PreparedTool, StoreSpec};
 
 /// The instantiate-and-call future a caller hands to [`call_guest`].
 pub(crate) type GuestCall<'s, R> = Pin<Box<dyn Future<Output = wasmtime::Result<R>> + Send + 's>>;
@@ -30,6 +30,16 @@ pub(crate) type GuestCall<'s, R> = Pin<Box<dyn Future<Output = wasmtime::Result<
 pub(crate) fn fresh_budget(store: &mut Store<GuestState>) {
     store.data_mut().guard.arm();
     store.set_epoch_deadline(1);
+}
+
+/// Instantiates `component` in `store`. Boxed: instantiation's state is
+/// dropped before the call, which may wait a long time (a driver on a slow
+/// model), instead of staying in the call's future all along.
+pub(crate) async fn instantiate(
+    component: &PreparedComponent,
+    store: &mut Store<GuestState>,
+) -> wasmtime::Result<wasmtime::component::Instance> {
+    Box::pin(component.pre.instantiate_async(store)).await
 }
 
 /// What ends a call from outside besides its own deadline.
@@ -123,7 +133,7 @@ pub(crate) async fn call_tool(
     let (component, exports) = (Arc::clone(&tool.inner), tool.exports.clone());
     let result = Box::pin(call_in_fresh_store(core, spec, task, move |store| {
         Box::pin(async move {
-            let instance = component.pre.instantiate_async(&mut *store).await?;
+            let instance = instantiate(&component, store).await?;
             let tool = exports.load(&mut *store, &instance)?;
             fresh_budget(store);
             tool.murmur_tool_run().call_run(&mut *store, &input).await
@@ -152,7 +162,7 @@ pub(crate) async fn call_hook(
     let (component, exports) = (Arc::clone(&hook.inner), hook.exports.clone());
     let answer = call_in_fresh_store(core, spec, None, move |store| {
         Box::pin(async move {
-            let instance = component.pre.instantiate_async(&mut *store).await?;
+            let instance = instantiate(&component, store).await?;
             let hook = exports.load(&mut *store, &instance)?;
             fresh_budget(store);
             hook.murmur_hook_handler()

@@ -2,7 +2,7 @@
 //! fresh instance of a capsule that serves them.
 
 use super::bindings::guest::agent::exports::murmur::a2a::handler;
-use super::call::{Halts, call_guest, fresh_budget};
+use super::call::{Halts, call_guest, fresh_budget, instantiate};
 use super::*;
 
 impl Runtime {
@@ -42,7 +42,7 @@ impl Runtime {
         let (component, indices) = (Arc::clone(&prepared.inner), indices.clone());
         let answered = call_guest(&mut store, halts, move |store| {
             Box::pin(async move {
-                let instance = component.pre.instantiate_async(&mut *store).await?;
+                let instance = instantiate(&component, store).await?;
                 let agent = indices.load(&mut *store, &instance)?;
                 fresh_budget(store);
                 agent
@@ -83,7 +83,7 @@ impl Runtime {
         let (component, indices) = (Arc::clone(&prepared.inner), indices.clone());
         call_guest(&mut store, halts, move |store| {
             Box::pin(async move {
-                let instance = component.pre.instantiate_async(&mut *store).await?;
+                let instance = instantiate(&component, store).await?;
                 let capsule = indices.load(&mut *store, &instance)?;
                 fresh_budget(store);
                 capsule.murmur_capsule_run().call_run(&mut *store).await
