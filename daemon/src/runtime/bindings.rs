@@ -44,58 +44,47 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     Ok(())
 }
 
+/// One `bindgen!` world per role a guest plays, exporting that role's
+/// interface only.
+macro_rules! guest_world {
+    ($(#[$doc:meta])* $module:ident, $world:literal, $inline:literal) => {
+        $(#[$doc])*
+        pub(crate) mod $module {
+            wasmtime::component::bindgen!({
+                path: "../wit",
+                inline: $inline,
+                world: $world,
+                exports: { default: async },
+            });
+        }
+    };
+}
+
 /// Typed calls of what guests export, one world per role; each `*Indices`
 /// checks a component's exports once, when it is prepared.
 pub(crate) mod guest {
-    /// A script capsule: `murmur:capsule/run@0.1.0`.
-    pub(crate) mod capsule {
-        wasmtime::component::bindgen!({
-            path: "../wit",
-            inline: "
-                package roost:guest@0.1.0;
-                world capsule { export murmur:capsule/run@0.1.0; }
-            ",
-            world: "roost:guest/capsule@0.1.0",
-            exports: { default: async },
-        });
-    }
-
-    /// A script capsule that serves A2A tasks: `murmur:a2a/handler@0.1.0`.
-    pub(crate) mod agent {
-        wasmtime::component::bindgen!({
-            path: "../wit",
-            inline: "
-                package roost:guest@0.1.0;
-                world agent { export murmur:a2a/handler@0.1.0; }
-            ",
-            world: "roost:guest/agent@0.1.0",
-            exports: { default: async },
-        });
-    }
-
-    /// A tool or driver: `murmur:tool/run@0.1.0`.
-    pub(crate) mod tool {
-        wasmtime::component::bindgen!({
-            path: "../wit",
-            inline: "
-                package roost:guest@0.1.0;
-                world tool { export murmur:tool/run@0.1.0; }
-            ",
-            world: "roost:guest/tool@0.1.0",
-            exports: { default: async },
-        });
-    }
-
-    /// A hook: `murmur:hook/handler@0.1.0`.
-    pub(crate) mod hook {
-        wasmtime::component::bindgen!({
-            path: "../wit",
-            inline: "
-                package roost:guest@0.1.0;
-                world hook { export murmur:hook/handler@0.1.0; }
-            ",
-            world: "roost:guest/hook@0.1.0",
-            exports: { default: async },
-        });
-    }
+    guest_world!(
+        /// A script capsule: `murmur:capsule/run@0.1.0`.
+        capsule,
+        "roost:guest/capsule@0.1.0",
+        "package roost:guest@0.1.0; world capsule { export murmur:capsule/run@0.1.0; }"
+    );
+    guest_world!(
+        /// A script capsule that serves A2A tasks: `murmur:a2a/handler@0.1.0`.
+        agent,
+        "roost:guest/agent@0.1.0",
+        "package roost:guest@0.1.0; world agent { export murmur:a2a/handler@0.1.0; }"
+    );
+    guest_world!(
+        /// A tool or driver: `murmur:tool/run@0.1.0`.
+        tool,
+        "roost:guest/tool@0.1.0",
+        "package roost:guest@0.1.0; world tool { export murmur:tool/run@0.1.0; }"
+    );
+    guest_world!(
+        /// A hook: `murmur:hook/handler@0.1.0`.
+        hook,
+        "roost:guest/hook@0.1.0",
+        "package roost:guest@0.1.0; world hook { export murmur:hook/handler@0.1.0; }"
+    );
 }
