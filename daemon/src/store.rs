@@ -58,7 +58,8 @@ pub struct NewA2aTask<'a> {
 /// Which tasks `a2a_tasks` returns.
 #[derive(Debug, Default)]
 pub struct TaskFilter<'a> {
-    pub session_id: Option<&'a str>,
+    /// Tasks accepted on this route, whichever session ran them.
+    pub route: Option<&'a str>,
     pub context_id: Option<&'a str>,
     pub state: Option<TaskState>,
     pub limit: u32,
@@ -69,13 +70,16 @@ pub struct TaskFilter<'a> {
 pub struct TaskInsert(tokio::sync::oneshot::Receiver<Vec<writer::Written>>);
 
 impl TaskInsert {
-    /// Waits until the record is committed (the task survives a crash).
-    pub async fn committed(self) -> Result<(), StoreError> {
+    /// Waits until the record is committed (the task survives a crash):
+    /// `true`, or `false` when the route already had a task for this
+    /// message id and nothing was written.
+    pub async fn committed(self) -> Result<bool, StoreError> {
         let written = self.0.await.map_err(|_| StoreError::writer_stopped())?;
         match written.into_iter().next() {
-            Some(Ok(Some(_))) => Ok(()),
+            Some(Ok(Some(_))) => Ok(true),
+            Some(Ok(None)) => Ok(false),
             Some(Err(e)) => Err(StoreError::Write(e)),
-            _ => Err(StoreError::Corrupt("a new task was not written".into())),
+            None => Err(StoreError::Corrupt("a new task was not written".into())),
         }
     }
 }

@@ -17,3 +17,4 @@ mod manifests;
 mod mock_llm;
 mod sandbox;
 mod supervision;
+mod tasks_durable;

@@ -72,7 +72,6 @@ impl Peers {
                 text: &m.text,
                 message_json: &message.to_string(),
                 traceparent: Some(&m.traceparent),
-                answer_waits: false,
             })
             .await
             .map_err(|e| SendError::Local(Box::new(e)))?;

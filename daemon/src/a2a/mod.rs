@@ -24,7 +24,7 @@ use axum::routing::any;
 use roost_ctl::api::Session;
 use serde_json::{Value, json};
 
-use crate::supervisor::Supervisor;
+use crate::supervisor::{Route, Supervisor};
 use crate::tasks::{A2aTask, Broker, EventKind, TaskEvent, TaskState};
 use wire::Dialect;
 
@@ -130,15 +130,29 @@ fn no_agent(route: &str) -> Response {
     problem(
         StatusCode::NOT_FOUND,
         "not_found",
-        format!("no live session is routed at /a2a/{route}"),
+        format!(
+            "no agent at /a2a/{route}: no session has had this name (`roostctl list --all` \
+             shows them)"
+        ),
     )
 }
 
-/// A live session's whole record, for its agent card.
+/// The whole record of a route's session (live, or the last one, ended),
+/// for its agent card.
 async fn agent_record(gw: &Gateway, route: &str) -> Result<Session, Response> {
     match gw.supervisor.get(route).await {
-        Ok(s) if !s.state.is_ended() => Ok(s),
+        Ok(s) if s.name == route => Ok(s),
         _ => Err(no_agent(route)),
+    }
+}
+
+/// The route a request names: a live session's from the supervisor's
+/// memory (no database read), else one whose session has ended, whose
+/// tasks stay readable.
+async fn route_of(gw: &Gateway, route: &str) -> Option<Route> {
+    match gw.supervisor.route(route) {
+        Some(live) => Some(live),
+        None => gw.supervisor.ended_route(route).await,
     }
 }
 
@@ -154,8 +168,7 @@ async fn root(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    // From the supervisor's memory: no database read per request.
-    let Some(session) = gw.supervisor.route(&route) else {
+    let Some(session) = route_of(&gw, &route).await else {
         return no_agent(&route);
     };
     if method != Method::POST {
@@ -182,8 +195,7 @@ async fn rest(
             Err(r) => r,
         };
     }
-    // From the supervisor's memory: no database read per request.
-    let Some(session) = gw.supervisor.route(&route) else {
+    let Some(session) = route_of(&gw, &route).await else {
         return no_agent(&route);
     };
     rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await
@@ -275,11 +287,20 @@ fn card(gw: &Gateway, session: &Session) -> Value {
     } else {
         skills
     };
+    let mut description = format!(
+        "{} {}: an agent capsule hosted by roostd",
+        session.capsule, session.version
+    );
+    if session.state.is_ended() {
+        // Gone, not never here: its tasks stay readable.
+        description.push_str(
+            ". Unavailable: its session has ended, so it takes no new tasks; GetTask and \
+             ListTasks still answer for the tasks it was sent",
+        );
+    }
     let mut card = json!({
         "name": session.name,
-        "description": format!(
-            "{} {}: an agent capsule hosted by roostd", session.capsule, session.version
-        ),
+        "description": description,
         "version": session.version,
         "supportedInterfaces": [
             {"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},

@@ -270,7 +270,9 @@ fn int(v: Option<&Value>) -> Option<i64> {
 /// A task of this session, or TaskNotFound.
 async fn own_task(gw: &Gateway, session: &Route, id: &str) -> Result<A2aTask, A2aError> {
     match gw.tasks.task(id).await? {
-        Some(t) if t.session_id == session.id => Ok(t),
+        // Matched by route: a task outlives its session (ended, restarted
+        // or replaced under the same name).
+        Some(t) if t.route == session.name => Ok(t),
         _ => Err(A2aError::TaskNotFound(format!(
             "no task '{id}' at this agent"
         ))),
@@ -310,6 +312,13 @@ async fn run(
                     )
                 }));
             }
+            if !session.live {
+                return Err(A2aError::Unsupported(format!(
+                    "the session at '{}' has ended: it takes no new tasks (GetTask and \
+                     ListTasks still answer for its tasks); start it again to send it more",
+                    session.name
+                )));
+            }
             let canonical = m.canonical.to_string();
             let (task, live) = broker
                 .submit(NewTask {
@@ -320,7 +329,6 @@ async fn run(
                     text: &m.text,
                     message_json: &canonical,
                     traceparent,
-                    answer_waits: matches!(op, Op::Send) && !returns_now(d, params),
                 })
                 .await
                 .map_err(|e| match e {
@@ -331,7 +339,7 @@ async fn run(
             if matches!(op, Op::Stream) {
                 return Ok(Answer::Stream(Box::new(task), 1, false));
             }
-            answer_send(broker, task, Some(live), d, params).await
+            answer_send(broker, task, live, d, params).await
         }
         Op::Get => {
             let t = own_task(gw, session, &task_id(params)?).await?;
@@ -374,7 +382,7 @@ async fn run(
                 int(field(params, "historyLength", "history_length")).map(|n| n.max(0) as usize);
             let (tasks, total) = broker
                 .tasks(&TaskFilter {
-                    session_id: Some(&session.id),
+                    route: Some(&session.name),
                     context_id: context,
                     state,
                     limit: page_size as u32,

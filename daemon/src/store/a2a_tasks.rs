@@ -15,8 +15,13 @@ impl Store {
     /// transaction: once this returns, the task survives a crash.
     pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
         let (task, insert) = self.queue_a2a_task(t, true);
-        insert.committed().await?;
-        Ok(task)
+        match insert.committed().await? {
+            true => Ok(task),
+            false => self
+                .a2a_task_by_message(t.route, t.message_id)
+                .await?
+                .ok_or_else(|| StoreError::Corrupt("a retried task vanished".into())),
+        }
     }
 
     /// Queues an A2A task's record (as [`Store::insert_a2a_task`] writes
@@ -32,6 +37,7 @@ impl Store {
             context_id: t.context_id.to_string(),
             input_bytes: t.text.len() as i64,
             route: t.route.to_string(),
+            message_id: t.message_id.to_string(),
             message_json: t.message_json.to_string(),
             at: at.clone(),
         };
@@ -181,9 +187,27 @@ impl Store {
         row.map(|r| a2a_from_row(&r)).transpose()
     }
 
+    /// The task a message made on a route, if it made one.
+    pub async fn a2a_task_by_message(
+        &self,
+        route: &str,
+        message_id: &str,
+    ) -> Result<Option<A2aTask>, StoreError> {
+        let sql = format!(
+            "SELECT {A2A_COLUMNS} FROM tasks t WHERE t.route = ?1 AND t.message_id = ?2 \
+             AND t.source = 'a2a' LIMIT 1"
+        );
+        let row = sqlx::query(&sql)
+            .bind(route)
+            .bind(message_id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|r| a2a_from_row(&r)).transpose()
+    }
+
     /// A2A tasks, newest first, and how many match in all.
     pub async fn a2a_tasks(&self, f: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), StoreError> {
-        let cond = "t.source = 'a2a' AND (?1 IS NULL OR t.session_id = ?1) \
+        let cond = "t.source = 'a2a' AND (?1 IS NULL OR t.route = ?1) \
              AND (?2 IS NULL OR t.context_id = ?2) AND (?3 IS NULL OR t.state = ?3)";
         let sql = format!(
             "SELECT {A2A_COLUMNS} FROM tasks t WHERE {cond} \
@@ -191,7 +215,7 @@ impl Store {
         );
         let state = f.state.map(TaskState::as_str);
         let rows = sqlx::query(&sql)
-            .bind(f.session_id)
+            .bind(f.route)
             .bind(f.context_id)
             .bind(state)
             .bind(f.limit)
@@ -199,7 +223,7 @@ impl Store {
             .fetch_all(&self.reader)
             .await?;
         let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM tasks t WHERE {cond}"))
-            .bind(f.session_id)
+            .bind(f.route)
             .bind(f.context_id)
             .bind(state)
             .fetch_one(&self.reader)

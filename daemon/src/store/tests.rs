@@ -162,10 +162,51 @@ fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
         session_id: "ses_1",
         route: "hello",
         context_id: "ctx_1",
-        message_id: "msg_1",
+        message_id: id,
         text: "hi",
         message_json: "{}",
     }
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_message_retried_on_a_route_gets_its_first_task(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    insert(&store, "ses_1", "hello", &request()).await;
+    let first = store
+        .insert_a2a_task(&NewA2aTask {
+            message_id: "msg_retried",
+            ..new_task("tsk_first")
+        })
+        .await
+        .expect("first");
+    let (retry, insert) = store.queue_a2a_task(
+        &NewA2aTask {
+            message_id: "msg_retried",
+            ..new_task("tsk_retry")
+        },
+        true,
+    );
+    assert_eq!(retry.id, "tsk_retry", "what the retry would have been");
+    assert!(!insert.committed().await.expect("answered"), "not written");
+    let again = store
+        .insert_a2a_task(&NewA2aTask {
+            message_id: "msg_retried",
+            ..new_task("tsk_again")
+        })
+        .await
+        .expect("retried");
+    assert_eq!(again.id, first.id);
+    assert!(store.a2a_task("tsk_retry").await.expect("read").is_none());
+    // The same message id on another route is another message.
+    let other = store
+        .insert_a2a_task(&NewA2aTask {
+            message_id: "msg_retried",
+            route: "elsewhere",
+            ..new_task("tsk_other")
+        })
+        .await
+        .expect("other route");
+    assert_eq!(other.id, "tsk_other");
 }
 
 #[sqlx::test(migrations = "../migrations")]
@@ -183,7 +224,11 @@ async fn a_group_commit_numbers_each_tasks_events_and_one_bad_write_fails_alone(
     };
     // Queued together, so mostly committed as one group (the writer's
     // thread may take the first alone); the answers do not depend on it.
-    let (task_b, again_a) = (new_task("tsk_b"), new_task("tsk_a"));
+    let again_a = NewA2aTask {
+        message_id: "msg_other",
+        ..new_task("tsk_a")
+    };
+    let task_b = new_task("tsk_b");
     let (b, dup, w1, w2, end, late) = tokio::join!(
         store.insert_a2a_task(&task_b),
         store.insert_a2a_task(&again_a),

@@ -33,12 +33,15 @@ const LINGER: Duration = Duration::from_millis(1);
 /// One write: a new task (with its first event, `submitted`), events of a
 /// task, or a task's end.
 pub(super) enum WriteOp {
+    /// Recorded unless a task with the same message id exists on the
+    /// route (then its answer is `None` and nothing is written).
     Task {
         id: String,
         session_id: String,
         context_id: String,
         input_bytes: i64,
         route: String,
+        message_id: String,
         message_json: String,
         at: String,
     },
@@ -437,13 +440,26 @@ fn apply(conn: &Connection, op: &WriteOp, out: &mut Vec<Written>) -> rusqlite::R
             context_id,
             input_bytes,
             route,
+            message_id,
             message_json,
             at,
         } => {
+            // Writes are serial here, so the lookup and the insert cannot
+            // interleave with another attempt of the same message.
+            let seen: Option<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE route = ?1 AND message_id = ?2 LIMIT 1",
+                )?
+                .query_row(params![route, message_id], |row| row.get(0))
+                .optional()?;
+            if seen.is_some() {
+                out.push(Ok(None));
+                return Ok(());
+            }
             conn.prepare_cached(
                 "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-                 created_at, updated_at, route, message_json) \
-                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7)",
+                 created_at, updated_at, route, message_json, message_id) \
+                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 id,
@@ -452,7 +468,8 @@ fn apply(conn: &Connection, op: &WriteOp, out: &mut Vec<Written>) -> rusqlite::R
                 input_bytes,
                 at,
                 route,
-                message_json
+                message_json,
+                message_id
             ])?;
             conn.prepare_cached(
                 "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, 1, ?2, ?3)",

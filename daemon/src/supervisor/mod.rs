@@ -240,6 +240,19 @@ impl Supervisor {
         self.shared.routes.get(id_or_name)
     }
 
+    /// A route whose last session has ended (`live: false`), read from the
+    /// database: its tasks stay readable. `None` when it never existed.
+    pub async fn ended_route(&self, name: &str) -> Option<Route> {
+        match self.shared.store.get(name).await {
+            Ok(Some(session)) if session.name == name => Some(Route {
+                id: session.id.into(),
+                name: session.name,
+                live: false,
+            }),
+            _ => None,
+        }
+    }
+
     pub async fn get(&self, id_or_name: &str) -> Result<Session, SupervisorError> {
         self.shared
             .store

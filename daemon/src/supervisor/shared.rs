@@ -47,6 +47,9 @@ pub struct Shared {
 pub struct Route {
     pub id: SessionId,
     pub name: String,
+    /// `false`: the route's last session has ended (its tasks stay readable;
+    /// it takes no new ones).
+    pub live: bool,
 }
 
 /// What `Shared` is made of, wired by the daemon's start-up.
@@ -79,6 +82,7 @@ impl Routes {
         let route = Route {
             id: id.clone(),
             name: name.to_string(),
+            live: true,
         };
         if let Ok(mut routes) = self.0.write() {
             routes.insert(name.to_string(), route.clone());

@@ -3,7 +3,7 @@
 //! to its session's inbox, fans events out to subscribers and cancels running
 //! work. It knows no HTTP (the gateway, `a2a`, renders it) and no SQL (`store`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc, oneshot};
@@ -77,9 +77,6 @@ pub struct NewTask<'a> {
     pub message_json: &'a str,
     /// The W3C `traceparent` the client sent, if any.
     pub traceparent: Option<&'a str>,
-    /// The acknowledgement waits for the task's end (a blocking send), so
-    /// the record may share the commit of the task's first events.
-    pub answer_waits: bool,
 }
 
 struct Inbox {
@@ -134,6 +131,10 @@ pub struct Broker {
     running: Mutex<HashMap<String, CancellationToken>>,
     /// Tasks in input-required, each with where the answer goes.
     waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+    /// Tasks accepted in this process for a session's inbox and not yet
+    /// taken: a launch's list of stored tasks leaves them out, so a task is
+    /// never both in that list and in the inbox.
+    handed: Mutex<HashSet<TaskId>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,6 +149,7 @@ impl Broker {
             live: Arc::default(),
             running: Mutex::default(),
             waiting: Mutex::default(),
+            handed: Mutex::default(),
         }
     }
 
@@ -175,17 +177,17 @@ impl Broker {
         self.fail_all(waiting, NEVER_RAN).await;
     }
 
-    /// Records the task and its first message and hands it to the session:
-    /// the caller may acknowledge only after this returns `Ok` (the record
-    /// is committed). The session may start on it meanwhile; what it records
-    /// is committed after the record, and if the record fails so do they
-    /// (the task then ran unrecorded and the client gets an error). The
-    /// subscription to its events exists before the session has it, so no
-    /// event can be missed.
+    /// Records the task and its first message, then hands it to the
+    /// session: the caller may acknowledge only after this returns `Ok` (the
+    /// record is committed); an `Err` means the task was not handed on and
+    /// will not run. The subscription to its events exists before the
+    /// session has it, so no event can be missed. A message the route
+    /// already has a task for (same `messageId`) gets that task and no
+    /// subscription (its log is read instead), and runs nothing.
     pub async fn submit(
         self: &Arc<Self>,
         new: NewTask<'_>,
-    ) -> Result<(A2aTask, Subscription), SubmitError> {
+    ) -> Result<(A2aTask, Option<Subscription>), SubmitError> {
         let permit_tx = {
             let inboxes = lock(&self.inboxes);
             let inbox = inboxes
@@ -210,8 +212,9 @@ impl Broker {
             .context_id
             .map(str::to_string)
             .unwrap_or_else(|| format!("ctx_{}", uuid::Uuid::now_v7().simple()));
-        // Queued before the session has the task, so whatever the session
-        // records for it is committed after (or with) the record.
+        // Marked before its row can be seen, so that a launch reading the
+        // session's stored tasks leaves it to the inbox.
+        lock(&self.handed).insert(task_id.clone());
         let (task, insert) = self.store.queue_a2a_task(
             &NewA2aTask {
                 id: &task_id,
@@ -222,9 +225,32 @@ impl Broker {
                 text: new.text,
                 message_json: new.message_json,
             },
-            !new.answer_waits,
+            true,
         );
         let live = self.subscribe(&task_id);
+        match insert.committed().await {
+            Ok(true) => {}
+            // A retry of a message this route has a task for: that task,
+            // and nothing runs again.
+            Ok(false) => {
+                lock(&self.handed).remove(&task_id);
+                drop(live);
+                let seen = self
+                    .store
+                    .a2a_task_by_message(new.route, new.message_id)
+                    .await?
+                    .ok_or_else(|| StoreError::Corrupt("a retried task vanished".into()))?;
+                tracing::info!(task_id = %seen.id, message_id = new.message_id,
+                    "a message this route already has a task for: its task, not a new run");
+                return Ok((seen, None));
+            }
+            Err(error) => {
+                lock(&self.handed).remove(&task_id);
+                return Err(error.into());
+            }
+        }
+        // Handed to the session only once its record is committed: a task
+        // that runs is always a task the client was told about.
         permit.send(Box::new(Incoming {
             task_id,
             context_id,
@@ -232,8 +258,7 @@ impl Broker {
             text: new.text.to_string(),
             traceparent: new.traceparent.map(str::to_string),
         }));
-        insert.committed().await?;
-        Ok((task, live))
+        Ok((task, Some(live)))
     }
 
     /// Appends an event to the task's log and tells its subscribers.
@@ -411,17 +436,23 @@ impl Broker {
         lock(&self.inboxes).remove(session_id);
     }
 
-    /// A session starts running a task: the token is cancelled by [`Broker::cancel`].
-    /// Registers a delivered task as running: its cancel token, or `None`
-    /// when the task was canceled before it started (it must not run).
+    /// Registers a delivered task as running: its cancel token (cancelled
+    /// by [`Broker::cancel`]), or `None` when it must not run: it was
+    /// canceled before it started, or it is running already (a task is
+    /// delivered to one run only; this is the backstop).
     pub fn running(&self, task_id: &str) -> Option<CancellationToken> {
+        lock(&self.handed).remove(task_id);
         let mut running = lock(&self.running);
-        if running
-            .get(task_id)
-            .is_some_and(CancellationToken::is_cancelled)
-        {
-            running.remove(task_id);
-            return None;
+        match running.get(task_id) {
+            Some(token) if token.is_cancelled() => {
+                running.remove(task_id);
+                return None;
+            }
+            Some(_) => {
+                tracing::error!(task_id, "a task was delivered twice; the second is dropped");
+                return None;
+            }
+            None => {}
         }
         let token = CancellationToken::new();
         running.insert(task_id.to_string(), token.clone());
@@ -502,6 +533,7 @@ impl Broker {
         let mut failed = 0;
         for id in ids {
             self.done(&id);
+            lock(&self.handed).remove(&id);
             match self.finish(&id, TaskState::Failed, Some(why)).await {
                 Ok(_) => failed += 1,
                 Err(error) => tracing::error!(%error, task_id = %id, "cannot fail a task"),
@@ -516,6 +548,7 @@ impl Broker {
         match self.store.pending_a2a_tasks(session_id).await {
             Ok(tasks) => tasks
                 .into_iter()
+                .filter(|t| !lock(&self.handed).contains(&t.id))
                 .map(|t| Incoming {
                     task_id: t.id,
                     context_id: t.context_id,

@@ -90,11 +90,9 @@ impl Broker {
     /// for input and stream text) at it, runs `work`, records the answer and
     /// the final state. `None` when the task was canceled before it started.
     ///
-    /// The task's `working` status is written with its first event: an
-    /// update or input request, or its answer and end when `work` finishes
-    /// without waiting (one commit instead of two), or on its own as soon as
-    /// `work` first waits. A crash before then leaves the task `submitted`,
-    /// so it is delivered again.
+    /// The task's `working` status is committed before `work` starts, so a
+    /// crash leaves `submitted` only a task that never started (which is
+    /// delivered again); one that may have run ends visibly instead.
     pub async fn serve<Fut>(
         self: &Arc<Self>,
         incoming: Incoming,
@@ -106,31 +104,32 @@ impl Broker {
         Fut: std::future::Future<Output = Outcome>,
     {
         let id = incoming.task_id.clone();
-        // Canceled while it waited: it must not run (the cancel recorded it).
+        // Canceled while it waited, or already running (delivered twice):
+        // it must not run (again).
         let cancel = self.running(&id)?;
         let link = TaskLink::new(Arc::clone(self), &incoming, input_timeout, cancel.clone());
+        // `working` is committed before the work starts: after a crash, a
+        // task that may have run is never delivered again (it ends visibly
+        // instead); only a `submitted` one never started.
+        match link.mark_working().await {
+            Ok(true) => {}
+            // Ended meanwhile (canceled before it started).
+            Ok(false) => {
+                self.done(&id);
+                return None;
+            }
+            Err(error) => {
+                tracing::warn!(%error, task_id = %id, "cannot record the task as working");
+                self.done(&id);
+                return Some(Outcome::Failed(
+                    "the task store failed; see roostd's log".into(),
+                ));
+            }
+        }
         if let Some(slot) = slot {
             *lock(slot) = Some(Arc::new(link.clone()));
         }
-        let mut work = std::pin::pin!(work(link.clone(), incoming));
-        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(work.as_mut().poll(cx)));
-        let outcome = match first.await {
-            std::task::Poll::Ready(outcome) => outcome,
-            std::task::Poll::Pending => match link.mark_working().await {
-                Ok(true) => work.await,
-                // Ended meanwhile (it cannot start after a cancel; this is a backstop).
-                Ok(false) => {
-                    cancel.cancel();
-                    work.await
-                }
-                Err(error) => {
-                    tracing::warn!(%error, task_id = %id, "cannot record the task as working");
-                    cancel.cancel();
-                    let _ = work.await;
-                    Outcome::Failed("the task store failed; see roostd's log".into())
-                }
-            },
-        };
+        let outcome = work(link.clone(), incoming).await;
         if let Some(slot) = slot {
             *lock(slot) = None;
         }
