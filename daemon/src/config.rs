@@ -49,6 +49,18 @@ pub struct DaemonConfig {
     pub sandbox: SandboxConfig,
     pub control: ControlConfig,
     pub a2a: A2aConfig,
+    pub store: StoreConfig,
+}
+
+/// The database.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `full` (default): an acknowledged A2A task survives a power loss
+    /// (each commit is synced; commits are grouped under load). `normal`:
+    /// it survives roostd being killed, but a power loss can lose the last
+    /// ~second of them.
+    pub sync: crate::store::Durability,
 }
 
 /// The A2A gateway's access, how long ended tasks are kept, and how long a
@@ -218,6 +230,7 @@ impl Default for DaemonConfig {
             sandbox: SandboxConfig::default(),
             control: ControlConfig::default(),
             a2a: A2aConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 }

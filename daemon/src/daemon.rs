@@ -48,7 +48,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let started = Instant::now();
     let notifier = Notifier::from_env();
     create_private_dir(&config.state_dir)?;
-    let store = Store::open(&config.state_dir.join("roost.db")).await?;
+    let store = Store::open(&config.state_dir.join("roost.db"), config.store.sync).await?;
     let interrupted = store.interrupt_live().await?;
     if interrupted > 0 {
         tracing::warn!(

@@ -14,13 +14,39 @@ use crate::tasks::model::TaskState;
 
 mod a2a_tasks;
 mod agent_tasks;
+mod checkpointer;
 mod rows;
 mod sessions;
 mod writer;
+mod writes;
 
 pub use agent_tasks::{NewAgentTask, TaskEnd};
+use checkpointer::Checkpointer;
 pub use sessions::{NewSession, Resumable, StopReason};
 use writer::TaskWriter;
+pub use writer::{WRITE_DEADLINE, WriteError};
+
+/// How durable an A2A task write is once acknowledged (`store.sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Each commit is synced to disk before it is acknowledged: an
+    /// acknowledged task survives a power loss or a VM reset.
+    #[default]
+    Full,
+    /// Synced at checkpoints: survives roostd being killed, but a power loss
+    /// can take the last ~second of acknowledged tasks.
+    Normal,
+}
+
+impl Durability {
+    fn pragma(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
 
 /// A database problem; the message names what failed.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +64,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The task writer's thread is gone (roostd is shutting down).
-    pub fn writer_stopped() -> Self {
-        Self::Write(writer::WriteError::Stopped)
+    /// Waits for an answer the task writer sends, at most
+    /// [`WRITE_DEADLINE`]: a writer that is gone or hangs is an error, never
+    /// a wait without end.
+    pub async fn from_writer<T>(
+        answer: tokio::sync::oneshot::Receiver<T>,
+    ) -> Result<T, StoreError> {
+        Ok(writer::deadline(answer).await?)
     }
 }
 
@@ -74,7 +104,7 @@ impl TaskInsert {
     /// `true`, or `false` when the route already had a task for this
     /// message id and nothing was written.
     pub async fn committed(self) -> Result<bool, StoreError> {
-        let written = self.0.await.map_err(|_| StoreError::writer_stopped())?;
+        let written = writer::deadline(self.0).await?;
         match written.into_iter().next() {
             Some(Ok(Some(_))) => Ok(true),
             Some(Ok(None)) => Ok(false),
@@ -92,8 +122,10 @@ impl TaskInsert {
 pub struct Store {
     writer: SqlitePool,
     reader: SqlitePool,
-    /// A2A tasks and their events, committed in groups; checkpoints.
+    /// A2A tasks and their events, committed in groups.
     tasks: TaskWriter,
+    /// WAL checkpoints, beside the writer.
+    checkpointer: Checkpointer,
 }
 
 /// The database and its WAL and shared-memory files are roostd's alone
@@ -128,8 +160,9 @@ pub fn now() -> String {
 }
 
 impl Store {
-    /// Opens (creating if needed) the database at `path` and applies migrations.
-    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+    /// Opens (creating if needed) the database at `path` and applies
+    /// migrations; A2A task writes are synced per `durability`.
+    pub async fn open(path: &Path, durability: Durability) -> Result<Self, StoreError> {
         private_files(path).map_err(StoreError::Files)?;
         let options = SqliteConnectOptions::new()
             .filename(path)
@@ -138,8 +171,8 @@ impl Store {
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
-        // Checkpoints run on the task writer's thread (see `checkpoint`),
-        // not inside whichever commit happens to cross a threshold.
+        // Checkpoints run on a thread of their own (see `checkpoint`), not
+        // inside whichever commit happens to cross a threshold.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .test_before_acquire(false)
@@ -154,7 +187,8 @@ impl Store {
             .connect_with(options.read_only(true).pragma("mmap_size", "268435456"))
             .await?;
         Ok(Self {
-            tasks: TaskWriter::open(path)?,
+            tasks: TaskWriter::open(path, durability)?,
+            checkpointer: Checkpointer::open(path)?,
             writer,
             reader,
         })
@@ -165,19 +199,18 @@ impl Store {
     pub fn from_pool(pool: SqlitePool) -> Result<Self, StoreError> {
         let path = pool.connect_options().get_filename().to_path_buf();
         Ok(Self {
-            tasks: TaskWriter::open(&path)?,
+            tasks: TaskWriter::open(&path, Durability::Full)?,
+            checkpointer: Checkpointer::open(&path)?,
             writer: pool.clone(),
             reader: pool,
         })
     }
 
     /// Copies the WAL back into the database without blocking writers
-    /// (PASSIVE), on the task writer's thread between its groups, so a
-    /// checkpoint under steady load still reaches the end of the WAL and the
-    /// next write starts it over. The daemon calls it periodically and at
-    /// shutdown.
+    /// (PASSIVE), on the checkpoint thread: commits go on meanwhile. It also
+    /// runs every second by itself; the daemon calls it at shutdown.
     pub async fn checkpoint(&self) -> Result<(), StoreError> {
-        Ok(self.tasks.checkpoint().await?)
+        Ok(self.checkpointer.checkpoint().await?)
     }
 
     pub async fn close(&self) {

@@ -91,7 +91,7 @@ impl Store {
         self.append_task_events_then(task_id, kinds.to_vec(), true, move |written| {
             let _ = reply.send(written);
         });
-        answer.await.map_err(|_| StoreError::writer_stopped())?
+        StoreError::from_writer(answer).await?
     }
 
     /// Queues events for a task's log, as [`Store::append_task_events`]
@@ -233,26 +233,31 @@ impl Store {
     }
 
     /// Deletes ended A2A tasks (and their logs) that ended before
-    /// `ended_before` (RFC 3339), or that are not among the newest `keep`
-    /// ended ones (`None`: no count bound). Returns how many went.
+    /// `ended_before` or are older than the newest `keep` ended ones, in
+    /// batches of [`super::writes::PRUNE_BATCH`], each one job of the task
+    /// writer's: task writes queued meanwhile wait for one small delete at
+    /// most. Returns how many were deleted.
     pub async fn prune_a2a_tasks(
         &self,
         ended_before: Option<&str>,
         keep: Option<u64>,
     ) -> Result<u64, StoreError> {
-        let ended = "source = 'a2a' AND state IN ('completed', 'failed', 'canceled', 'rejected') \
-             AND ended_at IS NOT NULL";
-        let sql = format!(
-            "DELETE FROM tasks WHERE {ended} AND ((?1 IS NOT NULL AND ended_at < ?1) \
-             OR (?2 IS NOT NULL AND id IN (SELECT id FROM tasks WHERE {ended} \
-             ORDER BY ended_at DESC, id DESC LIMIT -1 OFFSET ?2)))"
-        );
-        let done = sqlx::query(&sql)
-            .bind(ended_before)
-            .bind(keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX)))
-            .execute(&self.writer)
-            .await?;
-        Ok(done.rows_affected())
+        let mut total = 0;
+        loop {
+            let op = WriteOp::Prune {
+                ended_before: ended_before.map(str::to_string),
+                keep,
+            };
+            let deleted = match self.tasks.write(vec![op]).await?.pop() {
+                Some(Ok(Some(n))) => n,
+                Some(Err(e)) => return Err(StoreError::Write(e)),
+                _ => 0,
+            };
+            total += deleted;
+            if deleted < u64::from(super::writes::PRUNE_BATCH) {
+                return Ok(total);
+            }
+        }
     }
 
     /// A task's events after `after` (0: all), in order.

@@ -315,3 +315,74 @@ async fn events_keep_the_task_row_in_step_in_one_commit(pool: SqlitePool) {
     assert_eq!(a.error, None);
     assert!(a.ended_at.is_some());
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn a_write_that_panics_fails_alone_and_the_writer_goes_on(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    insert(&store, "ses_1", "hello", &request()).await;
+    let panicked = store.tasks.write(vec![writer::WriteOp::Panic]).await;
+    assert!(
+        matches!(panicked, Err(WriteError::Stopped)),
+        "its caller hears it: {panicked:?}"
+    );
+    // The thread goes on: the next task is written and read back (a dead
+    // writer would leave this waiting: bounded here so the test fails).
+    let task = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        store.insert_a2a_task(&new_task("tsk_after")),
+    )
+    .await
+    .expect("answered")
+    .expect("written after the panic");
+    assert_eq!(task.id, "tsk_after");
+    assert!(store.a2a_task("tsk_after").await.expect("read").is_some());
+    store
+        .checkpoint()
+        .await
+        .expect("checkpoint beside the writer");
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn pruning_in_batches_keeps_the_newest_ended_tasks_and_every_live_one(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    insert(&store, "ses_1", "hello", &request()).await;
+    let done = EventKind::Status {
+        state: TaskState::Completed,
+        message: None,
+    };
+    let count = writes::PRUNE_BATCH as usize * 2 + 7;
+    for i in 0..count {
+        let id = format!("tsk_{i:04}");
+        store.insert_a2a_task(&new_task(&id)).await.expect("task");
+        store.append_task_event(&id, &done).await.expect("ended");
+    }
+    store
+        .insert_a2a_task(&new_task("tsk_live"))
+        .await
+        .expect("live");
+    let deleted = store.prune_a2a_tasks(None, Some(5)).await.expect("pruned");
+    assert_eq!(deleted as usize, count - 5, "over several batches");
+    let (left, total) = store
+        .a2a_tasks(&TaskFilter {
+            limit: 100,
+            ..TaskFilter::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(total, 6, "five ended and the live one");
+    let mut ids: Vec<&str> = left.iter().map(|t| t.id.as_str()).collect();
+    ids.sort_unstable();
+    let newest: Vec<String> = (count - 5..count).map(|i| format!("tsk_{i:04}")).collect();
+    let mut want: Vec<&str> = newest.iter().map(String::as_str).collect();
+    want.push("tsk_live");
+    want.sort_unstable();
+    assert_eq!(ids, want);
+    assert!(
+        store
+            .task_events("tsk_0000", 0)
+            .await
+            .expect("log")
+            .is_empty(),
+        "a pruned task's log goes with it"
+    );
+}

@@ -1,12 +1,16 @@
 //! The task writer: one OS thread that owns a SQLite connection and commits
-//! A2A tasks and their events in groups, and runs the WAL checkpoints.
+//! A2A tasks, their events and ends, and batches of retention deletes, in
+//! groups. WAL checkpoints run on a thread of their own (`checkpointer.rs`)
+//! so that no commit waits for one.
 //!
 //! Why a thread of its own: through sqlx each statement, `BEGIN` and
 //! `COMMIT` is a round trip to sqlx's worker thread (and `BEGIN`/`COMMIT`
-//! two); here a whole group is one hop in and one hop out. Checkpoints run
-//! here too, between groups, so they always see the end of the WAL and
-//! SQLite can start the WAL over from the top instead of growing the file
-//! under steady load.
+//! two); here a whole group is one hop in and one hop out.
+//!
+//! It does not die with a write: a panic fails the jobs of the group in
+//! hand (their callers hear `Stopped`), the transaction is rolled back and
+//! the thread goes on with the rest. Whoever waits on it waits at most
+//! [`WRITE_DEADLINE`].
 //!
 //! What it costs per write is kept small: a task's events in one job are
 //! numbered with one lookup and change the task's row with one update; no
@@ -19,8 +23,19 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags};
+
+pub(super) use super::writes::{RowChange, TaskEndRow, WriteOp};
+use super::writes::{apply, exec};
 use tokio::sync::oneshot;
+
+/// Bytes the WAL file is trimmed to when it starts over
+/// (`journal_size_limit`; see `checkpointer.rs`).
+pub(super) const WAL_SIZE_LIMIT: u64 = 64 << 20;
+
+/// The longest anyone waits for the writer before giving up with
+/// [`WriteError::Timeout`] (a disk that hangs, not a slow one).
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Most writes one transaction takes.
 const WRITES_PER_COMMIT: usize = 256;
@@ -29,69 +44,6 @@ const WRITES_PER_COMMIT: usize = 256;
 /// a write somebody does, to share its commit. Streams see updates this much
 /// later at most; a task that streams and then ends makes one commit.
 const LINGER: Duration = Duration::from_millis(1);
-
-/// One write: a new task (with its first event, `submitted`), events of a
-/// task, or a task's end.
-pub(super) enum WriteOp {
-    /// Recorded unless a task with the same message id exists on the
-    /// route (then its answer is `None` and nothing is written).
-    Task {
-        id: String,
-        session_id: String,
-        context_id: String,
-        input_bytes: i64,
-        route: String,
-        message_id: String,
-        message_json: String,
-        at: String,
-    },
-    /// Events of one task, in order, each with what it changes in the
-    /// task's row; one answer each.
-    Events {
-        task_id: String,
-        at: String,
-        events: Vec<(String, RowChange)>,
-    },
-    /// A task's end and use, added to its session's totals (atomically).
-    Finish(TaskEndRow),
-}
-
-impl WriteOp {
-    /// How many answers (and rows of the log or the tasks table) it makes.
-    fn answers(&self) -> usize {
-        match self {
-            WriteOp::Events { events, .. } => events.len(),
-            _ => 1,
-        }
-    }
-}
-
-/// A task's end as written.
-pub(super) struct TaskEndRow {
-    pub id: String,
-    pub session_id: String,
-    pub state: Option<String>,
-    pub error: Option<String>,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub turns: u32,
-    pub at: String,
-}
-
-/// What an event changes in its task's row (migration 0007).
-pub(super) enum RowChange {
-    None,
-    /// A state change: its message is the task's error when it `fails`
-    /// (failed, rejected); it `ends` the task (a terminal state).
-    Status {
-        state: &'static str,
-        message: Option<String>,
-        fails: bool,
-        ends: bool,
-    },
-    /// The whole answer.
-    Answer(String),
-}
 
 /// What a write did: the event's sequence number (`None`: its task has
 /// ended and took no more), or why it failed.
@@ -110,6 +62,8 @@ pub enum WriteError {
     Thread(#[source] Arc<std::io::Error>),
     #[error("the task writer has stopped")]
     Stopped,
+    #[error("the task writer did not answer within {} s", WRITE_DEADLINE.as_secs())]
+    Timeout,
     /// A statement of the write's transaction failed (and the write with it).
     #[error("{0}")]
     Sql(#[source] Arc<rusqlite::Error>),
@@ -145,7 +99,6 @@ struct Backlog {
     urgent: bool,
     /// When the oldest job nobody waits for was queued.
     lazy_since: Option<Instant>,
-    checkpoints: Vec<oneshot::Sender<Result<(), WriteError>>>,
     /// The thread waits on `wake`: `Some(true)` until a deadline (a lazy
     /// group's), `Some(false)` for good.
     thread_waits: Option<bool>,
@@ -201,8 +154,9 @@ impl Drop for Handle {
 }
 
 impl TaskWriter {
-    /// Opens a connection to the (migrated) database at `path` and starts the thread.
-    pub(super) fn open(path: &Path) -> Result<Self, WriteError> {
+    /// Opens a connection to the (migrated) database at `path` and starts
+    /// the thread; `durability` is its `synchronous` level.
+    pub(super) fn open(path: &Path, durability: super::Durability) -> Result<Self, WriteError> {
         let open = |e| WriteError::Open {
             path: path.to_path_buf(),
             source: Arc::new(e),
@@ -214,11 +168,13 @@ impl TaskWriter {
         .map_err(open)?;
         conn.busy_timeout(Duration::from_secs(5))
             .and_then(|()| {
-                conn.execute_batch(
-                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                conn.execute_batch(&format!(
+                    "PRAGMA journal_mode = WAL; PRAGMA synchronous = {}; \
                      PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = 0; \
-                     PRAGMA temp_store = MEMORY;",
-                )
+                     PRAGMA journal_size_limit = {}; PRAGMA temp_store = MEMORY;",
+                    durability.pragma(),
+                    WAL_SIZE_LIMIT,
+                ))
             })
             .map_err(open)?;
         let shared = Arc::new(Inner {
@@ -228,7 +184,7 @@ impl TaskWriter {
         let thread = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("roost-store".into())
-            .spawn(move || run(&thread, &conn))
+            .spawn(move || serve(&thread, &conn))
             .map_err(|e| WriteError::Thread(Arc::new(e)))?;
         Ok(Self(Arc::new(Handle(shared))))
     }
@@ -243,7 +199,7 @@ impl TaskWriter {
             }),
             true,
         );
-        answer.await.map_err(|_| WriteError::Stopped)
+        deadline(answer).await
     }
 
     /// Queues `ops`; `then` runs on the thread with the answers once they
@@ -283,14 +239,14 @@ impl TaskWriter {
             Err(_) => shared.wake.notify_one(),
         }
     }
+}
 
-    /// Runs a PASSIVE checkpoint on the thread, after what is queued.
-    pub(super) async fn checkpoint(&self) -> Result<(), WriteError> {
-        let (reply, answer) = oneshot::channel();
-        let shared = &self.0.0;
-        shared.queue().checkpoints.push(reply);
-        shared.wake.notify_one();
-        answer.await.map_err(|_| WriteError::Stopped)?
+/// Waits for a writer's answer for at most [`WRITE_DEADLINE`].
+pub(super) async fn deadline<T>(answer: oneshot::Receiver<T>) -> Result<T, WriteError> {
+    match tokio::time::timeout(WRITE_DEADLINE, answer).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(_)) => Err(WriteError::Stopped),
+        Err(_) => Err(WriteError::Timeout),
     }
 }
 
@@ -322,20 +278,39 @@ impl Drop for Disarm {
     }
 }
 
-/// The thread: commits what is queued once a job is urgent or the oldest
-/// has lingered long enough (up to [`WRITES_PER_COMMIT`] writes at a time),
-/// and runs the checkpoints between commits.
+/// The thread: [`run`], picked up again after a panic (the jobs of the
+/// group in hand are dropped unanswered, so their callers hear `Stopped`).
+fn serve(shared: &Inner, conn: &Connection) {
+    loop {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(shared, conn)));
+        match ran {
+            Ok(()) => return,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(panic = %what, "the task writer panicked: the writes in hand failed; it goes on");
+                // A transaction the panic left open is undone.
+                let _ = conn.execute_batch("ROLLBACK");
+                shared.queue().thread_waits = None;
+            }
+        }
+    }
+}
+
+/// Commits what is queued once a job is urgent or the oldest has lingered
+/// long enough (up to [`WRITES_PER_COMMIT`] writes at a time).
 fn run(shared: &Inner, conn: &Connection) {
     loop {
-        let checkpoints = {
+        {
             let mut q = shared.queue();
             loop {
                 let now = Instant::now();
                 let due = q.lazy_since.map(|since| since + LINGER);
-                let work = q.urgent
-                    || q.count >= WRITES_PER_COMMIT
-                    || due.is_some_and(|due| due <= now)
-                    || !q.checkpoints.is_empty();
+                let work =
+                    q.urgent || q.count >= WRITES_PER_COMMIT || due.is_some_and(|due| due <= now);
                 if work {
                     break;
                 }
@@ -358,13 +333,8 @@ fn run(shared: &Inner, conn: &Connection) {
                 };
                 q.thread_waits = None;
             }
-            std::mem::take(&mut q.checkpoints)
-        };
-        // What came before a checkpoint is committed first.
-        commit(conn, &mut shared.take());
-        for reply in checkpoints {
-            let _ = reply.send(checkpoint(conn));
         }
+        commit(conn, &mut shared.take());
     }
 }
 
@@ -405,7 +375,7 @@ fn transaction<'a>(
             for op in ops {
                 apply(conn, op, &mut written)?;
             }
-            Ok(written)
+            Ok(written.into_iter().map(Ok).collect())
         })
         .collect::<rusqlite::Result<Vec<_>>>()
         .and_then(|results| exec(conn, "COMMIT").map(|()| results));
@@ -422,168 +392,4 @@ fn failed(ops: &[WriteOp], e: rusqlite::Error) -> Vec<Written> {
     ops.iter()
         .flat_map(|op| std::iter::repeat_n(Err(e.clone()), op.answers()))
         .collect()
-}
-
-/// The body of a task's first event.
-const SUBMITTED: &str = r#"{"type":"status","state":"submitted"}"#;
-
-/// Applies one write, pushing its answers onto `out`.
-fn apply(conn: &Connection, op: &WriteOp, out: &mut Vec<Written>) -> rusqlite::Result<()> {
-    let written = match op {
-        WriteOp::Finish(end) => {
-            finish(conn, end)?;
-            None
-        }
-        WriteOp::Task {
-            id,
-            session_id,
-            context_id,
-            input_bytes,
-            route,
-            message_id,
-            message_json,
-            at,
-        } => {
-            // Writes are serial here, so the lookup and the insert cannot
-            // interleave with another attempt of the same message.
-            let seen: Option<String> = conn
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE route = ?1 AND message_id = ?2 LIMIT 1",
-                )?
-                .query_row(params![route, message_id], |row| row.get(0))
-                .optional()?;
-            if seen.is_some() {
-                out.push(Ok(None));
-                return Ok(());
-            }
-            conn.prepare_cached(
-                "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-                 created_at, updated_at, route, message_json, message_id) \
-                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![
-                id,
-                session_id,
-                context_id,
-                input_bytes,
-                at,
-                route,
-                message_json,
-                message_id
-            ])?;
-            conn.prepare_cached(
-                "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, 1, ?2, ?3)",
-            )?
-            .execute(params![id, SUBMITTED, at])?;
-            Some(1)
-        }
-        WriteOp::Events {
-            task_id,
-            at,
-            events,
-        } => return append(conn, task_id, at, events, out),
-    };
-    out.push(Ok(written));
-    Ok(())
-}
-
-/// Appends events to their task's log, numbered after the last, until the
-/// task has ended (`None` for each event after), and applies their changes
-/// to the task's row in one update.
-fn append(
-    conn: &Connection,
-    task_id: &str,
-    at: &str,
-    events: &[(String, RowChange)],
-    out: &mut Vec<Written>,
-) -> rusqlite::Result<()> {
-    let found = conn
-        .prepare_cached(
-            "SELECT state IN ('completed', 'failed', 'canceled', 'rejected'), \
-             COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), 0) \
-             FROM tasks WHERE id = ?1",
-        )?
-        .query_row(params![task_id], |r| {
-            Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)?))
-        })
-        .optional()?;
-    let (mut ended, mut seq) = found.unwrap_or((true, 0));
-    // The row's change: its last state, error and answer. (Nothing is
-    // written for a task that had already ended, so `ended` then says
-    // whether these events end it.)
-    let (mut state, mut error, mut answer) = (None, None, None);
-    for (body, row) in events {
-        if ended {
-            out.push(Ok(None));
-            continue;
-        }
-        seq += 1;
-        conn.prepare_cached(
-            "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![task_id, seq, body, at])?;
-        out.push(Ok(Some(seq.max(0) as u64)));
-        match row {
-            RowChange::None => {}
-            RowChange::Status {
-                state: s,
-                message,
-                fails,
-                ends: e,
-            } => {
-                state = Some(*s);
-                if *fails {
-                    error = Some(message.as_deref());
-                }
-                ended |= *e;
-            }
-            RowChange::Answer(text) => answer = Some(text.as_str()),
-        }
-    }
-    if state.is_some() || answer.is_some() {
-        conn.prepare_cached(
-            "UPDATE tasks SET state = COALESCE(?1, state), \
-             error = CASE WHEN ?2 THEN ?3 ELSE error END, answer = COALESCE(?4, answer), \
-             updated_at = ?5, ended_at = CASE WHEN ?6 THEN ?5 ELSE ended_at END WHERE id = ?7",
-        )?
-        .execute(params![
-            state,
-            error.is_some(),
-            error.flatten(),
-            answer,
-            at,
-            ended,
-            task_id
-        ])?;
-    }
-    Ok(())
-}
-
-/// Runs a parameterless statement, prepared once.
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(drop)
-}
-
-/// A task's end and use, added to its session's totals.
-fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
-    let (input, output) = (end.input_tokens, end.output_tokens);
-    conn.prepare_cached(
-        "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
-         input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
-         ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
-    )?
-    .execute(params![
-        end.state, end.error, input, output, end.turns, end.at, end.id
-    ])?;
-    conn.prepare_cached(
-        "UPDATE sessions SET input_tokens = input_tokens + ?1, \
-         output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
-    )?
-    .execute(params![input, output, end.turns, end.session_id])?;
-    Ok(())
-}
-
-fn checkpoint(conn: &Connection) -> Result<(), WriteError> {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
-        .map_err(|e| WriteError::Checkpoint(Arc::new(e)))
 }

@@ -288,7 +288,7 @@ impl Broker {
                 }
                 let _ = reply.send(written);
             });
-        answer.await.map_err(|_| StoreError::writer_stopped())?
+        StoreError::from_writer(answer).await?
     }
 
     /// Queues events for the task's log without waiting; its subscribers

@@ -1,0 +1,269 @@
+//! The writes the task writer applies, as SQL: a new task with its first
+//! event (unless its message already made one on the route), events that
+//! keep their task's row in step, a task's end with its use, and a batch of
+//! retention deletes. Each runs inside the writer's group transaction.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// Most ended tasks one retention delete removes (one job of its own, so
+/// task writes queued behind it wait for a small delete at most).
+pub(super) const PRUNE_BATCH: u32 = 200;
+
+/// One write: a new task (with its first event, `submitted`), events of a
+/// task, or a task's end.
+pub(super) enum WriteOp {
+    /// Recorded unless a task with the same message id exists on the
+    /// route (then its answer is `None` and nothing is written).
+    Task {
+        id: String,
+        session_id: String,
+        context_id: String,
+        input_bytes: i64,
+        route: String,
+        message_id: String,
+        message_json: String,
+        at: String,
+    },
+    /// Events of one task, in order, each with what it changes in the
+    /// task's row; one answer each.
+    Events {
+        task_id: String,
+        at: String,
+        events: Vec<(String, RowChange)>,
+    },
+    /// A task's end and use, added to its session's totals (atomically).
+    Finish(TaskEndRow),
+    /// Deletes up to [`PRUNE_BATCH`] ended A2A tasks (their logs cascade)
+    /// that ended before `ended_before` or are older than the newest `keep`;
+    /// answers how many.
+    Prune {
+        ended_before: Option<String>,
+        keep: Option<u64>,
+    },
+    /// Panics on the thread (tests of its recovery).
+    #[cfg(test)]
+    Panic,
+}
+
+impl WriteOp {
+    /// How many answers (and rows of the log or the tasks table) it makes.
+    pub(super) fn answers(&self) -> usize {
+        match self {
+            WriteOp::Events { events, .. } => events.len(),
+            _ => 1,
+        }
+    }
+}
+
+/// A task's end as written.
+pub(super) struct TaskEndRow {
+    pub id: String,
+    pub session_id: String,
+    pub state: Option<String>,
+    pub error: Option<String>,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub turns: u32,
+    pub at: String,
+}
+
+/// What an event changes in its task's row (migration 0007).
+pub(super) enum RowChange {
+    None,
+    /// A state change: its message is the task's error when it `fails`
+    /// (failed, rejected); it `ends` the task (a terminal state).
+    Status {
+        state: &'static str,
+        message: Option<String>,
+        fails: bool,
+        ends: bool,
+    },
+    /// The whole answer.
+    Answer(String),
+}
+
+/// The body of a task's first event.
+const SUBMITTED: &str = r#"{"type":"status","state":"submitted"}"#;
+
+/// Applies one write, pushing its answers onto `out`.
+pub(super) fn apply(
+    conn: &Connection,
+    op: &WriteOp,
+    out: &mut Vec<Option<u64>>,
+) -> rusqlite::Result<()> {
+    let written = match op {
+        WriteOp::Finish(end) => {
+            finish(conn, end)?;
+            None
+        }
+        WriteOp::Prune { ended_before, keep } => Some(prune(conn, ended_before, *keep)?),
+        #[cfg(test)]
+        WriteOp::Panic => panic!("a write that panics"),
+        WriteOp::Task {
+            id,
+            session_id,
+            context_id,
+            input_bytes,
+            route,
+            message_id,
+            message_json,
+            at,
+        } => {
+            // Writes are serial here, so the lookup and the insert cannot
+            // interleave with another attempt of the same message.
+            let seen: Option<String> = conn
+                .prepare_cached(
+                    "SELECT id FROM tasks WHERE route = ?1 AND message_id = ?2 LIMIT 1",
+                )?
+                .query_row(params![route, message_id], |row| row.get(0))
+                .optional()?;
+            if seen.is_some() {
+                out.push(None);
+                return Ok(());
+            }
+            conn.prepare_cached(
+                "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
+                 created_at, updated_at, route, message_json, message_id) \
+                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                id,
+                session_id,
+                context_id,
+                input_bytes,
+                at,
+                route,
+                message_json,
+                message_id
+            ])?;
+            conn.prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, 1, ?2, ?3)",
+            )?
+            .execute(params![id, SUBMITTED, at])?;
+            Some(1)
+        }
+        WriteOp::Events {
+            task_id,
+            at,
+            events,
+        } => return append(conn, task_id, at, events, out),
+    };
+    out.push(written);
+    Ok(())
+}
+
+/// Appends events to their task's log, numbered after the last, until the
+/// task has ended (`None` for each event after), and applies their changes
+/// to the task's row in one update.
+fn append(
+    conn: &Connection,
+    task_id: &str,
+    at: &str,
+    events: &[(String, RowChange)],
+    out: &mut Vec<Option<u64>>,
+) -> rusqlite::Result<()> {
+    let found = conn
+        .prepare_cached(
+            "SELECT state IN ('completed', 'failed', 'canceled', 'rejected'), \
+             COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), 0) \
+             FROM tasks WHERE id = ?1",
+        )?
+        .query_row(params![task_id], |r| {
+            Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)?))
+        })
+        .optional()?;
+    let (mut ended, mut seq) = found.unwrap_or((true, 0));
+    // The row's change: its last state, error and answer. (Nothing is
+    // written for a task that had already ended, so `ended` then says
+    // whether these events end it.)
+    let (mut state, mut error, mut answer) = (None, None, None);
+    for (body, row) in events {
+        if ended {
+            out.push(None);
+            continue;
+        }
+        seq += 1;
+        conn.prepare_cached(
+            "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![task_id, seq, body, at])?;
+        out.push(Some(seq.max(0) as u64));
+        match row {
+            RowChange::None => {}
+            RowChange::Status {
+                state: s,
+                message,
+                fails,
+                ends: e,
+            } => {
+                state = Some(*s);
+                if *fails {
+                    error = Some(message.as_deref());
+                }
+                ended |= *e;
+            }
+            RowChange::Answer(text) => answer = Some(text.as_str()),
+        }
+    }
+    if state.is_some() || answer.is_some() {
+        conn.prepare_cached(
+            "UPDATE tasks SET state = COALESCE(?1, state), \
+             error = CASE WHEN ?2 THEN ?3 ELSE error END, answer = COALESCE(?4, answer), \
+             updated_at = ?5, ended_at = CASE WHEN ?6 THEN ?5 ELSE ended_at END WHERE id = ?7",
+        )?
+        .execute(params![
+            state,
+            error.is_some(),
+            error.flatten(),
+            answer,
+            at,
+            ended,
+            task_id
+        ])?;
+    }
+    Ok(())
+}
+
+/// Runs a parameterless statement, prepared once.
+pub(super) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
+/// A task's end and use, added to its session's totals.
+fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
+    let (input, output) = (end.input_tokens, end.output_tokens);
+    conn.prepare_cached(
+        "UPDATE tasks SET state = COALESCE(?1, state), error = COALESCE(?2, error), \
+         input_tokens = ?3, output_tokens = ?4, turns = ?5, updated_at = ?6, \
+         ended_at = COALESCE(ended_at, ?6) WHERE id = ?7",
+    )?
+    .execute(params![
+        end.state, end.error, input, output, end.turns, end.at, end.id
+    ])?;
+    conn.prepare_cached(
+        "UPDATE sessions SET input_tokens = input_tokens + ?1, \
+         output_tokens = output_tokens + ?2, turns = turns + ?3 WHERE id = ?4",
+    )?
+    .execute(params![input, output, end.turns, end.session_id])?;
+    Ok(())
+}
+
+/// One batch of retention deletes (see [`WriteOp::Prune`]).
+fn prune(
+    conn: &Connection,
+    ended_before: &Option<String>,
+    keep: Option<u64>,
+) -> rusqlite::Result<u64> {
+    const ENDED: &str = "source = 'a2a' AND state IN ('completed', 'failed', 'canceled', \
+         'rejected') AND ended_at IS NOT NULL";
+    let keep = keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX));
+    let deleted = conn
+        .prepare_cached(&format!(
+            "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE {ENDED} AND \
+             ((?1 IS NOT NULL AND ended_at < ?1) OR (?2 IS NOT NULL AND id IN \
+             (SELECT id FROM tasks WHERE {ENDED} ORDER BY ended_at DESC, id DESC \
+             LIMIT -1 OFFSET ?2))) LIMIT ?3)"
+        ))?
+        .execute(params![ended_before, keep, PRUNE_BATCH])?;
+    Ok(deleted as u64)
+}
