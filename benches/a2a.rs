@@ -183,8 +183,12 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async {
+        // `ROOST_BENCH_STORE_SYNC=normal` measures `store.sync: normal`.
+        let sync = std::env::var("ROOST_BENCH_STORE_SYNC")
+            .map(|s| format!("store: {{sync: {s}}}\n"))
+            .unwrap_or_default();
         let config = format!(
-            "{}logs: {{max_bytes: 1048576}}\n",
+            "{}logs: {{max_bytes: 1048576}}\n{sync}",
             harness::TEST_CONFIG
         );
         let daemon = Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
