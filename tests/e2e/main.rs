@@ -8,6 +8,7 @@ mod agents;
 mod api_errors;
 mod artifacts;
 mod capsules;
+mod chaos;
 mod concurrency;
 mod containment;
 mod durability;

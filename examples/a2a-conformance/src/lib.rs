@@ -81,6 +81,22 @@ impl Guest for Conformance {
         if id.starts_with("tck-reject-task") || said == "reject" {
             return Outcome::Rejected("rejected".into());
         }
+        if let Some(rest) = said.strip_prefix("record") {
+            // Each run of this task, as it starts, is a line of
+            // `executions.log` in the workdir (the chaos test counts them).
+            use std::io::Write;
+            let logged = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open("executions.log")
+                // One write per line: runs side by side do not interleave.
+                .and_then(|mut f| f.write_all(format!("{}\n", task.task_id).as_bytes()));
+            if let Err(e) = logged {
+                return Outcome::Failed(format!("cannot record the run: {e}"));
+            }
+            pause(rest.trim().parse().unwrap_or(20));
+            return Outcome::Completed(format!("recorded {}", task.task_id));
+        }
         if said == "fail" {
             return Outcome::Failed("failed as asked".into());
         }
