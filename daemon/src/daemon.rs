@@ -121,14 +121,31 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             "A2A tasks interrupted by the last stop were failed"
         );
     }
-    let resumed = supervisor.resume_all().await?;
-    let orphans = supervisor.shared().tasks.fail_orphans().await?;
-    if orphans > 0 {
-        tracing::warn!(
-            tasks = orphans,
-            "queued A2A tasks whose session did not come back were failed"
-        );
-    }
+    // Sessions come back after READY, side by side, while the gateway and
+    // the control API already answer (their tasks stay readable meanwhile);
+    // queued tasks whose session does not come back fail once all have tried.
+    let resuming = {
+        let supervisor = supervisor.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            match supervisor.resume_all().await {
+                Ok(resumed) => tracing::info!(
+                    resumed,
+                    resume_ms = started.elapsed().as_millis() as u64,
+                    "sessions resumed"
+                ),
+                Err(error) => tracing::error!(%error, "cannot resume sessions"),
+            }
+            match supervisor.shared().tasks.fail_orphans().await {
+                Ok(0) => {}
+                Ok(orphans) => tracing::warn!(
+                    tasks = orphans,
+                    "queued A2A tasks whose session did not come back were failed"
+                ),
+                Err(error) => tracing::error!(%error, "cannot fail orphaned A2A tasks"),
+            }
+        })
+    };
 
     let servers = CancellationToken::new();
     tokio::spawn(Arc::clone(&supervisor.shared().tasks).prune_loop(
@@ -173,7 +190,6 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     tracing::info!(
         socket = %socket_path.display(),
         a2a = %a2a_addr,
-        resumed,
         startup_ms = started.elapsed().as_millis() as u64,
         "roostd ready"
     );
@@ -217,6 +233,8 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     notifier.notify("STOPPING=1\nSTATUS=stopping sessions");
     // Stop accepting first, then stop the guests, then let connections finish.
     servers.cancel();
+    // Sessions not yet resumed stay as they are for the next start.
+    resuming.abort();
     supervisor.shutdown(grace).await;
     for task in [control_task, a2a_task].into_iter().chain(control_tcp_task) {
         match tokio::time::timeout(Duration::from_secs(2), task).await {

@@ -22,6 +22,9 @@ use crate::ids::SessionId;
 use crate::staging::{StageError, Staged, session_dirs, stage};
 use crate::store::StoreError;
 
+/// Sessions staged at once while roostd brings them back after a restart.
+const RESUME_PARALLEL: usize = 8;
+
 /// What the supervisor can refuse; the API maps these to statuses.
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
@@ -152,40 +155,57 @@ impl Supervisor {
 
     /// Brings back the sessions the database says should come back after a restart.
     pub async fn resume_all(&self) -> Result<usize, SupervisorError> {
-        let mut resumed = 0;
-        for item in self.shared.store.resumable().await? {
-            match stage(&self.shared.stage_ctx(), item.request).await {
-                Ok(staged) => {
-                    let resume = Resume {
-                        id: item.id.clone().into(),
-                        name: item.name.clone(),
-                        restart_count: item.restart_count + 1,
-                    };
-                    let outcome = self
-                        .ask(|reply| OwnerCommand::Launch {
-                            staged: Box::new(staged),
-                            resume: Some(resume),
-                            reply,
-                        })
-                        .await;
-                    match outcome {
-                        Ok(_) => resumed += 1,
-                        Err(error) => {
-                            tracing::warn!(session_id = %item.id, %error, "cannot resume session");
-                        }
+        use futures::StreamExt;
+        let items = self.shared.store.resumable().await?;
+        // Staged side by side (reading, hashing, compiling from the cache);
+        // each launch still goes through the owner task, one at a time.
+        let resumed = futures::stream::iter(items)
+            .map(|item| self.resume_one(item))
+            .buffer_unordered(RESUME_PARALLEL)
+            .filter(|ok| std::future::ready(*ok))
+            .count()
+            .await;
+        Ok(resumed)
+    }
+
+    /// Stages and launches one session again; `false` when it could not be.
+    async fn resume_one(&self, item: crate::store::Resumable) -> bool {
+        match stage(&self.shared.stage_ctx(), item.request).await {
+            Ok(staged) => {
+                let resume = Resume {
+                    id: item.id.clone().into(),
+                    name: item.name.clone(),
+                    restart_count: item.restart_count + 1,
+                };
+                let outcome = self
+                    .ask(|reply| OwnerCommand::Launch {
+                        staged: Box::new(staged),
+                        resume: Some(resume),
+                        reply,
+                    })
+                    .await;
+                match outcome {
+                    Ok(_) => true,
+                    Err(error) => {
+                        tracing::warn!(session_id = %item.id, %error, "cannot resume session");
+                        false
                     }
                 }
-                Err(error) => {
-                    let message = format!("cannot restart after roostd restart: {error}");
-                    tracing::warn!(session_id = %item.id, error = %message, "resume failed");
-                    self.shared
-                        .store
-                        .mark_ended(&item.id, SessionState::Failed, Some(&message), None)
-                        .await?;
+            }
+            Err(error) => {
+                let message = format!("cannot restart after roostd restart: {error}");
+                tracing::warn!(session_id = %item.id, error = %message, "resume failed");
+                if let Err(error) = self
+                    .shared
+                    .store
+                    .mark_ended(&item.id, SessionState::Failed, Some(&message), None)
+                    .await
+                {
+                    tracing::error!(session_id = %item.id, %error, "cannot record a failed resume");
                 }
+                false
             }
         }
-        Ok(resumed)
     }
 
     /// Stops a live session and returns its final record (an ended one is returned as is).
