@@ -30,7 +30,26 @@ impl Store {
     /// task's first events'; anything queued for the task later is
     /// committed after it.
     pub fn queue_a2a_task(&self, t: &NewA2aTask<'_>, urgent: bool) -> (A2aTask, TaskInsert) {
+        self.queue_a2a_task_as(t, urgent, false)
+    }
+
+    /// As [`Store::queue_a2a_task`]; `working`: recorded `working` in the
+    /// same commit (the task goes straight to a session that waits for one),
+    /// its log `submitted` then `working`.
+    pub fn queue_a2a_task_as(
+        &self,
+        t: &NewA2aTask<'_>,
+        urgent: bool,
+        working: bool,
+    ) -> (A2aTask, TaskInsert) {
         let at = now();
+        let working_json = working.then(|| {
+            serde_json::to_string(&EventKind::Status {
+                state: TaskState::Working,
+                message: None,
+            })
+            .unwrap_or_default()
+        });
         let op = WriteOp::Task {
             id: t.id.to_string(),
             session_id: t.session_id.to_string(),
@@ -40,6 +59,7 @@ impl Store {
             message_id: t.message_id.to_string(),
             message_json: t.message_json.to_string(),
             at: at.clone(),
+            working: working_json,
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.tasks.write_then(
@@ -54,7 +74,11 @@ impl Store {
             context_id: t.context_id.to_string(),
             session_id: t.session_id.into(),
             route: t.route.to_string(),
-            state: TaskState::Submitted,
+            state: if working {
+                TaskState::Working
+            } else {
+                TaskState::Submitted
+            },
             text: t.text.to_string(),
             message_id: t.message_id.to_string(),
             status_message: None,

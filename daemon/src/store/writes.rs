@@ -23,6 +23,9 @@ pub(super) enum WriteOp {
         message_id: String,
         message_json: String,
         at: String,
+        /// Recorded `working` at once, with this event (its JSON) after
+        /// `submitted`: the task goes straight to a waiting session.
+        working: Option<String>,
     },
     /// Events of one task, in order, each with what it changes in the
     /// task's row; one answer each.
@@ -108,6 +111,7 @@ pub(super) fn apply(
             message_id,
             message_json,
             at,
+            working,
         } => {
             // Writes are serial here, so the lookup and the insert cannot
             // interleave with another attempt of the same message.
@@ -124,7 +128,7 @@ pub(super) fn apply(
             conn.prepare_cached(
                 "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
                  created_at, updated_at, route, message_json, message_id) \
-                 VALUES (?1, ?2, ?3, 'a2a', 'submitted', ?4, ?5, ?5, ?6, ?7, ?8)",
+                 VALUES (?1, ?2, ?3, 'a2a', ?9, ?4, ?5, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
                 id,
@@ -134,12 +138,20 @@ pub(super) fn apply(
                 at,
                 route,
                 message_json,
-                message_id
+                message_id,
+                if working.is_some() {
+                    "working"
+                } else {
+                    "submitted"
+                },
             ])?;
-            conn.prepare_cached(
-                "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, 1, ?2, ?3)",
-            )?
-            .execute(params![id, SUBMITTED, at])?;
+            let mut event = conn.prepare_cached(
+                "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",
+            )?;
+            event.execute(params![id, 1, SUBMITTED, at])?;
+            if let Some(body) = working {
+                event.execute(params![id, 2, body, at])?;
+            }
             Some(1)
         }
         WriteOp::Events {

@@ -60,7 +60,7 @@ impl TaskLink {
             input_timeout,
             cancel,
             traceparent: incoming.traceparent.clone(),
-            started: Arc::default(),
+            started: Arc::new(AtomicBool::new(incoming.working)),
             in_flight: Arc::new(Semaphore::new(UPDATES_IN_FLIGHT)),
         }
     }

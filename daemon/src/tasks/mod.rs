@@ -4,17 +4,20 @@
 //! work. It knows no HTTP (the gateway, `a2a`, renders it) and no SQL (`store`).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+mod input;
 mod link;
 pub mod model;
 mod queue;
 mod retention;
 
 pub use crate::runtime::{InputError, Outcome, Reply, TaskSlot, trace_id_of};
+pub use input::ResumeError;
 use link::working;
 pub use link::{INPUT_TIMEOUT, TaskLink};
 pub use model::{
@@ -38,6 +41,8 @@ pub struct Incoming {
     pub text: String,
     /// The W3C `traceparent` the client sent (not kept across restarts).
     pub traceparent: Option<String>,
+    /// Recorded `working` already (it went straight to a waiting launch).
+    pub working: bool,
 }
 
 /// Why a task was not accepted.
@@ -53,15 +58,6 @@ pub enum SubmitError {
          after one finishes"
     )]
     QueueFull { route: String, depth: usize },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// Why a follow-up message on a task was not taken.
-#[derive(Debug, thiserror::Error)]
-pub enum ResumeError {
-    #[error("task '{task_id}' is not waiting for input; send a new message without taskId")]
-    NotWaiting { task_id: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -82,6 +78,8 @@ pub struct NewTask<'a> {
 struct Inbox {
     tx: mpsc::Sender<Box<Incoming>>,
     depth: usize,
+    /// How many of the session's launches wait on the inbox right now.
+    waiting: Arc<AtomicUsize>,
 }
 
 /// Live events of one task; dropping the last one frees the channel (so a
@@ -161,9 +159,18 @@ impl Broker {
             Inbox {
                 tx,
                 depth: depth.max(1),
+                waiting: Arc::default(),
             },
         );
         rx
+    }
+
+    /// The count of the session's launches waiting on its inbox (a launch
+    /// keeps it up to date while it waits).
+    pub fn waiting(&self, session_id: &str) -> Option<Arc<AtomicUsize>> {
+        lock(&self.inboxes)
+            .get(session_id)
+            .map(|inbox| Arc::clone(&inbox.waiting))
     }
 
     /// The session takes no more tasks; those still waiting fail visibly.
@@ -195,9 +202,13 @@ impl Broker {
                 .ok_or_else(|| SubmitError::NotAccepting {
                     route: new.route.to_string(),
                 })?;
-            (inbox.tx.clone(), inbox.depth)
+            // Straight to a launch that waits for it: nothing else is queued
+            // and a launch is waiting.
+            let direct = inbox.waiting.load(Ordering::Acquire) > 0
+                && inbox.tx.capacity() == inbox.tx.max_capacity();
+            (inbox.tx.clone(), inbox.depth, direct)
         };
-        let (tx, depth) = permit_tx;
+        let (tx, depth, direct) = permit_tx;
         let permit = tx.try_reserve_owned().map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => SubmitError::QueueFull {
                 route: new.route.to_string(),
@@ -215,7 +226,11 @@ impl Broker {
         // Marked before its row can be seen, so that a launch reading the
         // session's stored tasks leaves it to the inbox.
         lock(&self.handed).insert(task_id.clone());
-        let (task, insert) = self.store.queue_a2a_task(
+        // A task for a launch that waits is recorded `working` in the same
+        // commit (one commit fewer; should the launch have taken another
+        // task meanwhile and roostd die before it starts this one, it fails
+        // visibly as interrupted instead of running after the restart).
+        let (task, insert) = self.store.queue_a2a_task_as(
             &NewA2aTask {
                 id: &task_id,
                 session_id: new.session_id,
@@ -226,6 +241,7 @@ impl Broker {
                 message_json: new.message_json,
             },
             true,
+            direct,
         );
         let live = self.subscribe(&task_id);
         match insert.committed().await {
@@ -249,6 +265,15 @@ impl Broker {
                 return Err(error.into());
             }
         }
+        if direct {
+            // Subscribers hear of `working` before anything the session does.
+            let working = TaskEvent {
+                seq: 2,
+                at: task.created_at.clone(),
+                kind: link::working(),
+            };
+            fan_out(&self.live, &task_id, &[Some(working)]);
+        }
         // Handed to the session only once its record is committed: a task
         // that runs is always a task the client was told about.
         permit.send(Box::new(Incoming {
@@ -257,6 +282,7 @@ impl Broker {
             message_id: new.message_id.to_string(),
             text: new.text.to_string(),
             traceparent: new.traceparent.map(str::to_string),
+            working: direct,
         }));
         Ok((task, Some(live)))
     }
@@ -336,98 +362,6 @@ impl Broker {
             broker: Arc::clone(self),
             task_id: task_id.to_string(),
         }
-    }
-
-    /// A running task asks its client for input: the task moves to
-    /// input-required with `prompt`, and this returns the text of the next
-    /// message on the task. With no answer within `timeout` the task fails
-    /// (`input-timeout`); a cancel ends the wait.
-    pub async fn request_input(
-        &self,
-        task_id: &str,
-        first: Vec<EventKind>,
-        prompt: &str,
-        timeout: Option<std::time::Duration>,
-        cancel: &CancellationToken,
-    ) -> Result<Reply, InputError> {
-        let (tx, rx) = oneshot::channel();
-        // Registered before the state is visible, so an immediate answer is not lost.
-        lock(&self.waiting).insert(task_id.to_string(), tx);
-        let asked = EventKind::Status {
-            state: TaskState::InputRequired,
-            message: Some(prompt.to_string()),
-        };
-        let mut events = first;
-        events.push(asked);
-        let asked = self.publish_all(task_id, events).await;
-        if !asked.is_ok_and(|w| w.iter().all(Option::is_some)) {
-            lock(&self.waiting).remove(task_id);
-            return Err(InputError::Store);
-        }
-        let wait = async {
-            match timeout {
-                Some(t) => tokio::time::timeout(t, rx).await.ok(),
-                None => Some(rx.await),
-            }
-        };
-        let answer = tokio::select! {
-            answer = wait => answer,
-            () = cancel.cancelled() => {
-                lock(&self.waiting).remove(task_id);
-                return Err(InputError::Canceled);
-            }
-        };
-        lock(&self.waiting).remove(task_id);
-        match answer {
-            // `resume` recorded the answer and the task as working again.
-            Some(Ok(reply)) => Ok(reply),
-            _ => {
-                tracing::info!(
-                    task_id,
-                    "no answer to an input request in time; the task fails"
-                );
-                let _ = self
-                    .finish(task_id, TaskState::Failed, Some(INPUT_TIMEOUT))
-                    .await;
-                Err(InputError::Timeout)
-            }
-        }
-    }
-
-    /// A follow-up message on a task in input-required: recorded in the
-    /// task's log (its history) with the task working again, then handed to
-    /// the waiting request.
-    pub async fn resume(
-        &self,
-        task_id: &str,
-        message_id: &str,
-        text: &str,
-    ) -> Result<A2aTask, ResumeError> {
-        let not_waiting = || ResumeError::NotWaiting {
-            task_id: task_id.to_string(),
-        };
-        let tx = lock(&self.waiting)
-            .remove(task_id)
-            .ok_or_else(not_waiting)?;
-        let reply = Reply {
-            message_id: message_id.to_string(),
-            text: text.to_string(),
-        };
-        let input = EventKind::Input {
-            message_id: message_id.to_string(),
-            text: text.to_string(),
-        };
-        let written = self.publish_all(task_id, vec![input, working()]).await?;
-        if !written.iter().all(Option::is_some) {
-            return Err(not_waiting());
-        }
-        let task = self
-            .store
-            .a2a_task(task_id)
-            .await?
-            .ok_or_else(not_waiting)?;
-        tx.send(reply).map_err(|_| not_waiting())?;
-        Ok(task)
     }
 
     /// Stops relaying to queued sessions' inbox without failing its tasks
@@ -555,6 +489,7 @@ impl Broker {
                     message_id: t.message_id,
                     text: t.text,
                     traceparent: None,
+                    working: false,
                 })
                 .collect(),
             Err(error) => {

@@ -29,6 +29,8 @@ pub enum Next {
 pub struct Queue {
     inbox: Option<InboxRx>,
     pending: std::collections::VecDeque<Incoming>,
+    /// Counted up while this launch waits on the inbox (see `Broker::submit`).
+    waiting: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }
 
 impl Queue {
@@ -38,7 +40,12 @@ impl Queue {
             Some(_) => broker.pending(session_id).await.into(),
             None => Default::default(),
         };
-        Self { inbox, pending }
+        let waiting = inbox.as_ref().and_then(|_| broker.waiting(session_id));
+        Self {
+            inbox,
+            pending,
+            waiting,
+        }
     }
 
     /// The next task; `idle` (none: wait until stopped) bounds the wait.
@@ -59,6 +66,7 @@ impl Queue {
                 None => std::future::pending().await,
             }
         };
+        let _waiting = self.waiting.as_deref().map(Waiting::new);
         tokio::select! {
             () = stop.cancelled() => Next::Stopped,
             () = idle => Next::Idle,
@@ -82,6 +90,22 @@ impl Queue {
         if let Some(inbox) = self.inbox.take() {
             broker.close_inbox(session_id, inbox).await;
         }
+    }
+}
+
+/// A launch waiting on its inbox, counted while it waits.
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
