@@ -14,7 +14,7 @@ impl Store {
     /// Records an A2A task as `submitted`, with its first event, in one
     /// transaction: once this returns, the task survives a crash.
     pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
-        let (task, insert) = self.queue_a2a_task(t, true);
+        let (task, insert) = self.queue_a2a_task(t, false);
         match insert.committed().await? {
             true => Ok(task),
             false => self
@@ -25,23 +25,12 @@ impl Store {
     }
 
     /// Queues an A2A task's record (as [`Store::insert_a2a_task`] writes
-    /// it); the task survives a crash once [`TaskInsert::committed`] says
-    /// so. Unless `urgent`, the commit may wait a millisecond to share the
-    /// task's first events'; anything queued for the task later is
-    /// committed after it.
-    pub fn queue_a2a_task(&self, t: &NewA2aTask<'_>, urgent: bool) -> (A2aTask, TaskInsert) {
-        self.queue_a2a_task_as(t, urgent, false)
-    }
-
-    /// As [`Store::queue_a2a_task`]; `working`: recorded `working` in the
-    /// same commit (the task goes straight to a session that waits for one),
-    /// its log `submitted` then `working`.
-    pub fn queue_a2a_task_as(
-        &self,
-        t: &NewA2aTask<'_>,
-        urgent: bool,
-        working: bool,
-    ) -> (A2aTask, TaskInsert) {
+    /// it), committed without lingering (somebody waits for it); the task
+    /// survives a crash once [`TaskInsert::committed`] says so, and anything
+    /// queued for it later is committed after it. `working`: recorded
+    /// `working` in the same commit (the task goes straight to a session
+    /// that waits for one), its log `submitted` then `working`.
+    pub fn queue_a2a_task(&self, t: &NewA2aTask<'_>, working: bool) -> (A2aTask, TaskInsert) {
         let at = now();
         let working_json = working.then(|| {
             serde_json::to_string(&EventKind::Status {
@@ -67,7 +56,7 @@ impl Store {
             Box::new(move |written| {
                 let _ = reply.send(written);
             }),
-            urgent,
+            true,
         );
         let task = A2aTask {
             id: t.id.into(),

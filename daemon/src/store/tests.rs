@@ -184,7 +184,7 @@ async fn a_message_retried_on_a_route_gets_its_first_task(pool: SqlitePool) {
             message_id: "msg_retried",
             ..new_task("tsk_retry")
         },
-        true,
+        false,
     );
     assert_eq!(retry.id, "tsk_retry", "what the retry would have been");
     assert!(!insert.committed().await.expect("answered"), "not written");

@@ -27,8 +27,9 @@ pub struct TaskLink {
     pub cancel: CancellationToken,
     /// The `traceparent` the client sent with the task.
     pub traceparent: Option<String>,
-    /// Whether the task's `working` status is written (or queued): it goes
-    /// with the task's first event, see [`Broker::serve`].
+    /// Whether the task's `working` status is written: with its record when
+    /// it went straight to a waiting session, else before its work starts
+    /// (see [`Broker::serve`]).
     started: Arc<AtomicBool>,
     /// Updates queued but not yet committed, at most [`UPDATES_IN_FLIGHT`].
     in_flight: Arc<Semaphore>,

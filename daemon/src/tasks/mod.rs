@@ -230,7 +230,7 @@ impl Broker {
         // commit (one commit fewer; should the launch have taken another
         // task meanwhile and roostd die before it starts this one, it fails
         // visibly as interrupted instead of running after the restart).
-        let (task, insert) = self.store.queue_a2a_task_as(
+        let (task, insert) = self.store.queue_a2a_task(
             &NewA2aTask {
                 id: &task_id,
                 session_id: new.session_id,
@@ -240,7 +240,6 @@ impl Broker {
                 text: new.text,
                 message_json: new.message_json,
             },
-            true,
             direct,
         );
         let live = self.subscribe(&task_id);
