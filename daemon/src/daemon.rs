@@ -197,23 +197,6 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         "READY=1\nSTATUS=serving; A2A on {a2a_addr}\nMAINPID={}",
         std::process::id()
     ));
-    let checkpoints = {
-        let store = store.clone();
-        let stop = servers.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {
-                        if let Err(error) = store.checkpoint().await {
-                            tracing::warn!(%error, "WAL checkpoint failed");
-                        }
-                    }
-                    () = stop.cancelled() => break,
-                }
-            }
-        })
-    };
     let watchdog = Notifier::watchdog_interval().map(|interval| {
         let stop = servers.clone();
         tokio::spawn(async move {
@@ -247,7 +230,6 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     if let Some(task) = watchdog {
         task.abort();
     }
-    let _ = checkpoints.await;
     store.close().await;
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("roostd stopped");

@@ -17,11 +17,20 @@ impl Store {
         let (task, insert) = self.queue_a2a_task(t, false);
         match insert.committed().await? {
             true => Ok(task),
-            false => self
-                .a2a_task_by_message(t.route, t.message_id)
-                .await?
-                .ok_or_else(|| StoreError::Corrupt("a retried task vanished".into())),
+            false => self.retried_a2a_task(t.route, t.message_id).await,
         }
+    }
+
+    /// The task a message already made on a route, for a retry of it that
+    /// [`TaskInsert::committed`] said was not written.
+    pub async fn retried_a2a_task(
+        &self,
+        route: &str,
+        message_id: &str,
+    ) -> Result<A2aTask, StoreError> {
+        self.a2a_task_by_message(route, message_id)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("a retried task vanished".into()))
     }
 
     /// Queues an A2A task's record (as [`Store::insert_a2a_task`] writes

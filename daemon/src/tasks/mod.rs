@@ -252,9 +252,8 @@ impl Broker {
                 drop(live);
                 let seen = self
                     .store
-                    .a2a_task_by_message(new.route, new.message_id)
-                    .await?
-                    .ok_or_else(|| StoreError::Corrupt("a retried task vanished".into()))?;
+                    .retried_a2a_task(new.route, new.message_id)
+                    .await?;
                 tracing::info!(task_id = %seen.id, message_id = new.message_id,
                     "a message this route already has a task for: its task, not a new run");
                 return Ok((seen, None));
