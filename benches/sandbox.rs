@@ -60,6 +60,7 @@ async fn main() {
         name: "sh".into(),
         workdir: dir.path().to_path_buf(),
         bookkeeping: dir.path().to_path_buf(),
+        tool_output_max_bytes: 0,
         env: Vec::new(),
         policy: Arc::new(policy),
         timeout: Duration::from_secs(30),

@@ -256,6 +256,38 @@ pub struct SessionList {
     pub sessions: Vec<Session>,
 }
 
+/// `POST /v1/prune`: delete ended sessions (with their rows and
+/// directories) and ended A2A tasks that ended more than `older_than_secs`
+/// ago (0: all ended ones).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneRequest {
+    #[serde(default)]
+    pub older_than_secs: u64,
+    /// Only report what would be deleted.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// What `POST /v1/prune` (or retention) deleted, or would delete.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PruneReport {
+    /// The sessions deleted (their records as they were).
+    pub sessions: Vec<Session>,
+    /// How many ended A2A tasks were deleted.
+    pub tasks: u64,
+    pub dry_run: bool,
+}
+
+/// Sessions being brought back after a restart, in the background.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeProgress {
+    /// Sessions to bring back.
+    pub total: u64,
+    /// Of them, tried so far (resumed or failed).
+    pub done: u64,
+}
+
 /// `GET /v1/health`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Health {
@@ -280,6 +312,9 @@ pub struct Health {
     /// The jail helper roostd runs tools through, when it found one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jail_helper: Option<String>,
+    /// Resuming sessions after a restart (absent once every one was tried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resuming: Option<ResumeProgress>,
 }
 
 /// Every error response: `{"error": {"code", "message"}}`.

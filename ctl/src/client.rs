@@ -244,6 +244,27 @@ impl Client {
         .await
     }
 
+    /// Deletes a session that has ended (with `force`, a live one is stopped
+    /// first); returns its record as it was.
+    pub async fn remove(&self, id_or_name: &str, force: bool) -> Result<Session, ClientError> {
+        self.call(
+            Method::DELETE,
+            &format!("{API_PREFIX}/sessions/{}?force={force}", encode(id_or_name)),
+            None,
+        )
+        .await
+    }
+
+    /// Deletes ended sessions and A2A tasks (or says which, with `dry_run`).
+    pub async fn prune(
+        &self,
+        request: &crate::api::PruneRequest,
+    ) -> Result<crate::api::PruneReport, ClientError> {
+        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.call(Method::POST, &format!("{API_PREFIX}/prune"), Some(body))
+            .await
+    }
+
     /// An agent session's tasks, oldest first.
     pub async fn tasks(
         &self,
@@ -257,14 +278,25 @@ impl Client {
         .await
     }
 
-    /// An agent session's `trace.jsonl` (empty for sessions without one).
+    /// An agent session's `trace.jsonl` (empty for sessions without one),
+    /// read page by page.
     pub async fn trace(&self, id_or_name: &str) -> Result<Bytes, ClientError> {
-        let path = format!("{API_PREFIX}/sessions/{}/trace", encode(id_or_name));
-        let (status, bytes) = self.raw(Method::GET, &path, None).await?;
-        if !status.is_success() {
-            return Err(api_error(status, &bytes));
+        let mut whole = Vec::new();
+        loop {
+            let path = format!(
+                "{API_PREFIX}/sessions/{}/trace?offset={}",
+                encode(id_or_name),
+                whole.len()
+            );
+            let (status, bytes) = self.raw(Method::GET, &path, None).await?;
+            if !status.is_success() {
+                return Err(api_error(status, &bytes));
+            }
+            if bytes.is_empty() {
+                return Ok(Bytes::from(whole));
+            }
+            whole.extend_from_slice(&bytes);
         }
-        Ok(bytes)
     }
 
     /// Blocks until the session has ended, then returns its final record.

@@ -383,6 +383,7 @@ mod tests {
             tool_jail: jail.map(str::to_string),
             a2a_token: token,
             jail_helper: jail.map(|_| "/usr/libexec/roost-jail".to_string()),
+            resuming: None,
         }
     }
 

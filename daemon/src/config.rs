@@ -50,6 +50,11 @@ pub struct DaemonConfig {
     pub control: ControlConfig,
     pub a2a: A2aConfig,
     pub store: StoreConfig,
+    pub retention: Retention,
+    /// What the file said that still works but should change (logged at
+    /// start-up).
+    #[serde(skip)]
+    pub deprecations: Vec<String>,
 }
 
 /// The database.
@@ -72,7 +77,9 @@ pub struct A2aConfig {
     /// must send; declared in the agent cards' security schemes. Not
     /// readable by other users; at least 16 characters.
     pub token_file: Option<PathBuf>,
-    pub retention: RetentionConfig,
+    /// Deprecated: `retention.tasks` and `retention.interval_secs` (still
+    /// accepted, with a warning).
+    pub retention: Option<LegacyTaskRetention>,
     /// How long a session that takes tasks and ends after them waits for
     /// one before it ends (`--a2a-idle-timeout-secs`, or upstream's
     /// `MURMUR_A2A_TIMEOUT_SECS` in roostd's environment; default 30).
@@ -83,32 +90,100 @@ impl Default for A2aConfig {
     fn default() -> Self {
         Self {
             token_file: None,
-            retention: RetentionConfig::default(),
+            retention: None,
             idle_timeout_secs: 30,
         }
     }
 }
 
-/// Ended A2A tasks (with their event logs) are deleted in the background
-/// once older than `max_age_secs`, or beyond the newest `max_tasks`; 0
-/// turns a bound off. Tasks that have not ended are never deleted.
+/// What roostd keeps and for how long: one section for everything it
+/// would otherwise grow without bound. A 0 turns that bound off.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct RetentionConfig {
-    pub max_age_secs: u64,
-    pub max_tasks: u64,
-    /// How often the pruning runs.
+pub struct Retention {
+    /// How often ended tasks and sessions are pruned.
     pub interval_secs: u64,
+    /// Ended A2A tasks with their event logs (tasks that have not ended are
+    /// never deleted).
+    pub tasks: KeepTasks,
+    /// Ended sessions: their rows, events, agent task records and
+    /// directories. A session is kept while any of its A2A tasks is, and a
+    /// session roostd will bring back is never pruned.
+    pub sessions: KeepSessions,
+    /// An agent session's `trace.jsonl`: past `max_bytes` it is rotated to
+    /// `trace.1.jsonl` (the previous one dropped).
+    pub trace: KeepBytes,
+    /// A session's `tool-output/` (full outputs of shell tools): past
+    /// `max_bytes` the oldest files are removed.
+    pub tool_output: KeepBytes,
 }
 
-impl Default for RetentionConfig {
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            interval_secs: 300,
+            tasks: KeepTasks::default(),
+            sessions: KeepSessions::default(),
+            trace: KeepBytes {
+                max_bytes: 16 << 20,
+            },
+            tool_output: KeepBytes {
+                max_bytes: 64 << 20,
+            },
+        }
+    }
+}
+
+/// Ended A2A tasks older than `max_age_secs`, or beyond the newest
+/// `max_count`, are deleted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeepTasks {
+    pub max_age_secs: u64,
+    pub max_count: u64,
+}
+
+impl Default for KeepTasks {
     fn default() -> Self {
         Self {
             max_age_secs: 7 * 24 * 3600,
-            max_tasks: 100_000,
-            interval_secs: 300,
+            max_count: 100_000,
         }
     }
+}
+
+/// Sessions that ended more than `max_age_secs` ago, or beyond the newest
+/// `max_count` ended ones, are deleted.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KeepSessions {
+    pub max_age_secs: u64,
+    pub max_count: u64,
+}
+
+impl Default for KeepSessions {
+    fn default() -> Self {
+        Self {
+            max_age_secs: 7 * 24 * 3600,
+            max_count: 1_000,
+        }
+    }
+}
+
+/// A size bound.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeepBytes {
+    pub max_bytes: u64,
+}
+
+/// `a2a.retention` as it was before `retention:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LegacyTaskRetention {
+    pub max_age_secs: Option<u64>,
+    pub max_tasks: Option<u64>,
+    pub interval_secs: Option<u64>,
 }
 
 /// Who may use the control API: the Unix socket (root, the daemon's own user,
@@ -231,6 +306,8 @@ impl Default for DaemonConfig {
             control: ControlConfig::default(),
             a2a: A2aConfig::default(),
             store: StoreConfig::default(),
+            retention: Retention::default(),
+            deprecations: Vec::new(),
         }
     }
 }
@@ -340,7 +417,27 @@ impl DaemonConfig {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        serde_yaml::from_str(text)
+        let mut config: Self = serde_yaml::from_str(text)?;
+        config.move_deprecated();
+        Ok(config)
+    }
+
+    /// Moves keys that moved into their new place, noting each.
+    fn move_deprecated(&mut self) {
+        if let Some(old) = self.a2a.retention.take() {
+            if let Some(secs) = old.max_age_secs {
+                self.retention.tasks.max_age_secs = secs;
+            }
+            if let Some(count) = old.max_tasks {
+                self.retention.tasks.max_count = count;
+            }
+            if let Some(secs) = old.interval_secs {
+                self.retention.interval_secs = secs;
+            }
+            self.deprecations.push(
+                "a2a.retention is deprecated: write retention: {interval_secs, tasks: {max_age_secs, max_count}} instead (max_tasks is now retention.tasks.max_count)".into(),
+            );
+        }
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -398,9 +495,9 @@ impl DaemonConfig {
                 "artifacts.max_bundle_mb must be between 1 and 1024".into(),
             ));
         }
-        if self.a2a.retention.interval_secs == 0 {
+        if self.retention.interval_secs == 0 {
             return Err(ConfigError::Invalid(
-                "a2a.retention.interval_secs must be at least 1".into(),
+                "retention.interval_secs must be at least 1".into(),
             ));
         }
         if self.restart.multiplier < 1.0 {
@@ -415,6 +512,41 @@ impl DaemonConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_has_one_section_and_the_old_key_still_works_with_a_warning() {
+        let config = DaemonConfig::from_yaml(
+            "retention: {interval_secs: 5, sessions: {max_count: 3}, trace: {max_bytes: 100}}",
+        )
+        .expect("retention");
+        assert_eq!(config.retention.interval_secs, 5);
+        assert_eq!(config.retention.sessions.max_count, 3);
+        assert_eq!(config.retention.sessions.max_age_secs, 7 * 24 * 3600);
+        assert_eq!(config.retention.trace.max_bytes, 100);
+        assert_eq!(config.retention.tool_output.max_bytes, 64 << 20);
+        assert!(config.deprecations.is_empty());
+
+        let old = DaemonConfig::from_yaml("a2a: {retention: {max_tasks: 9, interval_secs: 2}}")
+            .expect("old key");
+        assert_eq!(old.retention.tasks.max_count, 9);
+        assert_eq!(old.retention.tasks.max_age_secs, 7 * 24 * 3600);
+        assert_eq!(old.retention.interval_secs, 2);
+        assert_eq!(old.deprecations.len(), 1);
+        assert!(
+            old.deprecations[0].contains("retention.tasks"),
+            "{:?}",
+            old.deprecations
+        );
+
+        let err = DaemonConfig::from_yaml("retention: {sessions: {max_cnt: 3}}")
+            .expect_err("typo")
+            .to_string();
+        assert!(err.contains("max_cnt"), "{err}");
+        let mut zero = DaemonConfig::from_yaml("retention: {interval_secs: 0}").expect("parses");
+        zero.state_dir = PathBuf::from("/tmp/x");
+        let err = zero.validate().expect_err("0 s").to_string();
+        assert!(err.contains("retention.interval_secs"), "{err}");
+    }
 
     #[test]
     fn unknown_key_is_named() {

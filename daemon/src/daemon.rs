@@ -148,8 +148,8 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     };
 
     let servers = CancellationToken::new();
-    tokio::spawn(Arc::clone(&supervisor.shared().tasks).prune_loop(
-        supervisor.shared().config.a2a.retention.clone(),
+    tokio::spawn(supervisor.clone().retention_loop(
+        supervisor.shared().config.retention.clone(),
         servers.clone(),
     ));
     let state = ApiState {

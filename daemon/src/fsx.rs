@@ -338,6 +338,61 @@ fn remove_at(dir: &OwnedFd, name: &CString, depth: usize) -> io::Result<()> {
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) }).map(drop)
 }
 
+/// Removes the oldest regular files (by modification time) of the
+/// directory `dir` until the rest take at most `max_bytes`; the newest file
+/// is always kept. Nothing is followed; entries that are not regular files
+/// are left alone. Returns how many files were removed; a missing `dir` is
+/// not an error.
+pub fn trim_dir(root: &Path, dir: &Path, max_bytes: u64) -> io::Result<usize> {
+    let names = below(root, dir)?;
+    let fd = match walk(root, &names, false, dir) {
+        Ok(fd) => fd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut files = Vec::new();
+    for entry in entries(&fd)? {
+        let name = cstr(&entry?.file_name())?;
+        // SAFETY: an all-zero `stat` is a valid value to be overwritten.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is open, `name` NUL-terminated, `st` writable.
+        let rc = unsafe {
+            libc::fstatat(
+                fd.as_raw_fd(),
+                name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG {
+            files.push((
+                (st.st_mtime, st.st_mtime_nsec),
+                st.st_size.max(0) as u64,
+                name,
+            ));
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.2.cmp(&b.2)));
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    let mut removed = 0;
+    let keep_newest = files.len().saturating_sub(1);
+    for (_, size, name) in files.iter().take(keep_newest) {
+        if total <= max_bytes {
+            break;
+        }
+        // SAFETY: as above; unlinkat removes the entry itself.
+        match check(unsafe { libc::unlinkat(fd.as_raw_fd(), name.as_ptr(), 0) }) {
+            Ok(_) => {
+                total -= size;
+                removed += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => total -= size,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
 /// Renames `from` to `to`, both below `root` and in the same directory tree;
 /// the names themselves are never followed.
 pub fn rename(root: &Path, from: &Path, to: &Path) -> io::Result<()> {
@@ -358,6 +413,45 @@ pub fn rename(root: &Path, from: &Path, to: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trimming_removes_the_oldest_files_keeps_the_newest_and_follows_nothing() {
+        let root = tempfile::tempdir().expect("root");
+        let outside = tempfile::tempdir().expect("outside");
+        let r = root.path();
+        let dir = r.join("tool-output");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let victim = outside.path().join("victim.txt");
+        std::fs::write(&victim, vec![b'v'; 1000]).expect("victim");
+        std::os::unix::fs::symlink(&victim, dir.join("0-link.txt")).expect("link");
+        let epoch = std::time::SystemTime::UNIX_EPOCH;
+        for (i, name) in ["a.txt", "b.txt", "c.txt"].iter().enumerate() {
+            let file = std::fs::File::create(dir.join(name)).expect("file");
+            file.set_len(400).expect("size");
+            file.set_modified(epoch + std::time::Duration::from_secs(1000 + i as u64))
+                .expect("mtime");
+        }
+        // 1200 bytes in three files; 500 allowed: the two oldest go.
+        assert_eq!(trim_dir(r, &dir, 500).expect("trim"), 2);
+        assert!(!dir.join("a.txt").exists() && !dir.join("b.txt").exists());
+        assert!(dir.join("c.txt").exists(), "the newest stays");
+        // The link is neither followed nor counted.
+        assert!(dir.join("0-link.txt").symlink_metadata().is_ok());
+        assert_eq!(std::fs::read(&victim).expect("victim").len(), 1000);
+        // The newest is kept even when it alone is over the bound.
+        assert_eq!(trim_dir(r, &dir, 10).expect("trim"), 0);
+        assert!(dir.join("c.txt").exists());
+        // A directory swapped for a link is refused, not trimmed.
+        std::fs::remove_dir_all(&dir).expect("rm");
+        std::os::unix::fs::symlink(outside.path(), &dir).expect("dir link");
+        assert!(trim_dir(r, &dir, 0).is_err());
+        assert!(victim.exists());
+        // The control: outside the jail of `fsx`, the same trim through the
+        // link would have reached the victim.
+        assert!(dir.join("victim.txt").exists());
+        // Missing is fine.
+        assert_eq!(trim_dir(r, &r.join("none"), 0).expect("missing"), 0);
+    }
 
     #[test]
     fn symlinks_below_the_root_are_refused_and_hard_links_not_appended_to() {

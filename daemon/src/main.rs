@@ -76,6 +76,9 @@ fn main() -> anyhow::Result<()> {
         a2a_idle_timeout_secs: args.a2a_idle_timeout_secs,
     })
     .context("roostd cannot start")?;
+    for deprecation in &config.deprecations {
+        tracing::warn!("{deprecation}");
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("roost-worker")

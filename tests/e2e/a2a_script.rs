@@ -407,7 +407,11 @@ async fn ended_tasks_beyond_the_retention_bound_are_pruned_and_live_ones_kept() 
     )
     .await;
     assert_eq!(gone["error"]["code"], -32001, "{gone}");
-    assert!(daemon.log().contains("ended A2A tasks pruned"));
+    assert!(daemon.log().contains("ended A2A tasks and sessions pruned"));
+    assert!(
+        daemon.log().contains("a2a.retention is deprecated"),
+        "the old key still works, with a warning"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

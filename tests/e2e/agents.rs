@@ -373,7 +373,7 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
     let mut out = Vec::new();
     cli_run(
         cli(Command::Status {
-            id_or_name: session.id.clone(),
+            id_or_name: Some(session.id.clone()),
             json: false,
         }),
         &mut out,

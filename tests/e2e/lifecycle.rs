@@ -145,7 +145,7 @@ async fn cli_start_wait_list_status_and_logs() {
         cli(
             &d,
             Command::Status {
-                id_or_name: "hello".into(),
+                id_or_name: Some("hello".into()),
                 json: false,
             },
         ),
@@ -196,6 +196,60 @@ async fn cli_start_wait_list_status_and_logs() {
     .await
     .expect("start --wait");
     assert_eq!(code, 1);
+
+    // The daemon itself, then the ended sessions pruned (a dry run first).
+    let mut out = Vec::new();
+    run(
+        cli(
+            &d,
+            Command::Status {
+                id_or_name: None,
+                json: false,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("status of the daemon");
+    let status = String::from_utf8(out).expect("utf8");
+    assert!(
+        status.contains("0 live") && status.contains("uptime"),
+        "{status}"
+    );
+    for (dry_run, verb) in [(true, "would delete 2 ended"), (false, "deleted 2 ended")] {
+        let mut out = Vec::new();
+        let code = run(
+            cli(
+                &d,
+                Command::Prune {
+                    older_than: None,
+                    dry_run,
+                    json: false,
+                },
+            ),
+            &mut out,
+        )
+        .await
+        .expect("prune");
+        let text = String::from_utf8(out).expect("utf8");
+        assert_eq!(code, 0);
+        assert!(text.contains(verb) && text.contains(&id), "{text}");
+    }
+    let mut out = Vec::new();
+    let code = run(
+        cli(
+            &d,
+            Command::Rm {
+                ids_or_names: vec![id.clone()],
+                force: false,
+                json: false,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("rm");
+    assert_eq!(code, 1, "already pruned: rm fails");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,6 +16,7 @@ mod harness;
 mod lifecycle;
 mod manifests;
 mod mock_llm;
+mod retention;
 mod sandbox;
 mod supervision;
 mod tasks_durable;

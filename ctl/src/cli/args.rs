@@ -51,9 +51,35 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Show one session.
+    /// Show one session; without one, the daemon (version, uptime, live
+    /// sessions, resuming after a restart).
     Status {
-        id_or_name: String,
+        /// Session id or route name.
+        id_or_name: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete ended sessions with everything they recorded: rows, tasks
+    /// (A2A ones too), logs, trace and directories.
+    Rm {
+        /// Session ids or route names.
+        #[arg(required = true)]
+        ids_or_names: Vec<String>,
+        /// Stop a live session first instead of refusing it.
+        #[arg(short, long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete every ended session and ended A2A task (that ended more than
+    /// --older-than ago); sessions roostd will bring back are kept.
+    Prune {
+        /// Only what ended longer ago than this (e.g. 30m, 12h, 7d).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: Option<std::time::Duration>,
+        /// Only print what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(long)]
         json: bool,
     },

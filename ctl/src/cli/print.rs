@@ -276,3 +276,54 @@ pub(super) fn print_checks(
     }
     Ok(())
 }
+
+/// The daemon, as `roostctl status` without a session shows it.
+pub(super) fn print_health(out: &mut impl Write, h: &crate::api::Health) -> Result<(), CliError> {
+    let uptime = humantime::format_duration(std::time::Duration::from_secs(h.uptime_secs));
+    let mut rows = vec![
+        ("roostd", format!("{} (pid {})", h.version, h.pid)),
+        ("status", h.status.clone()),
+        ("uptime", uptime.to_string()),
+        ("sessions", format!("{} live", h.live_sessions)),
+        ("a2a", h.a2a_addr.clone()),
+        ("state dir", h.state_dir.clone()),
+    ];
+    if let Some(r) = h.resuming {
+        rows.push((
+            "resuming",
+            format!("{} of {} sessions tried", r.done, r.total),
+        ));
+    }
+    if let Some(jail) = &h.tool_jail {
+        rows.push(("tool jail", jail.clone()));
+    }
+    for (key, value) in rows {
+        writeln!(out, "{key:<12} {value}")?;
+    }
+    Ok(())
+}
+
+/// What `roostctl prune` deleted (or would).
+pub(super) fn print_pruned(
+    out: &mut impl Write,
+    r: &crate::api::PruneReport,
+) -> Result<(), CliError> {
+    for s in &r.sessions {
+        writeln!(
+            out,
+            "{} {} {} ended {}",
+            s.id,
+            s.name,
+            s.state.as_str(),
+            s.ended_at.as_deref().unwrap_or("-")
+        )?;
+    }
+    let verb = if r.dry_run { "would delete" } else { "deleted" };
+    writeln!(
+        out,
+        "{verb} {} ended session(s) and {} ended A2A task(s)",
+        r.sessions.len(),
+        r.tasks
+    )?;
+    Ok(())
+}

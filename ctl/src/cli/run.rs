@@ -2,7 +2,8 @@
 //! or locally (`publish`, `doctor`), and its exit code.
 
 use super::print::{
-    print_checks, print_json, print_policy, print_session, print_table, print_tasks, print_usage,
+    print_checks, print_health, print_json, print_policy, print_pruned, print_session, print_table,
+    print_tasks, print_usage,
 };
 use super::publish::publish;
 use super::*;
@@ -49,7 +50,65 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             }
             Ok(0)
         }
-        Command::Status { id_or_name, json } => {
+        Command::Status {
+            id_or_name: None,
+            json,
+        } => {
+            let health = client.health().await?;
+            if json {
+                print_json(out, &health)?;
+            } else {
+                print_health(out, &health)?;
+            }
+            Ok(0)
+        }
+        Command::Rm {
+            ids_or_names,
+            force,
+            json,
+        } => {
+            let mut removed = Vec::new();
+            let mut failed = 0;
+            for id_or_name in &ids_or_names {
+                match client.remove(id_or_name, force).await {
+                    Ok(session) => {
+                        if !json {
+                            writeln!(out, "{} {}", session.id, session.name)?;
+                        }
+                        removed.push(session);
+                    }
+                    Err(e) => {
+                        eprintln!("roostctl: {id_or_name}: {e}");
+                        failed += 1;
+                    }
+                }
+            }
+            if json {
+                print_json(out, &removed)?;
+            }
+            Ok(i32::from(failed > 0))
+        }
+        Command::Prune {
+            older_than,
+            dry_run,
+            json,
+        } => {
+            let request = crate::api::PruneRequest {
+                older_than_secs: older_than.map_or(0, |d| d.as_secs()),
+                dry_run,
+            };
+            let report = client.prune(&request).await?;
+            if json {
+                print_json(out, &report)?;
+            } else {
+                print_pruned(out, &report)?;
+            }
+            Ok(0)
+        }
+        Command::Status {
+            id_or_name: Some(id_or_name),
+            json,
+        } => {
             let session = client.get(&id_or_name).await?;
             print_session(out, &session, json)?;
             if !json {

@@ -153,6 +153,8 @@ pub struct AgentRun<'a> {
     pub workdir: PathBuf,
     /// The session's bookkeeping dir (`trace.jsonl`, `MURMUR.md`).
     pub bookkeeping: PathBuf,
+    /// `trace.jsonl` is rotated past this size (`retention.trace.max_bytes`).
+    pub trace_max_bytes: u64,
     pub checkpoint_key: Option<CheckpointKey>,
     pub stop: CancellationToken,
     /// How long a session without a task waits for one (`a2a.idle_timeout_secs`).

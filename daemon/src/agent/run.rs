@@ -42,7 +42,12 @@ impl AgentRun<'_> {
     /// Runs the session: session-start, tasks per the lifecycle, session-end.
     pub async fn run(self) -> AgentEnd {
         let mut state = AgentState {
-            trace: Trace::new(&self.workdir, &self.bookkeeping, &self.session_id),
+            trace: Trace::new(
+                &self.workdir,
+                &self.bookkeeping,
+                &self.session_id,
+                self.trace_max_bytes,
+            ),
             continuation: Continuation::default(),
             total_turns: 0,
             used: self.used_before,

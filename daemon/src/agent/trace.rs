@@ -1,5 +1,7 @@
 //! `trace.jsonl`: one JSON object per line in the session's bookkeeping dir,
-//! buffered and flushed at each task end and at session end.
+//! buffered and flushed at each task end and at session end; past
+//! `retention.trace.max_bytes` it is rotated to `trace.1.jsonl` (the one
+//! before is dropped).
 
 use std::path::{Path, PathBuf};
 
@@ -7,6 +9,9 @@ use serde_json::{Map, Value, json};
 
 /// File name of the trace in a session's bookkeeping dir.
 pub const TRACE_FILE: &str = "trace.jsonl";
+
+/// What the trace is rotated to.
+pub const ROTATED_FILE: &str = "trace.1.jsonl";
 
 /// A buffer is written out early past this size, so a long task cannot grow it without bound.
 const FLUSH_AT: usize = 64 * 1024;
@@ -18,15 +23,18 @@ pub struct Trace {
     path: PathBuf,
     session_id: String,
     buffer: Vec<u8>,
+    /// Rotated past this size (0: never).
+    max_bytes: u64,
 }
 
 impl Trace {
-    pub fn new(root: &Path, bookkeeping: &Path, session_id: &str) -> Self {
+    pub fn new(root: &Path, bookkeeping: &Path, session_id: &str, max_bytes: u64) -> Self {
         Self {
             root: root.to_path_buf(),
             path: bookkeeping.join(TRACE_FILE),
             session_id: session_id.to_string(),
             buffer: Vec::new(),
+            max_bytes,
         }
     }
 
@@ -57,9 +65,17 @@ impl Trace {
         // bookkeeping dir.
         let (root, path) = (self.root.clone(), self.path.clone());
         let buffer = std::mem::take(&mut self.buffer);
+        let max_bytes = self.max_bytes;
         let written = tokio::task::spawn_blocking(move || {
             use std::io::Write;
-            crate::fsx::append(&root, &path)?.write_all(&buffer)
+            let mut file = crate::fsx::append(&root, &path)?;
+            let size = file.metadata()?.len();
+            if max_bytes > 0 && size > 0 && size + buffer.len() as u64 > max_bytes {
+                drop(file);
+                crate::fsx::rename(&root, &path, &path.with_file_name(ROTATED_FILE))?;
+                file = crate::fsx::append(&root, &path)?;
+            }
+            file.write_all(&buffer)
         })
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e)));
@@ -67,5 +83,31 @@ impl Trace {
             tracing::warn!(path = %self.path.display(), %error, "cannot write trace");
         }
         self.buffer.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn past_its_bound_the_trace_is_rotated_once() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut trace = Trace::new(dir.path(), dir.path(), "ses_t", 400);
+        for round in 0..3 {
+            for i in 0..3 {
+                trace.event("turn", json!({"round": round, "i": i})).await;
+            }
+            trace.flush().await;
+        }
+        let current = std::fs::read_to_string(dir.path().join(TRACE_FILE)).expect("trace");
+        let rotated = std::fs::read_to_string(dir.path().join(ROTATED_FILE)).expect("rotated");
+        assert!(current.len() <= 400, "{}", current.len());
+        assert!(current.contains(r#""round":2"#), "{current}");
+        assert!(rotated.contains(r#""round":1"#), "{rotated}");
+        assert!(!rotated.contains(r#""round":0"#), "one rotated file only");
+        for line in current.lines().chain(rotated.lines()) {
+            serde_json::from_str::<Value>(line).expect("whole lines");
+        }
     }
 }

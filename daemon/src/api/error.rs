@@ -112,6 +112,7 @@ impl From<SupervisorError> for ApiError {
             SupervisorError::NameInUse(_) => {
                 Self::new(StatusCode::CONFLICT, "name_in_use", message)
             }
+            SupervisorError::Live(_) => Self::new(StatusCode::CONFLICT, "session_live", message),
             SupervisorError::ShuttingDown => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }

@@ -119,7 +119,11 @@ pub fn app(state: ApiState) -> Router {
     Router::new()
         .route("/v1/health", get(sessions::health))
         .route("/v1/sessions", post(sessions::start).get(sessions::list))
-        .route("/v1/sessions/{id}", get(sessions::get_one))
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get_one).delete(sessions::remove),
+        )
+        .route("/v1/prune", post(sessions::prune))
         .route("/v1/sessions/{id}/stop", post(sessions::stop))
         .route("/v1/sessions/{id}/wait", get(sessions::wait))
         .route("/v1/sessions/{id}/events", get(sessions::events))

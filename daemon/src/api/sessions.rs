@@ -1,13 +1,14 @@
-//! Session endpoints: start, list, get, stop, wait, events, health.
+//! Session endpoints: start, list, get, stop, remove, prune, wait, events,
+//! health.
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use roost_ctl::api::{Health, Session, SessionList, StartRequest};
+use roost_ctl::api::{Health, PruneReport, PruneRequest, Session, SessionList, StartRequest};
 use serde::Deserialize;
 
 use super::{ApiError, ApiState, MAX_BODY_BYTES};
@@ -26,6 +27,7 @@ pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
         tool_jail: Some(crate::sandbox::assess(true, &host.jail, &host.support).0),
         jail_helper: host.jail.helper().map(|p| p.display().to_string()),
         a2a_token: host.config.a2a.token_file.is_some(),
+        resuming: state.supervisor.resuming(),
     })
 }
 
@@ -85,6 +87,46 @@ pub(super) async fn stop(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(super) struct RemoveQuery {
+    #[serde(default)]
+    force: bool,
+}
+
+/// `DELETE /v1/sessions/{id}[?force=true]`: the session with its rows,
+/// tasks and directories; a live one only with `force` (stopped first).
+/// Answers the record as it was.
+pub(super) async fn remove(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    query: Result<Query<RemoveQuery>, QueryRejection>,
+) -> Result<Json<Session>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    Ok(Json(state.supervisor.remove(&id, query.force).await?))
+}
+
+/// `POST /v1/prune`: ended sessions and A2A tasks older than asked.
+pub(super) async fn prune(
+    State(state): State<ApiState>,
+    body: Result<Json<PruneRequest>, JsonRejection>,
+) -> Result<Json<PruneReport>, ApiError> {
+    let Json(request) = body.map_err(|e| {
+        ApiError::bad_request(format!(
+            "{}; expected {{\"older_than_secs\"?: N, \"dry_run\"?: bool}}",
+            e.body_text()
+        ))
+    })?;
+    let before = crate::supervisor::ago(Duration::from_secs(request.older_than_secs));
+    let rule = crate::supervisor::PruneRule {
+        sessions_ended_before: Some(before.clone()),
+        tasks_ended_before: Some(before),
+        dry_run: request.dry_run,
+        ..Default::default()
+    };
+    Ok(Json(state.supervisor.prune(&rule).await?))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct WaitQuery {
     #[serde(default = "default_wait")]
     timeout_secs: u64,
@@ -138,17 +180,39 @@ pub(super) async fn tasks(
     Ok(Json(tasks))
 }
 
-/// `GET /v1/sessions/{id}/trace`: an agent session's `trace.jsonl` as written.
+/// Bytes of a trace page unless the request asks for fewer.
+const TRACE_PAGE: u64 = 4 << 20;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TraceQuery {
+    #[serde(default)]
+    offset: u64,
+    #[serde(default = "default_trace_page")]
+    limit: u64,
+}
+
+fn default_trace_page() -> u64 {
+    TRACE_PAGE
+}
+
+/// `GET /v1/sessions/{id}/trace[?offset=N&limit=BYTES]`: a page of an agent
+/// session's `trace.jsonl` as written: whole lines from byte `offset`, up
+/// to `limit` bytes (at most 4 MiB; a longer line comes whole). The next
+/// page starts at `offset` plus the bytes returned; an empty page is the end.
 pub(super) async fn trace(
     State(state): State<ApiState>,
     Path(id): Path<String>,
+    query: Result<Query<TraceQuery>, QueryRejection>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let session = state.supervisor.get(&id).await?;
     let path = std::path::Path::new(&session.bookkeeping_dir).join(crate::agent::trace::TRACE_FILE);
     // Not through a link a tool may have put there (crate::fsx).
     let (root, file) = (std::path::PathBuf::from(&session.workdir), path.clone());
-    let read = tokio::task::spawn_blocking(move || crate::fsx::read(&root, &file))
+    let (offset, limit) = (query.offset, query.limit.clamp(1, TRACE_PAGE));
+    let read = tokio::task::spawn_blocking(move || read_lines(&root, &file, offset, limit))
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e)));
     let bytes = match read {
@@ -166,4 +230,58 @@ pub(super) async fn trace(
         bytes,
     )
         .into_response())
+}
+
+/// Whole lines of `file` from byte `offset`: up to `limit` bytes, or the one
+/// line there when it is longer.
+fn read_lines(
+    root: &std::path::Path,
+    file: &std::path::Path,
+    offset: u64,
+    limit: u64,
+) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = crate::fsx::open_read(root, file)?;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut bytes = Vec::new();
+    file.by_ref().take(limit).read_to_end(&mut bytes)?;
+    match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(end) => bytes.truncate(end + 1),
+        // One line longer than a page (or a last line being written).
+        None if bytes.len() as u64 == limit => {
+            let mut rest = Vec::new();
+            let mut reader = std::io::BufReader::new(file);
+            std::io::BufRead::read_until(&mut reader, b'\n', &mut rest)?;
+            if rest.last() != Some(&b'\n') {
+                bytes.clear();
+            } else {
+                bytes.extend(rest);
+            }
+        }
+        None => bytes.clear(),
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_lines;
+
+    #[test]
+    fn trace_pages_are_whole_lines_and_a_long_line_comes_whole() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("trace.jsonl");
+        let long = "x".repeat(50);
+        std::fs::write(&file, format!("aaaa\nbbbb\n{long}\ntail-no-newline")).expect("write");
+        let page = |offset, limit| read_lines(dir.path(), &file, offset, limit).expect("read");
+        assert_eq!(page(0, 12), b"aaaa\nbbbb\n");
+        assert_eq!(
+            page(0, 3),
+            b"aaaa\n",
+            "a line longer than the page comes whole"
+        );
+        assert_eq!(page(10, 5), format!("{long}\n").as_bytes());
+        assert_eq!(page(61, 100), b"", "a line being written is not returned");
+        assert_eq!(page(1000, 100), b"", "past the end");
+    }
 }

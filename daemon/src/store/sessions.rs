@@ -23,6 +23,12 @@ impl StopReason {
     }
 }
 
+/// An ended session that roostd will not bring back.
+const ENDED: &str = "state IN ('completed', 'failed', 'stopped', 'interrupted') \
+     AND ended_at IS NOT NULL \
+     AND NOT (state = 'interrupted' AND restart_policy IN ('always', 'on-failure')) \
+     AND NOT (state = 'stopped' AND stop_reason = 'shutdown' AND restart_policy = 'always')";
+
 /// A new session row.
 pub struct NewSession<'a> {
     pub id: &'a str,
@@ -190,6 +196,58 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// Ended sessions that may be deleted, oldest first (at most `limit`):
+    /// ended before `ended_before` or beyond the newest `keep` ended ones;
+    /// never one roostd will bring back, nor one with an A2A task that is
+    /// not ended before `tasks_ended_before` (`None`: with any A2A task).
+    pub async fn prunable_sessions(
+        &self,
+        ended_before: Option<&str>,
+        keep: Option<u64>,
+        tasks_ended_before: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Session>, StoreError> {
+        let sql = format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions WHERE {ENDED} \
+             AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = sessions.id \
+               AND t.source = 'a2a' AND NOT (?3 IS NOT NULL AND t.ended_at IS NOT NULL \
+               AND t.ended_at < ?3)) \
+             AND ((?1 IS NOT NULL AND ended_at < ?1) OR (?2 IS NOT NULL AND id IN \
+               (SELECT id FROM sessions WHERE {ENDED} ORDER BY ended_at DESC, id DESC \
+                LIMIT -1 OFFSET ?2))) \
+             ORDER BY ended_at, id LIMIT ?4"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(ended_before)
+            .bind(keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX)))
+            .bind(tasks_ended_before)
+            .bind(limit)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(session_from_row).collect()
+    }
+
+    /// Deletes a session that is not live, with its events and tasks (in
+    /// batches on the task writer). `false` when it is live (or gone).
+    pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        use super::writer::WriteOp;
+        let answer = |mut answers: Vec<super::writer::Written>| match answers.pop() {
+            Some(Ok(Some(n))) => Ok(n),
+            Some(Err(e)) => Err(StoreError::Write(e)),
+            _ => Ok(0),
+        };
+        loop {
+            let op = WriteOp::PruneSessionTasks {
+                session_id: id.to_string(),
+            };
+            if answer(self.tasks.write(vec![op]).await?)? < u64::from(super::writes::PRUNE_BATCH) {
+                break;
+            }
+        }
+        let op = WriteOp::DeleteSession { id: id.to_string() };
+        Ok(answer(self.tasks.write(vec![op]).await?)? == 1)
     }
 
     /// By id, else by name (the live session with that name, else the newest one).

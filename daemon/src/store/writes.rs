@@ -43,6 +43,13 @@ pub(super) enum WriteOp {
         ended_before: Option<String>,
         keep: Option<u64>,
     },
+    /// Deletes up to [`PRUNE_BATCH`] tasks of a session that is not live
+    /// (A2A ones in any state, their logs cascading); answers how many.
+    PruneSessionTasks { session_id: String },
+    /// Deletes a session that is not live (`starting`, `running`) with its
+    /// events and what tasks it has left; answers 1, or 0 when it is live
+    /// or gone.
+    DeleteSession { id: String },
     /// Panics on the thread (tests of its recovery).
     #[cfg(test)]
     Panic,
@@ -100,6 +107,20 @@ pub(super) fn apply(
             None
         }
         WriteOp::Prune { ended_before, keep } => Some(prune(conn, ended_before, *keep)?),
+        WriteOp::PruneSessionTasks { session_id } => Some(
+            conn.prepare_cached(
+                "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE session_id = ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?1 \
+                 AND state IN ('starting', 'running')) LIMIT ?2)",
+            )?
+            .execute(params![session_id, PRUNE_BATCH])? as u64,
+        ),
+        WriteOp::DeleteSession { id } => Some(
+            conn.prepare_cached(
+                "DELETE FROM sessions WHERE id = ?1 AND state NOT IN ('starting', 'running')",
+            )?
+            .execute(params![id])? as u64,
+        ),
         #[cfg(test)]
         WriteOp::Panic => panic!("a write that panics"),
         WriteOp::Task {

@@ -3,9 +3,11 @@
 //! ([`session`]) and reports back when it has ended for good.
 
 mod backoff;
+mod retention;
 mod session;
 mod shared;
 
+pub use retention::{PruneRule, ago};
 pub use shared::{Route, Routes, Shared, SharedParts};
 
 use std::collections::HashMap;
@@ -34,6 +36,8 @@ pub enum SupervisorError {
     NotFound(String),
     #[error("name '{0}' is already used by a live session; stop it or choose another --name")]
     NameInUse(String),
+    #[error("session '{0}' is live; stop it first, or remove it with --force (which stops it)")]
+    Live(String),
     #[error("roostd is shutting down and accepts no new sessions")]
     ShuttingDown,
     #[error(transparent)]
@@ -157,15 +161,49 @@ impl Supervisor {
     pub async fn resume_all(&self) -> Result<usize, SupervisorError> {
         use futures::StreamExt;
         let items = self.shared.store.resumable().await?;
+        self.set_resume(|p| {
+            *p = Some(roost_ctl::api::ResumeProgress {
+                total: items.len() as u64,
+                done: 0,
+            });
+        });
         // Staged side by side (reading, hashing, compiling from the cache);
         // each launch still goes through the owner task, one at a time.
         let resumed = futures::stream::iter(items)
-            .map(|item| self.resume_one(item))
+            .map(|item| async move {
+                let ok = self.resume_one(item).await;
+                self.set_resume(|p| {
+                    if let Some(p) = p {
+                        p.done += 1;
+                    }
+                });
+                ok
+            })
             .buffer_unordered(RESUME_PARALLEL)
             .filter(|ok| std::future::ready(*ok))
             .count()
             .await;
+        self.set_resume(|p| *p = None);
         Ok(resumed)
+    }
+
+    fn set_resume(&self, change: impl FnOnce(&mut Option<roost_ctl::api::ResumeProgress>)) {
+        change(
+            &mut self
+                .shared
+                .resume
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+    }
+
+    /// How far resuming after a restart has come (`None`: not resuming).
+    pub fn resuming(&self) -> Option<roost_ctl::api::ResumeProgress> {
+        *self
+            .shared
+            .resume
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Stages and launches one session again; `false` when it could not be.
@@ -223,18 +261,8 @@ impl Supervisor {
     ) -> Result<Session, SupervisorError> {
         let mut ended = self.ended.subscribe();
         // Live sessions are known to the owner; only ended ones need the database.
-        let (reply, rx) = oneshot::channel();
-        let id_or_name_owned = id_or_name.to_string();
-        self.tx
-            .send(OwnerCommand::Resolve {
-                id_or_name: id_or_name_owned,
-                reply,
-            })
-            .await
-            .map_err(|_| SupervisorError::Gone)?;
-        let id = match rx.await.map_err(|_| SupervisorError::Gone)? {
-            Some(id) => id,
-            None => return self.get(id_or_name).await,
+        let Some(id) = self.live_id(id_or_name).await? else {
+            return self.get(id_or_name).await;
         };
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
@@ -253,6 +281,17 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// The id of the live session with this id or name, from the owner.
+    async fn live_id(&self, id_or_name: &str) -> Result<Option<SessionId>, SupervisorError> {
+        let (reply, rx) = oneshot::channel();
+        let id_or_name = id_or_name.to_string();
+        self.tx
+            .send(OwnerCommand::Resolve { id_or_name, reply })
+            .await
+            .map_err(|_| SupervisorError::Gone)?;
+        rx.await.map_err(|_| SupervisorError::Gone)
     }
 
     /// The live, recorded session at `id_or_name`, from memory.

@@ -297,6 +297,7 @@ impl SessionTask {
             url: self.capsule_url(),
             workdir: self.workdir.clone(),
             bookkeeping: self.bookkeeping.clone(),
+            trace_max_bytes: self.shared.config.retention.trace.max_bytes,
             checkpoint_key: self.shared.checkpoint_key.clone(),
             stop: self.stop.clone(),
             idle_timeout: self.idle_timeout(),

@@ -37,6 +37,9 @@ pub struct Shared {
     /// Signs agents' checkpoints (`None` if the key could not be read or made).
     pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
     pub(super) live_count: AtomicU64,
+    /// Resuming after a restart: sessions to bring back and tried so far
+    /// (`None` when not resuming).
+    pub(super) resume: std::sync::Mutex<Option<roost_ctl::api::ResumeProgress>>,
     /// Recorded live sessions by name and by id, for the A2A gateway's
     /// per-request lookup (no database read).
     pub(super) routes: Arc<Routes>,
@@ -129,6 +132,7 @@ impl Shared {
             metrics,
             a2a_base,
             live_count: AtomicU64::new(0),
+            resume: std::sync::Mutex::new(None),
             routes,
         }
     }

@@ -14,7 +14,6 @@ mod input;
 mod link;
 pub mod model;
 mod queue;
-mod retention;
 
 pub use crate::runtime::{InputError, Outcome, Reply, TaskSlot, trace_id_of};
 pub use input::ResumeError;

@@ -36,6 +36,9 @@ pub struct ProcessContext {
     pub workdir: PathBuf,
     /// Bookkeeping dir (full shell output goes under it).
     pub bookkeeping: PathBuf,
+    /// What `tool-output/` may hold (`retention.tool_output.max_bytes`; 0:
+    /// no bound): the oldest outputs are removed past it.
+    pub tool_output_max_bytes: u64,
     /// The capsule's guest environment (allow-listed + identity variables).
     pub env: Vec<(String, String)>,
     pub policy: Arc<CapabilityPolicy>,
@@ -71,6 +74,7 @@ impl SessionProcesses {
             session_id: SessionId::from(""),
             workdir: workdir.to_path_buf(),
             bookkeeping: workdir.to_path_buf(),
+            tool_output_max_bytes: 0,
             env: Vec::new(),
             policy,
             timeout,
@@ -479,6 +483,7 @@ mod tests {
             session_id: "ses_t".into(),
             workdir: PathBuf::from("/w"),
             bookkeeping: PathBuf::from("/w"),
+            tool_output_max_bytes: 0,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -113,10 +113,18 @@ async fn save_full_output(
         uuid::Uuid::now_v7().simple()
     ));
     let (root, path, bytes) = (ctx.workdir.clone(), file.clone(), text.as_bytes().to_vec());
+    let max_bytes = ctx.tool_output_max_bytes;
     // The tool may have replaced tool-output/ with a link: not followed.
     tokio::task::spawn_blocking(move || {
         use std::io::Write;
-        crate::fsx::create_new(&root, &path, 0o644)?.write_all(&bytes)
+        crate::fsx::create_new(&root, &path, 0o644)?.write_all(&bytes)?;
+        if max_bytes > 0
+            && let Some(dir) = path.parent()
+            && let Err(error) = crate::fsx::trim_dir(&root, dir, max_bytes)
+        {
+            tracing::warn!(dir = %dir.display(), %error, "cannot trim tool-output/");
+        }
+        Ok(())
     })
     .await
     .unwrap_or_else(|e| Err(std::io::Error::other(e)))

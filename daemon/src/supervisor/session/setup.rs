@@ -380,6 +380,7 @@ impl SessionTask {
             session_id: self.id.clone(),
             workdir: self.workdir.clone(),
             bookkeeping: self.bookkeeping.clone(),
+            tool_output_max_bytes: self.shared.config.retention.tool_output.max_bytes,
             env: env.clone(),
             policy: Arc::clone(&self.staged.policy),
             timeout: self.staged.timeout,
