@@ -163,11 +163,13 @@ fn main() {
         .build()
         .expect("runtime");
     rt.block_on(async move {
-        let d = harness::Daemon::start_with(
-            "a2a_listen: 127.0.0.1:0\npool: {max_instances: 1000, max_memory_mb: 256}\n",
-            &[("RUST_LOG", "warn")],
-        )
-        .await;
+        // `ROOST_BENCH_STORE_SYNC=normal` measures `store.sync: normal`.
+        let sync = std::env::var("ROOST_BENCH_STORE_SYNC")
+            .map(|s| format!("store: {{sync: {s}}}\n"))
+            .unwrap_or_default();
+        let config =
+            format!("a2a_listen: 127.0.0.1:0\npool: {{max_instances: 1000, max_memory_mb: 256}}\n{sync}");
+        let d = harness::Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
         let cap = harness::capsule(d.root.path(), "noop", "noop", "");
         // Warm the component cache.
         let warm = d.run_to_end(&cap).await;

@@ -1,10 +1,12 @@
 //! The SQLite store: the only module that knows SQL. Sessions, their start
-//! requests and every state transition (`sessions.rs`), agent tasks and
-//! token use (`agent_tasks.rs`), A2A tasks and their event logs
-//! (`a2a_tasks.rs`, written by the task writer's thread, `writer.rs`), in a
-//! WAL database with embedded migrations; rows are read back in `rows.rs`.
+//! requests and every state transition (`sessions.rs`, written as
+//! `session_writes.rs` says), agent tasks and token use (`agent_tasks.rs`),
+//! A2A tasks and their event logs (`a2a_tasks.rs`, `writes.rs`), all written
+//! by the one writer thread (`writer.rs`), in a WAL database with embedded
+//! migrations; rows are read back in `rows.rs`.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sqlx::SqlitePool;
@@ -16,6 +18,7 @@ mod a2a_tasks;
 mod agent_tasks;
 mod checkpointer;
 mod rows;
+mod session_writes;
 mod sessions;
 mod writer;
 mod writes;
@@ -114,18 +117,21 @@ impl TaskInsert {
     }
 }
 
-/// Handle on the database: one writer connection for sessions (SQLite
-/// serialises writes anyway, and a single writer avoids busy-wait sleeps), the
-/// task writer's thread for A2A tasks and their events (see [`writer`]), and
-/// a small pool of readers.
+/// Handle on the database: the one writer, a thread that commits every
+/// write — sessions, tasks and their events — in groups (see [`writer`];
+/// SQLite serialises writes anyway, and one writer never waits on another's
+/// lock), and a small pool of readers.
 #[derive(Clone)]
 pub struct Store {
-    writer: SqlitePool,
     reader: SqlitePool,
-    /// A2A tasks and their events, committed in groups.
+    /// Every write, committed in groups.
     tasks: TaskWriter,
     /// WAL checkpoints, beside the writer.
     checkpointer: Checkpointer,
+    /// The WAL's length as checkpoints see it (tests change when the
+    /// writer starts it over).
+    #[cfg_attr(not(test), allow(dead_code))]
+    wal: Arc<checkpointer::WalFrames>,
 }
 
 /// The database and its WAL and shared-memory files are roostd's alone
@@ -173,12 +179,13 @@ impl Store {
             .busy_timeout(Duration::from_secs(5));
         // Checkpoints run on a thread of their own (see `checkpoint`), not
         // inside whichever commit happens to cross a threshold.
-        let writer = SqlitePoolOptions::new()
+        let migrator = SqlitePoolOptions::new()
             .max_connections(1)
             .test_before_acquire(false)
             .connect_with(options.clone().pragma("wal_autocheckpoint", "0"))
             .await?;
-        sqlx::migrate!("../migrations").run(&writer).await?;
+        sqlx::migrate!("../migrations").run(&migrator).await?;
+        migrator.close().await;
         // Readers map the database file instead of reading it page by page.
         // A local SQLite connection cannot go stale: no ping before each use.
         let reader = SqlitePoolOptions::new()
@@ -186,10 +193,11 @@ impl Store {
             .test_before_acquire(false)
             .connect_with(options.read_only(true).pragma("mmap_size", "268435456"))
             .await?;
+        let frames = Arc::<checkpointer::WalFrames>::default();
         Ok(Self {
-            tasks: TaskWriter::open(path, durability)?,
+            tasks: TaskWriter::open(path, durability, Arc::clone(&frames))?,
             checkpointer: Checkpointer::open(path)?,
-            writer,
+            wal: frames,
             reader,
         })
     }
@@ -198,10 +206,11 @@ impl Store {
     /// with `#[sqlx::test]`).
     pub fn from_pool(pool: SqlitePool) -> Result<Self, StoreError> {
         let path = pool.connect_options().get_filename().to_path_buf();
+        let frames = Arc::<checkpointer::WalFrames>::default();
         Ok(Self {
-            tasks: TaskWriter::open(&path, Durability::Full)?,
+            tasks: TaskWriter::open(&path, Durability::Full, Arc::clone(&frames))?,
             checkpointer: Checkpointer::open(&path)?,
-            writer: pool.clone(),
+            wal: frames,
             reader: pool,
         })
     }
@@ -215,7 +224,6 @@ impl Store {
 
     pub async fn close(&self) {
         let _ = self.checkpoint().await;
-        self.writer.close().await;
         self.reader.close().await;
     }
 }

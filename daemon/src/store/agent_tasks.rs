@@ -5,6 +5,7 @@ use roost_ctl::api::TaskRecord;
 use sqlx::Row;
 
 use super::rows::TASK_COLUMNS;
+use super::session_writes::SessionWrite;
 use super::writer::{TaskEndRow, WriteOp};
 use super::{Store, StoreError, now};
 
@@ -33,20 +34,16 @@ pub struct TaskEnd<'a> {
 impl Store {
     /// Records a task as `working`.
     pub async fn insert_task(&self, task: &NewAgentTask<'_>) -> Result<(), StoreError> {
-        let at = now();
-        sqlx::query(
-            "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-             created_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'working', ?5, ?6, ?6)",
-        )
-        .bind(task.id)
-        .bind(task.session_id)
-        .bind(task.context_id)
-        .bind(task.source)
-        .bind(i64::try_from(task.input_bytes).unwrap_or(i64::MAX))
-        .bind(&at)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        self.session_write(SessionWrite::AgentTask {
+            id: task.id.to_string(),
+            session_id: task.session_id.to_string(),
+            context_id: task.context_id.to_string(),
+            source: task.source.to_string(),
+            input_bytes: i64::try_from(task.input_bytes).unwrap_or(i64::MAX),
+            at: now(),
+        })
+        .await
+        .map(drop)
     }
 
     /// Ends a task and adds what it used to its session's totals, atomically

@@ -1,10 +1,12 @@
 //! Session rows: insert, the state transitions (running, restarting, ended,
 //! interrupted at start-up) with their events, and reads.
 
-use roost_ctl::api::{ArtifactRecord, Session, SessionState, StartRequest};
+use roost_ctl::api::{ArtifactRecord, Session, SessionState, SessionUsage, StartRequest};
 use sqlx::Row;
 
 use super::rows::{SESSION_COLUMNS, artifacts_json, session_from_row};
+use super::session_writes::{SessionRow, SessionWrite};
+use super::writer::WriteOp;
 use super::{Store, StoreError, now};
 
 /// Why a session ended in `stopped`.
@@ -57,31 +59,44 @@ impl Store {
     /// `starting` is the state of a session waiting to be started again.
     pub async fn insert_session(&self, new: &NewSession<'_>) -> Result<Session, StoreError> {
         let at = now();
-        let request =
-            serde_json::to_string(new.request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let sql = format!(
-            "INSERT INTO sessions (id, name, capsule, version, state, manifest, workdir, \
-             bookkeeping_dir, request_json, restart_policy, created_at, started_at, updated_at, \
-             artifacts_json, sandbox) \
-             VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?11, ?12) \
-             RETURNING {SESSION_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(new.id)
-            .bind(new.name)
-            .bind(new.capsule)
-            .bind(new.version)
-            .bind(new.manifest)
-            .bind(new.workdir)
-            .bind(new.bookkeeping_dir)
-            .bind(request)
-            .bind(new.request.restart.as_str())
-            .bind(&at)
-            .bind(artifacts_json(new.artifacts)?)
-            .bind(new.sandbox)
-            .fetch_one(&self.writer)
+        let row = SessionRow {
+            id: new.id.to_string(),
+            name: new.name.to_string(),
+            capsule: new.capsule.to_string(),
+            version: new.version.to_string(),
+            manifest: new.manifest.to_string(),
+            workdir: new.workdir.to_string(),
+            bookkeeping_dir: new.bookkeeping_dir.to_string(),
+            request_json: serde_json::to_string(new.request)
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            restart_policy: new.request.restart.as_str(),
+            artifacts_json: artifacts_json(new.artifacts)?,
+            sandbox: new.sandbox.to_string(),
+            at: at.clone(),
+        };
+        self.session_write(SessionWrite::Insert(Box::new(row)))
             .await?;
-        session_from_row(&row)
+        // The record as written, without reading it back.
+        Ok(Session {
+            id: new.id.to_string(),
+            name: new.name.to_string(),
+            capsule: new.capsule.to_string(),
+            version: new.version.to_string(),
+            state: SessionState::Running,
+            error: None,
+            workdir: new.workdir.to_string(),
+            bookkeeping_dir: new.bookkeeping_dir.to_string(),
+            manifest: new.manifest.to_string(),
+            restart_policy: new.request.restart,
+            restart_count: 0,
+            created_at: at.clone(),
+            started_at: Some(at.clone()),
+            ended_at: None,
+            updated_at: at,
+            artifacts: new.artifacts.to_vec(),
+            sandbox: new.sandbox.to_string(),
+            usage: SessionUsage::default(),
+        })
     }
 
     /// Records the artifacts a session has now (after staging, a pull or a remove).
@@ -90,26 +105,23 @@ impl Store {
         id: &str,
         artifacts: &[ArtifactRecord],
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE sessions SET artifacts_json = ?1 WHERE id = ?2")
-            .bind(artifacts_json(artifacts)?)
-            .bind(id)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        let json = artifacts_json(artifacts)?;
+        self.session_write(SessionWrite::Artifacts {
+            id: id.to_string(),
+            json,
+        })
+        .await
+        .map(drop)
     }
 
     /// The guest is about to execute.
     pub async fn mark_running(&self, id: &str) -> Result<(), StoreError> {
-        let at = now();
-        sqlx::query(
-            "UPDATE sessions SET state = 'running', started_at = ?1, ended_at = NULL, \
-             stop_reason = NULL, updated_at = ?1 WHERE id = ?2",
-        )
-        .bind(&at)
-        .bind(id)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        self.session_write(SessionWrite::Running {
+            id: id.to_string(),
+            at: now(),
+        })
+        .await
+        .map(drop)
     }
 
     /// Supervision is about to start the capsule again after `error`; returns the record.
@@ -119,19 +131,14 @@ impl Store {
         restart_count: u32,
         error: Option<&str>,
     ) -> Result<Session, StoreError> {
-        let sql = format!(
-            "UPDATE sessions SET state = 'starting', restart_count = ?, error = ?, \
-             ended_at = NULL, stop_reason = NULL, updated_at = ? WHERE id = ? \
-             RETURNING {SESSION_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(restart_count)
-            .bind(error)
-            .bind(now())
-            .bind(id)
-            .fetch_one(&self.writer)
-            .await?;
-        session_from_row(&row)
+        self.session_write(SessionWrite::Restarting {
+            id: id.to_string(),
+            restart_count,
+            error: error.map(str::to_string),
+            at: now(),
+        })
+        .await?;
+        self.record(id).await
     }
 
     /// The session ended (for now): completed, failed, stopped or interrupted.
@@ -143,33 +150,43 @@ impl Store {
         error: Option<&str>,
         stop_reason: Option<StopReason>,
     ) -> Result<Session, StoreError> {
-        let sql = format!(
-            "UPDATE sessions SET state = ?1, error = ?2, stop_reason = ?3, ended_at = ?5, \
-             updated_at = ?5 WHERE id = ?4 RETURNING {SESSION_COLUMNS}"
-        );
-        let row = sqlx::query(&sql)
-            .bind(state.as_str())
-            .bind(error)
-            .bind(stop_reason.map(StopReason::as_str))
-            .bind(id)
-            .bind(now())
-            .fetch_one(&self.writer)
-            .await?;
-        session_from_row(&row)
+        self.session_write(SessionWrite::Ended {
+            id: id.to_string(),
+            state: state.as_str(),
+            error: error.map(str::to_string),
+            stop_reason: stop_reason.map(StopReason::as_str),
+            at: now(),
+        })
+        .await?;
+        self.record(id).await
     }
 
     /// At start-up: every session the database says was live is marked
     /// `interrupted` (no ghosts). Returns how many were.
     pub async fn interrupt_live(&self) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE sessions SET state = 'interrupted', error = ?1, ended_at = ?2, updated_at = ?2 \
-             WHERE state IN ('starting', 'running')",
-        )
-        .bind("roostd exited while the session was live")
-        .bind(now())
-        .execute(&self.writer)
-        .await?;
-        Ok(done.rows_affected())
+        self.session_write(SessionWrite::InterruptLive {
+            error: "roostd exited while the session was live",
+            at: now(),
+        })
+        .await
+    }
+
+    /// One session write on the task writer; the rows it changed.
+    pub(super) async fn session_write(&self, write: SessionWrite) -> Result<u64, StoreError> {
+        match self.tasks.write(vec![WriteOp::Session(write)]).await?.pop() {
+            Some(Ok(changed)) => Ok(changed.unwrap_or(0)),
+            Some(Err(e)) => Err(StoreError::Write(e)),
+            None => Err(StoreError::Corrupt(
+                "a session write was not answered".into(),
+            )),
+        }
+    }
+
+    /// A session's record by id, as committed.
+    async fn record(&self, id: &str) -> Result<Session, StoreError> {
+        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
+        let row = sqlx::query(&sql).bind(id).fetch_one(&self.reader).await?;
+        session_from_row(&row)
     }
 
     /// Sessions to bring back at start-up: `always` ones that were interrupted or
@@ -181,7 +198,7 @@ impl Store {
                 OR (state = 'stopped' AND stop_reason = 'shutdown' AND restart_policy = 'always') \
              ORDER BY created_at",
         )
-        .fetch_all(&self.writer)
+        .fetch_all(&self.reader)
         .await?;
         rows.into_iter()
             .map(|row| {
@@ -232,7 +249,6 @@ impl Store {
     /// Deletes a session that is not live, with its events and tasks (in
     /// batches on the task writer). `false` when it is live (or gone).
     pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
-        use super::writer::WriteOp;
         let answer = |mut answers: Vec<super::writer::Written>| match answers.pop() {
             Some(Ok(Some(n))) => Ok(n),
             Some(Err(e)) => Err(StoreError::Write(e)),

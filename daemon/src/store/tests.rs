@@ -386,3 +386,53 @@ async fn pruning_in_batches_keeps_the_newest_ended_tasks_and_every_live_one(pool
         "a pruned task's log goes with it"
     );
 }
+
+/// Size of the WAL file after 1.5 s of steady session writes from four
+/// writers, with the writer checkpointing past `restart_at` frames.
+async fn wal_after_steady_writes(restart_at: u64) -> u64 {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("roost.db");
+    let store = Store::open(&path, Durability::Normal).await.expect("open");
+    store
+        .wal
+        .restart_at
+        .store(restart_at, std::sync::atomic::Ordering::Relaxed);
+    let req = request();
+    insert(&store, "ses_1", "hello", &req).await;
+    let error = "e".repeat(2000);
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(1500);
+    let writers = (0..4).map(|_| {
+        let (store, error) = (store.clone(), error.clone());
+        tokio::spawn(async move {
+            let mut n = 0u32;
+            while std::time::Instant::now() < until {
+                n += 1;
+                store
+                    .mark_restarting("ses_1", n, Some(&error))
+                    .await
+                    .expect("write");
+            }
+        })
+    });
+    for writer in writers.collect::<Vec<_>>() {
+        writer.await.expect("writer");
+    }
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let len = std::fs::metadata(&wal).expect("wal").len();
+    store.close().await;
+    len
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_steady_writes_the_wal_starts_over_and_stays_short() {
+    let bounded = wal_after_steady_writes(256).await;
+    // The control: with the checkpoint thread alone, steady writes never
+    // let a checkpoint reach the end, and the WAL only grows.
+    let unbounded = wal_after_steady_writes(u64::MAX).await;
+    eprintln!(
+        "WAL after steady writes: {bounded} bytes bounded, {unbounded} without the writer's checkpoint"
+    );
+    assert!(bounded < 8 << 20, "{bounded}");
+    assert!(unbounded > 4 * bounded, "{unbounded} vs {bounded}");
+}

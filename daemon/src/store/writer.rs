@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
+use super::checkpointer::WalFrames;
 pub(super) use super::writes::{RowChange, TaskEndRow, WriteOp};
 use super::writes::{apply, exec};
 use tokio::sync::oneshot;
@@ -156,7 +157,11 @@ impl Drop for Handle {
 impl TaskWriter {
     /// Opens a connection to the (migrated) database at `path` and starts
     /// the thread; `durability` is its `synchronous` level.
-    pub(super) fn open(path: &Path, durability: super::Durability) -> Result<Self, WriteError> {
+    pub(super) fn open(
+        path: &Path,
+        durability: super::Durability,
+        frames: Arc<WalFrames>,
+    ) -> Result<Self, WriteError> {
         let open = |e| WriteError::Open {
             path: path.to_path_buf(),
             source: Arc::new(e),
@@ -177,6 +182,7 @@ impl TaskWriter {
                 ))
             })
             .map_err(open)?;
+        frames.count(&conn);
         let shared = Arc::new(Inner {
             queue: Mutex::new(Backlog::default()),
             wake: Condvar::new(),
@@ -184,7 +190,7 @@ impl TaskWriter {
         let thread = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("roost-store".into())
-            .spawn(move || serve(&thread, &conn))
+            .spawn(move || serve(&thread, &conn, durability, &frames))
             .map_err(|e| WriteError::Thread(Arc::new(e)))?;
         Ok(Self(Arc::new(Handle(shared))))
     }
@@ -280,9 +286,16 @@ impl Drop for Disarm {
 
 /// The thread: [`run`], picked up again after a panic (the jobs of the
 /// group in hand are dropped unanswered, so their callers hear `Stopped`).
-fn serve(shared: &Inner, conn: &Connection) {
+fn serve(shared: &Inner, conn: &Connection, durability: super::Durability, frames: &WalFrames) {
     loop {
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(shared, conn)));
+        // Whether commits are synced now (`None`: `store.sync: normal`,
+        // never). Set again after a panic, whatever the panic left.
+        let mut synced = (durability == super::Durability::Full
+            && exec(conn, "PRAGMA synchronous = FULL").is_ok())
+        .then_some(true);
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run(shared, conn, &mut synced, frames);
+        }));
         match ran {
             Ok(()) => return,
             Err(panic) => {
@@ -302,7 +315,16 @@ fn serve(shared: &Inner, conn: &Connection) {
 
 /// Commits what is queued once a job is urgent or the oldest has lingered
 /// long enough (up to [`WRITES_PER_COMMIT`] writes at a time).
-fn run(shared: &Inner, conn: &Connection) {
+///
+/// `synced` (with `store.sync: full` only): whether commits are synced now.
+/// A group with no durable write commits without a sync (see
+/// [`WriteOp::durable`]); SQLite syncs the WAL up to the next synced
+/// commit, so an unsynced write never outlives a synced one after it.
+///
+/// `frames`: past its `restart_at` it checkpoints between two commits, so
+/// the WAL starts over (see `checkpointer.rs`).
+fn run(shared: &Inner, conn: &Connection, synced: &mut Option<bool>, frames: &WalFrames) {
+    let mut next_checkpoint = frames.restart_at();
     loop {
         {
             let mut q = shared.queue();
@@ -334,7 +356,34 @@ fn run(shared: &Inner, conn: &Connection) {
                 q.thread_waits = None;
             }
         }
-        commit(conn, &mut shared.take());
+        let mut group = shared.take();
+        if let Some(now) = synced {
+            let want = group
+                .iter()
+                .any(|(ops, _)| ops.iter().any(WriteOp::durable));
+            if want != *now {
+                let level = if want {
+                    "PRAGMA synchronous = FULL"
+                } else {
+                    "PRAGMA synchronous = NORMAL"
+                };
+                if exec(conn, level).is_ok() {
+                    *now = want;
+                }
+            }
+        }
+        commit(conn, &mut group);
+        let (now, every) = (frames.get(), frames.restart_at());
+        if now < every {
+            next_checkpoint = every;
+        } else if now >= next_checkpoint {
+            // Once per `every` frames while the WAL does not start over (a
+            // reader on an old snapshot can keep a checkpoint from its end).
+            next_checkpoint = now.saturating_add(every);
+            if let Err(error) = super::checkpointer::passive(conn) {
+                tracing::warn!(%error, "WAL checkpoint on the writer failed");
+            }
+        }
     }
 }
 

@@ -50,12 +50,28 @@ pub(super) enum WriteOp {
     /// events and what tasks it has left; answers 1, or 0 when it is live
     /// or gone.
     DeleteSession { id: String },
+    /// A session row's change; answers the rows it changed.
+    Session(super::session_writes::SessionWrite),
     /// Panics on the thread (tests of its recovery).
     #[cfg(test)]
     Panic,
 }
 
 impl WriteOp {
+    /// Whether its commit must reach the disk before it is answered (with
+    /// `store.sync: full`): a task's record, events and end (what clients
+    /// are told) are; a session's record and retention deletes are not —
+    /// they are synced with the next commit that is, or the next checkpoint.
+    pub(super) fn durable(&self) -> bool {
+        !matches!(
+            self,
+            WriteOp::Session(_)
+                | WriteOp::Prune { .. }
+                | WriteOp::PruneSessionTasks { .. }
+                | WriteOp::DeleteSession { .. }
+        )
+    }
+
     /// How many answers (and rows of the log or the tasks table) it makes.
     pub(super) fn answers(&self) -> usize {
         match self {
@@ -115,6 +131,7 @@ pub(super) fn apply(
             )?
             .execute(params![session_id, PRUNE_BATCH])? as u64,
         ),
+        WriteOp::Session(write) => Some(super::session_writes::apply(conn, write)?),
         WriteOp::DeleteSession { id } => Some(
             conn.prepare_cached(
                 "DELETE FROM sessions WHERE id = ?1 AND state NOT IN ('starting', 'running')",

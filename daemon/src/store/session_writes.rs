@@ -1,0 +1,143 @@
+//! The writes of session rows as the task writer applies them: a new
+//! session, its artifacts, its state transitions (migration 0001's triggers
+//! add each one's event in the same statement), the sweep at start-up, and
+//! an agent task's first row. None needs its commit synced on its own: a
+//! session's record is the operator's, not an acknowledged task (see
+//! [`WriteOp::durable`](super::writes::WriteOp::durable)).
+
+use rusqlite::{Connection, params};
+
+/// A new session row, recorded `running` (staging is done before it exists).
+pub(super) struct SessionRow {
+    pub id: String,
+    pub name: String,
+    pub capsule: String,
+    pub version: String,
+    pub manifest: String,
+    pub workdir: String,
+    pub bookkeeping_dir: String,
+    pub request_json: String,
+    pub restart_policy: &'static str,
+    pub artifacts_json: String,
+    pub sandbox: String,
+    pub at: String,
+}
+
+/// One change to the sessions table (or an agent task's first row).
+pub(super) enum SessionWrite {
+    Insert(Box<SessionRow>),
+    Artifacts {
+        id: String,
+        json: String,
+    },
+    Running {
+        id: String,
+        at: String,
+    },
+    Restarting {
+        id: String,
+        restart_count: u32,
+        error: Option<String>,
+        at: String,
+    },
+    Ended {
+        id: String,
+        state: &'static str,
+        error: Option<String>,
+        stop_reason: Option<&'static str>,
+        at: String,
+    },
+    /// Every session still `starting` or `running` becomes `interrupted`.
+    InterruptLive {
+        error: &'static str,
+        at: String,
+    },
+    /// An agent's task, `working`.
+    AgentTask {
+        id: String,
+        session_id: String,
+        context_id: String,
+        source: String,
+        input_bytes: i64,
+        at: String,
+    },
+}
+
+/// Applies one; answers the rows it changed.
+pub(super) fn apply(conn: &Connection, write: &SessionWrite) -> rusqlite::Result<u64> {
+    let changed = match write {
+        SessionWrite::Insert(row) => conn
+            .prepare_cached(
+                "INSERT INTO sessions (id, name, capsule, version, state, manifest, workdir, \
+                 bookkeeping_dir, request_json, restart_policy, created_at, started_at, \
+                 updated_at, artifacts_json, sandbox) \
+                 VALUES (?1, ?2, ?3, ?4, 'running', ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?10, ?11, ?12)",
+            )?
+            .execute(params![
+                row.id,
+                row.name,
+                row.capsule,
+                row.version,
+                row.manifest,
+                row.workdir,
+                row.bookkeeping_dir,
+                row.request_json,
+                row.restart_policy,
+                row.at,
+                row.artifacts_json,
+                row.sandbox
+            ])?,
+        SessionWrite::Artifacts { id, json } => conn
+            .prepare_cached("UPDATE sessions SET artifacts_json = ?1 WHERE id = ?2")?
+            .execute(params![json, id])?,
+        SessionWrite::Running { id, at } => conn
+            .prepare_cached(
+                "UPDATE sessions SET state = 'running', started_at = ?1, ended_at = NULL, \
+                 stop_reason = NULL, updated_at = ?1 WHERE id = ?2",
+            )?
+            .execute(params![at, id])?,
+        SessionWrite::Restarting {
+            id,
+            restart_count,
+            error,
+            at,
+        } => conn
+            .prepare_cached(
+                "UPDATE sessions SET state = 'starting', restart_count = ?1, error = ?2, \
+                 ended_at = NULL, stop_reason = NULL, updated_at = ?3 WHERE id = ?4",
+            )?
+            .execute(params![restart_count, error, at, id])?,
+        SessionWrite::Ended {
+            id,
+            state,
+            error,
+            stop_reason,
+            at,
+        } => conn
+            .prepare_cached(
+                "UPDATE sessions SET state = ?1, error = ?2, stop_reason = ?3, ended_at = ?5, \
+                 updated_at = ?5 WHERE id = ?4",
+            )?
+            .execute(params![state, error, stop_reason, id, at])?,
+        SessionWrite::InterruptLive { error, at } => conn
+            .prepare_cached(
+                "UPDATE sessions SET state = 'interrupted', error = ?1, ended_at = ?2, \
+                 updated_at = ?2 WHERE state IN ('starting', 'running')",
+            )?
+            .execute(params![error, at])?,
+        SessionWrite::AgentTask {
+            id,
+            session_id,
+            context_id,
+            source,
+            input_bytes,
+            at,
+        } => conn
+            .prepare_cached(
+                "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
+                 created_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'working', ?5, ?6, ?6)",
+            )?
+            .execute(params![id, session_id, context_id, source, input_bytes, at])?,
+    };
+    Ok(changed as u64)
+}
