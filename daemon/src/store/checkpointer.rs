@@ -2,7 +2,7 @@
 //! checkpoint copies committed pages back into the database file while the
 //! writer goes on committing (it never waits for a checkpoint's write back
 //! and sync). It runs every second, and every 50 ms while it finds the WAL
-//! behind, so that it stays close behind the writer under load.
+//! behind or long, so that it stays close behind the writer under load.
 //!
 //! The WAL starts over from the top only when a checkpoint has reached its
 //! end before the writer's next commit — which, under steady load, a
@@ -10,9 +10,9 @@
 //! 1.5 s of steady writes). So the writer finishes the job itself: once its
 //! commits have taken the WAL past [`RESTART_FRAMES`] (SQLite's WAL hook
 //! counts them, [`WalFrames`]), it runs one PASSIVE checkpoint between two
-//! commits (cheap: only what was committed since this thread's last pass),
-//! its next commit starts the WAL over, and `journal_size_limit` trims the
-//! file.
+//! commits (only what was committed since this thread's last pass, but with
+//! two syncs: a few ms, measured in BENCHMARKS.md), its next commit starts
+//! the WAL over, and `journal_size_limit` trims the file.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,12 +28,18 @@ use super::writer::WriteError;
 /// A checkpoint runs at least this often, asked for or not.
 const EVERY: Duration = Duration::from_secs(1);
 
-/// How soon the next checkpoint runs while the WAL has frames to copy.
+/// How soon the next checkpoint runs while the WAL has frames to copy or
+/// is past [`BUSY_FRAMES`].
 const BEHIND: Duration = Duration::from_millis(50);
 
-/// Frames in the WAL past which the writer runs a checkpoint itself
-/// (32 MiB of 4 KiB pages: half the `journal_size_limit`).
-pub(super) const RESTART_FRAMES: u64 = super::writer::WAL_SIZE_LIMIT / 4096 / 2;
+/// A WAL this long (4 MiB) means the writer is busy.
+const BUSY_FRAMES: u64 = 1024;
+
+/// Frames in the WAL past which the writer runs a checkpoint itself (64 MiB
+/// of 4 KiB pages, the `journal_size_limit`). Each costs the writer a few
+/// milliseconds (measured: syncing what the WAL took since the last
+/// background pass, and the database file), so they are kept rare.
+pub(super) const RESTART_FRAMES: u64 = super::writer::WAL_SIZE_LIMIT / 4096;
 
 /// Frames in the WAL after the writer's last commit, and how many make the
 /// writer checkpoint ([`RESTART_FRAMES`]).
@@ -149,8 +155,10 @@ fn run(conn: &Connection, requests: &mpsc::Receiver<Reply>) {
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         };
         let done = passive(conn).map_err(|e| WriteError::Checkpoint(Arc::new(e)));
+        // Under load (the WAL growing), close behind the writer, so that
+        // the writer's own checkpoint has little left to copy.
         wait = match &done {
-            Ok((log, copied)) if copied < log => BEHIND,
+            Ok((log, copied)) if copied < log || *log >= BUSY_FRAMES => BEHIND,
             _ => EVERY,
         };
         if let Err(error) = &done

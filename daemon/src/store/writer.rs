@@ -380,7 +380,14 @@ fn run(shared: &Inner, conn: &Connection, synced: &mut Option<bool>, frames: &Wa
             // Once per `every` frames while the WAL does not start over (a
             // reader on an old snapshot can keep a checkpoint from its end).
             next_checkpoint = now.saturating_add(every);
-            if let Err(error) = super::checkpointer::passive(conn) {
+            let started = Instant::now();
+            let r = super::checkpointer::passive(conn);
+            tracing::debug!(
+                frames = now,
+                took_us = started.elapsed().as_micros() as u64,
+                "WAL checkpoint on the writer"
+            );
+            if let Err(error) = r {
                 tracing::warn!(%error, "WAL checkpoint on the writer failed");
             }
         }
