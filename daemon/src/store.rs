@@ -20,6 +20,7 @@ mod checkpointer;
 mod rows;
 mod session_writes;
 mod sessions;
+mod wal;
 mod writer;
 mod writes;
 
@@ -131,7 +132,7 @@ pub struct Store {
     /// The WAL's length as checkpoints see it (tests change when the
     /// writer starts it over).
     #[cfg_attr(not(test), allow(dead_code))]
-    wal: Arc<checkpointer::WalFrames>,
+    wal: Arc<wal::WalFrames>,
 }
 
 /// The database and its WAL and shared-memory files are roostd's alone
@@ -193,7 +194,7 @@ impl Store {
             .test_before_acquire(false)
             .connect_with(options.read_only(true).pragma("mmap_size", "268435456"))
             .await?;
-        let frames = Arc::<checkpointer::WalFrames>::default();
+        let frames = Arc::<wal::WalFrames>::default();
         Ok(Self {
             tasks: TaskWriter::open(path, durability, Arc::clone(&frames))?,
             checkpointer: Checkpointer::open(path)?,
@@ -206,7 +207,7 @@ impl Store {
     /// with `#[sqlx::test]`).
     pub fn from_pool(pool: SqlitePool) -> Result<Self, StoreError> {
         let path = pool.connect_options().get_filename().to_path_buf();
-        let frames = Arc::<checkpointer::WalFrames>::default();
+        let frames = Arc::<wal::WalFrames>::default();
         Ok(Self {
             tasks: TaskWriter::open(&path, Durability::Full, Arc::clone(&frames))?,
             checkpointer: Checkpointer::open(&path)?,

@@ -25,14 +25,10 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::checkpointer::WalFrames;
+use super::wal::{WAL_SIZE_LIMIT, WalFrames};
 pub(super) use super::writes::{RowChange, TaskEndRow, WriteOp};
 use super::writes::{apply, exec};
 use tokio::sync::oneshot;
-
-/// Bytes the WAL file is trimmed to when it starts over
-/// (`journal_size_limit`; see `checkpointer.rs`).
-pub(super) const WAL_SIZE_LIMIT: u64 = 64 << 20;
 
 /// The longest anyone waits for the writer before giving up with
 /// [`WriteError::Timeout`] (a disk that hangs, not a slow one).
@@ -381,7 +377,7 @@ fn run(shared: &Inner, conn: &Connection, synced: &mut Option<bool>, frames: &Wa
             // reader on an old snapshot can keep a checkpoint from its end).
             next_checkpoint = now.saturating_add(every);
             let started = Instant::now();
-            let r = super::checkpointer::passive(conn);
+            let r = super::wal::passive(conn);
             tracing::debug!(
                 frames = now,
                 took_us = started.elapsed().as_micros() as u64,
