@@ -24,7 +24,9 @@ mod body;
 pub use body::ResponseBody;
 use body::framing;
 
-/// One `exchange` may take at most this long.
+/// Longest wait to connect, for the head, and between two reads of an
+/// `exchange`; its whole deadline grows with what it may read
+/// ([`deadline_for`]).
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest response head (status line and headers) read.
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -135,9 +137,21 @@ pub async fn exchange(
         }
         Ok(HttpReply { status, body: out })
     };
-    tokio::time::timeout(TIMEOUT, exchange)
+    let deadline = deadline_for(max_bytes);
+    tokio::time::timeout(deadline, exchange)
         .await
-        .map_err(|_| HttpError::Timeout(TIMEOUT))?
+        .map_err(|_| HttpError::Timeout(deadline))?
+}
+
+/// The slowest transfer an `exchange` waits for to the end: a deadline of
+/// [`TIMEOUT`] plus the time `max_bytes` take at this rate (besides the
+/// [`TIMEOUT`] between any two reads).
+const MIN_RATE: u64 = 512 * 1024;
+
+/// How long an `exchange` reading at most `max_bytes` may take in all: a
+/// 1 GiB bundle gets 35 minutes, a 1 MiB answer 32 s.
+pub fn deadline_for(max_bytes: u64) -> Duration {
+    TIMEOUT + Duration::from_secs(max_bytes / MIN_RATE)
 }
 
 /// Sends `request` (an absolute `http://` or `https://` URI) on a new
@@ -352,6 +366,8 @@ impl Conn {
     /// Reads more bytes into `buf`; `Ok(0)` at end of stream. A plain socket
     /// is read only once it is readable, so an idle wait allocates nothing.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        #[cfg(test)]
+        tests::FILLS.with(|n| n.set(n.get() + 1));
         let len = self.buf.len();
         match &mut self.stream {
             Socket::Plain(s) => loop {
@@ -379,19 +395,10 @@ impl Conn {
 
 /// Reads the response head, skipping interim (1xx) responses.
 async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap), HttpError> {
+    let mut scanned = 0;
     loop {
-        if let Some((len, status, headers)) = parse_head(&conn.buf)? {
-            conn.buf.advance(len);
-            if status.is_informational() {
-                if status == StatusCode::SWITCHING_PROTOCOLS {
-                    return Err(HttpError::Protocol("unexpected protocol switch".into()));
-                }
-                continue;
-            }
-            return Ok((status, headers));
-        }
-        if conn.buf.len() > MAX_HEAD_BYTES {
-            return Err(HttpError::HeadTooLarge);
+        if let Some(head) = head_step(&mut conn.buf, &mut scanned)? {
+            return Ok(head);
         }
         let n = poll_fn(|cx| conn.poll_fill(cx))
             .await
@@ -402,10 +409,98 @@ async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap), HttpError
     }
 }
 
+/// The final response head at the front of `buf`, taken off it, once it is
+/// all there (interim 1xx heads are taken off and skipped). Each byte is
+/// looked at once for the blank line that ends a head (`scanned`: how many
+/// were), and the head is parsed once that line is there: a server that
+/// sends its head a byte at a time costs linear work, not a parse per read.
+fn head_step(
+    buf: &mut BytesMut,
+    scanned: &mut usize,
+) -> Result<Option<(StatusCode, HeaderMap)>, HttpError> {
+    loop {
+        if ends_head(buf, *scanned)
+            && let Some((len, status, headers)) = parse_head(buf)?
+        {
+            // However the bytes came in: one read or a byte at a time.
+            if len > MAX_HEAD_BYTES {
+                return Err(HttpError::HeadTooLarge);
+            }
+            buf.advance(len);
+            *scanned = 0;
+            if status.is_informational() {
+                if status == StatusCode::SWITCHING_PROTOCOLS {
+                    return Err(HttpError::Protocol("unexpected protocol switch".into()));
+                }
+                continue;
+            }
+            return Ok(Some((status, headers)));
+        }
+        *scanned = buf.len();
+        if buf.len() > MAX_HEAD_BYTES {
+            return Err(HttpError::HeadTooLarge);
+        }
+        return Ok(None);
+    }
+}
+
+/// A whole response as it arrives in `pieces`, through the same head and
+/// body code as [`send`] (for the fuzz target `http_response` and tests):
+/// the final status and headers and the body, or the error `send` and its
+/// body would give. `head_only`: the answer to a HEAD request.
+#[doc(hidden)]
+pub fn read_response(
+    pieces: &[&[u8]],
+    head_only: bool,
+    max_body: usize,
+) -> Result<(StatusCode, HeaderMap, Vec<u8>), HttpError> {
+    let mut buf = BytesMut::new();
+    let mut pieces = pieces.iter();
+    let mut scanned = 0;
+    let (status, headers) = loop {
+        if let Some(head) = head_step(&mut buf, &mut scanned)? {
+            break head;
+        }
+        buf.extend_from_slice(pieces.next().ok_or(HttpError::Incomplete)?);
+    };
+    let mut framing = framing(head_only, status, &headers)?;
+    let mut out = Vec::new();
+    loop {
+        match body::decode(&mut framing, &mut buf)? {
+            Some(Some(data)) => {
+                if out.len() + data.len() > max_body {
+                    return Err(HttpError::TooLarge(max_body as u64));
+                }
+                out.extend_from_slice(&data);
+            }
+            Some(None) => return Ok((status, headers, out)),
+            None => match pieces.next() {
+                Some(piece) => buf.extend_from_slice(piece),
+                None if framing == body::Framing::UntilClose => {
+                    return Ok((status, headers, out));
+                }
+                None => return Err(HttpError::Incomplete),
+            },
+        }
+    }
+}
+
 type Head = (usize, StatusCode, HeaderMap);
+
+/// Whether `buf` has a blank line (`\n\n` or `\n\r\n`, as httparse ends a
+/// head) ending at or after `from`: only the bytes from `from` on are new.
+fn ends_head(buf: &[u8], from: usize) -> bool {
+    (from..buf.len()).any(|i| {
+        buf[i] == b'\n'
+            && i >= 1
+            && (buf[i - 1] == b'\n' || (i >= 2 && buf[i - 1] == b'\r' && buf[i - 2] == b'\n'))
+    })
+}
 
 /// A complete head at the start of `buf`, if there is one.
 fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpError> {
+    #[cfg(test)]
+    tests::PARSES.with(|n| n.set(n.get() + 1));
     if buf.is_empty() {
         return Ok(None);
     }

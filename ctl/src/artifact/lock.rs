@@ -68,30 +68,37 @@ impl MurmurLock {
                 });
             }
         };
-        let parse = |message: String| LockError::Parse {
-            path: path.to_path_buf(),
-            message,
-        };
-        let lock: Self = serde_yaml::from_str(&text).map_err(|e| parse(e.to_string()))?;
+        Self::parse(&text)
+            .map(Some)
+            .map_err(|message| LockError::Parse {
+                path: path.to_path_buf(),
+                message,
+            })
+    }
+
+    /// Parses and checks a lock's text: its version, each name pinned once,
+    /// each sha256 64 hex digits.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let lock: Self = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
         if lock.lock_version != LOCK_VERSION {
-            return Err(parse(format!(
+            return Err(format!(
                 "lock_version {} is not supported (this roost reads {LOCK_VERSION})",
                 lock.lock_version
-            )));
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for entry in &lock.artifacts {
             if !names.insert(entry.name.as_str()) {
-                return Err(parse(format!("`{}` is pinned twice", entry.name)));
+                return Err(format!("`{}` is pinned twice", entry.name));
             }
             if entry.sha256.len() != 64 || !entry.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(parse(format!(
+                return Err(format!(
                     "`{}` has sha256 '{}', not 64 hex digits",
                     entry.name, entry.sha256
-                )));
+                ));
             }
         }
-        Ok(Some(lock))
+        Ok(lock)
     }
 
     pub fn get(&self, name: &str) -> Option<&LockEntry> {

@@ -75,72 +75,72 @@ pub struct ResponseBody {
     pub(super) sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
-impl ResponseBody {
-    /// The next piece of body already in the buffer, `Some(None)` at the end,
-    /// `None` if more bytes must be read first.
-    fn decode(&mut self) -> Result<Option<Option<Bytes>>, HttpError> {
-        let buf = &mut self.conn.buf;
-        loop {
-            match &mut self.framing {
-                Framing::Done => return Ok(Some(None)),
-                Framing::UntilClose => {
-                    return Ok((!buf.is_empty()).then(|| Some(buf.split().freeze())));
+/// The next piece of body already in the buffer, `Some(None)` at the end,
+/// `None` if more bytes must be read first.
+pub(super) fn decode(
+    framing: &mut Framing,
+    buf: &mut BytesMut,
+) -> Result<Option<Option<Bytes>>, HttpError> {
+    loop {
+        match framing {
+            Framing::Done => return Ok(Some(None)),
+            Framing::UntilClose => {
+                return Ok((!buf.is_empty()).then(|| Some(buf.split().freeze())));
+            }
+            Framing::Length(left) => {
+                if buf.is_empty() {
+                    return Ok(None);
                 }
-                Framing::Length(left) => {
-                    if buf.is_empty() {
-                        return Ok(None);
-                    }
-                    let n = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    *left -= n as u64;
-                    if *left == 0 {
-                        self.framing = Framing::Done;
-                    }
-                    return Ok(Some(Some(buf.split_to(n).freeze())));
+                let n = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                *left -= n as u64;
+                if *left == 0 {
+                    *framing = Framing::Done;
                 }
-                Framing::Chunked(Chunk::Data(left)) => {
-                    if buf.is_empty() {
-                        return Ok(None);
-                    }
-                    let n = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    *left -= n as u64;
-                    if *left == 0 {
-                        self.framing = Framing::Chunked(Chunk::DataEnd);
-                    }
-                    return Ok(Some(Some(buf.split_to(n).freeze())));
+                return Ok(Some(Some(buf.split_to(n).freeze())));
+            }
+            Framing::Chunked(Chunk::Data(left)) => {
+                if buf.is_empty() {
+                    return Ok(None);
                 }
-                Framing::Chunked(Chunk::DataEnd) => {
-                    let Some(line) = take_line(buf)? else {
-                        return Ok(None);
-                    };
-                    if !line.is_empty() {
-                        return Err(HttpError::Protocol(
-                            "chunk data longer than its size".into(),
-                        ));
-                    }
-                    self.framing = Framing::Chunked(Chunk::Size);
+                let n = buf.len().min(usize::try_from(*left).unwrap_or(usize::MAX));
+                *left -= n as u64;
+                if *left == 0 {
+                    *framing = Framing::Chunked(Chunk::DataEnd);
                 }
-                Framing::Chunked(Chunk::Size) => {
-                    let Some(line) = take_line(buf)? else {
-                        return Ok(None);
-                    };
-                    let digits = line.split(|&b| b == b';').next().unwrap_or_default();
-                    let size = std::str::from_utf8(digits)
-                        .ok()
-                        .and_then(|s| u64::from_str_radix(s.trim(), 16).ok())
-                        .ok_or_else(|| HttpError::Protocol("bad chunk size".into()))?;
-                    self.framing = Framing::Chunked(if size == 0 {
-                        Chunk::Trailers
-                    } else {
-                        Chunk::Data(size)
-                    });
+                return Ok(Some(Some(buf.split_to(n).freeze())));
+            }
+            Framing::Chunked(Chunk::DataEnd) => {
+                let Some(line) = take_line(buf)? else {
+                    return Ok(None);
+                };
+                if !line.is_empty() {
+                    return Err(HttpError::Protocol(
+                        "chunk data longer than its size".into(),
+                    ));
                 }
-                Framing::Chunked(Chunk::Trailers) => {
-                    let Some(line) = take_line(buf)? else {
-                        return Ok(None);
-                    };
-                    if line.is_empty() {
-                        self.framing = Framing::Done;
-                    }
+                *framing = Framing::Chunked(Chunk::Size);
+            }
+            Framing::Chunked(Chunk::Size) => {
+                let Some(line) = take_line(buf)? else {
+                    return Ok(None);
+                };
+                let digits = line.split(|&b| b == b';').next().unwrap_or_default();
+                let size = std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|s| u64::from_str_radix(s.trim(), 16).ok())
+                    .ok_or_else(|| HttpError::Protocol("bad chunk size".into()))?;
+                *framing = Framing::Chunked(if size == 0 {
+                    Chunk::Trailers
+                } else {
+                    Chunk::Data(size)
+                });
+            }
+            Framing::Chunked(Chunk::Trailers) => {
+                let Some(line) = take_line(buf)? else {
+                    return Ok(None);
+                };
+                if line.is_empty() {
+                    *framing = Framing::Done;
                 }
             }
         }
@@ -155,6 +155,10 @@ pub(super) fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, HttpError> 
         }
         return Ok(None);
     };
+    // However the bytes came in: a long line is refused whole too.
+    if end > MAX_LINE {
+        return Err(HttpError::Protocol("chunk line too long".into()));
+    }
     let mut line = buf.split_to(end + 1).freeze();
     line.truncate(end);
     if line.last() == Some(&b'\r') {
@@ -182,7 +186,7 @@ impl Body for ResponseBody {
     ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
         let this = self.get_mut();
         loop {
-            match this.decode() {
+            match decode(&mut this.framing, &mut this.conn.buf) {
                 Err(e) => {
                     this.framing = Framing::Done;
                     return Poll::Ready(Some(Err(e)));

@@ -5,6 +5,13 @@ use http_body_util::{Empty, StreamBody};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
+thread_local! {
+    /// Heads parsed and socket reads made on this thread (the client's, in
+    /// a current-thread test).
+    pub(super) static PARSES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    pub(super) static FILLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 const SECS: Duration = Duration::from_secs(5);
 const TIMEOUTS: Timeouts = Timeouts {
     connect: SECS,
@@ -201,4 +208,90 @@ async fn a_silent_server_trips_the_first_byte_deadline() {
     let err = send(get(&url), quick).await.expect_err("timeout");
     assert!(matches!(err, HttpError::FirstByteTimeout(_)), "{err}");
     held.abort();
+}
+
+#[tokio::test]
+async fn a_head_sent_a_byte_at_a_time_is_parsed_once() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let mut head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n".to_vec();
+    for i in 0..100 {
+        head.extend_from_slice(format!("x-filler-{i}: {}\r\n", "v".repeat(60)).as_bytes());
+    }
+    head.extend_from_slice(b"\r\nok");
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.expect("accept");
+        let mut request = vec![0u8; 4096];
+        let _ = socket.read(&mut request).await.expect("read");
+        socket.set_nodelay(true).expect("nodelay");
+        for byte in head {
+            socket.write_all(&[byte]).await.expect("write");
+            tokio::task::yield_now().await;
+        }
+    });
+    PARSES.with(|n| n.set(0));
+    FILLS.with(|n| n.set(0));
+    let response = send(get(&url), TIMEOUTS).await.expect("send");
+    let (parses, fills) = (PARSES.with(|n| n.get()), FILLS.with(|n| n.get()));
+    assert_eq!(response.headers().len(), 101);
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(&body[..], b"ok");
+    // The control: the head did come in many reads (each of which used to
+    // parse the whole head so far).
+    assert!(fills > 100, "only {fills} reads: the drip did not happen");
+    assert!(parses <= 2, "{parses} parses for {fills} reads");
+    server.await.expect("server");
+}
+
+#[test]
+fn a_large_download_gets_a_deadline_to_match() {
+    assert_eq!(deadline_for(1 << 20), TIMEOUT + Duration::from_secs(2));
+    assert_eq!(
+        deadline_for(1 << 30),
+        TIMEOUT + Duration::from_secs(2048),
+        "1 GiB at 512 KiB/s"
+    );
+    assert!(ends_head(b"HTTP/1.1 200 OK\r\n\r\n", 0));
+    assert!(ends_head(b"HTTP/1.1 200 OK\n\n", 0));
+    assert!(ends_head(b"HTTP/1.1 200 OK\r\nA: b\r\n\r\n", 20));
+    assert!(!ends_head(b"HTTP/1.1 200 OK\r\nA: b\r\n", 0));
+    assert!(!ends_head(b"HTTP/1.1 200 OK\r\n\r\n", 19), "nothing new");
+}
+
+#[test]
+fn limits_hold_however_the_bytes_are_split() {
+    let mut big_head = b"HTTP/1.1 200 OK\r\n".to_vec();
+    for i in 0..100 {
+        big_head.extend_from_slice(format!("x-{i}: {}\r\n", "v".repeat(700)).as_bytes());
+    }
+    big_head.extend_from_slice(b"content-length: 0\r\n\r\n");
+    assert!(big_head.len() > MAX_HEAD_BYTES);
+    let long_line = format!(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;{}\r\nhello\r\n0\r\n\r\n",
+        "e".repeat(MAX_LINE + 10)
+    );
+    for (response, want) in [
+        (big_head.clone(), "larger than"),
+        (long_line.into_bytes(), "chunk line too long"),
+    ] {
+        let whole = read_response(&[&response], false, 1 << 20).expect_err("refused");
+        let drip: Vec<&[u8]> = response.chunks(1).collect();
+        let dripped = read_response(&drip, false, 1 << 20).expect_err("refused");
+        assert!(whole.to_string().contains(want), "{whole}");
+        assert_eq!(whole.to_string(), dripped.to_string());
+    }
+    let ok = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
+    let whole = read_response(&[ok], false, 16).expect("whole");
+    let drip: Vec<&[u8]> = ok.chunks(1).collect();
+    assert_eq!(read_response(&drip, false, 16).expect("dripped").2, whole.2);
+    assert_eq!(whole.2, b"abc");
+    assert!(matches!(
+        read_response(&[ok], false, 2),
+        Err(HttpError::TooLarge(2))
+    ));
 }
