@@ -395,9 +395,9 @@ impl Conn {
 
 /// Reads the response head, skipping interim (1xx) responses.
 async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap), HttpError> {
-    let mut scanned = 0;
+    let mut scan = HeadScan::default();
     loop {
-        if let Some(head) = head_step(&mut conn.buf, &mut scanned)? {
+        if let Some(head) = head_step(&mut conn.buf, &mut scan)? {
             return Ok(head);
         }
         let n = poll_fn(|cx| conn.poll_fill(cx))
@@ -409,17 +409,31 @@ async fn read_head(conn: &mut Conn) -> Result<(StatusCode, HeaderMap), HttpError
     }
 }
 
+/// How far a head has been looked at.
+#[derive(Default)]
+struct HeadScan {
+    /// Bytes of the buffer searched for the end of the head.
+    scanned: usize,
+    /// Its status line is in (and was parsed once).
+    status_line: bool,
+}
+
 /// The final response head at the front of `buf`, taken off it, once it is
 /// all there (interim 1xx heads are taken off and skipped). Each byte is
-/// looked at once for the blank line that ends a head (`scanned`: how many
+/// looked at once for the blank line that ends a head (`scan`: how many
 /// were), and the head is parsed once that line is there: a server that
-/// sends its head a byte at a time costs linear work, not a parse per read.
+/// sends its head a byte at a time costs linear work, not a parse per read
+/// (two parses at most: when its status line is in, and at its end).
 fn head_step(
     buf: &mut BytesMut,
-    scanned: &mut usize,
+    scan: &mut HeadScan,
 ) -> Result<Option<(StatusCode, HeaderMap)>, HttpError> {
     loop {
-        if ends_head(buf, *scanned)
+        // Parsed at the end of the head, and once when the status line is
+        // in (garbage is refused then, not after 64 KiB or the deadline).
+        let status_line = !scan.status_line && buf[scan.scanned..].contains(&b'\n');
+        scan.status_line |= status_line;
+        if (status_line || ends_head(buf, scan.scanned))
             && let Some((len, status, headers)) = parse_head(buf)?
         {
             // However the bytes came in: one read or a byte at a time.
@@ -427,7 +441,7 @@ fn head_step(
                 return Err(HttpError::HeadTooLarge);
             }
             buf.advance(len);
-            *scanned = 0;
+            *scan = HeadScan::default();
             if status.is_informational() {
                 if status == StatusCode::SWITCHING_PROTOCOLS {
                     return Err(HttpError::Protocol("unexpected protocol switch".into()));
@@ -436,7 +450,7 @@ fn head_step(
             }
             return Ok(Some((status, headers)));
         }
-        *scanned = buf.len();
+        scan.scanned = buf.len();
         if buf.len() > MAX_HEAD_BYTES {
             return Err(HttpError::HeadTooLarge);
         }
@@ -456,9 +470,9 @@ pub fn read_response(
 ) -> Result<(StatusCode, HeaderMap, Vec<u8>), HttpError> {
     let mut buf = BytesMut::new();
     let mut pieces = pieces.iter();
-    let mut scanned = 0;
+    let mut scan = HeadScan::default();
     let (status, headers) = loop {
-        if let Some(head) = head_step(&mut buf, &mut scanned)? {
+        if let Some(head) = head_step(&mut buf, &mut scan)? {
             break head;
         }
         buf.extend_from_slice(pieces.next().ok_or(HttpError::Incomplete)?);

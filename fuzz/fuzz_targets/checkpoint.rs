@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let work = dir.path().join("work");
     std::fs::create_dir_all(work.join(CHECKPOINT_DIR)).expect("checkpoints");
     std::fs::create_dir_all(work.join(".murmur")).expect("bookkeeping");
+    std::fs::create_dir_all(&state).expect("state");
     let key = CheckpointKey::load_or_create(&state).expect("key");
     let (signatures, contents) = data.split_at(data.len() / 2);
     // The fuzzer's own checkpoint and signatures: never trusted.

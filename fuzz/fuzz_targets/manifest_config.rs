@@ -9,15 +9,15 @@ use std::path::Path;
 use libfuzzer_sys::fuzz_target;
 use roost_ctl::artifact::ArtifactManifest;
 use roostd::config::DaemonConfig;
-use roostd::manifest::Manifest;
+use roostd::manifest::CapsuleManifest;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
     let path = Path::new("/fuzz/capsule/murmur.yaml");
-    let first = Manifest::parse(text, path).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
-    let again = Manifest::parse(text, path).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
+    let first = CapsuleManifest::parse(text, path).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
+    let again = CapsuleManifest::parse(text, path).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
     assert_eq!(first, again);
     if let Ok(artifact) = ArtifactManifest::parse(text)
         && let Ok(yaml) = serde_yaml::to_string(&artifact)

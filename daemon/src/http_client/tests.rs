@@ -295,3 +295,19 @@ fn limits_hold_however_the_bytes_are_split() {
         Err(HttpError::TooLarge(2))
     ));
 }
+
+#[test]
+fn a_garbage_status_line_is_refused_as_soon_as_it_is_in() {
+    // Found by the fuzz target `http_response`: a head that never ends was
+    // refused in one read and waited on to the end when dripped.
+    let found: &[u8] = b"\n\r\nHTTP/1.1 103 Early\0HTTP/1 Hints\r.0 \nl";
+    let drip: Vec<&[u8]> = found.chunks(1).collect();
+    assert!(read_response(&[found], false, 1024).is_err());
+    assert!(read_response(&drip, false, 1024).is_err());
+    // Garbage then silence: refused when its first line is in, not after
+    // 64 KiB or the deadline.
+    let garbage: &[u8] = b"SSH-2.0-OpenSSH_9.6\r\n";
+    let mut buf = BytesMut::from(garbage);
+    let err = head_step(&mut buf, &mut HeadScan::default()).expect_err("refused");
+    assert!(err.to_string().contains("malformed"), "{err}");
+}
