@@ -298,22 +298,43 @@ fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// One batch of retention deletes (see [`WriteOp::Prune`]).
+/// One batch of retention deletes (see [`WriteOp::Prune`]): the oldest
+/// ended tasks first, through the `tasks_ended` index (migration 0010). A
+/// count bound is turned into a time first: when the newest `keep` ended
+/// tasks begin.
 fn prune(
     conn: &Connection,
     ended_before: &Option<String>,
     keep: Option<u64>,
 ) -> rusqlite::Result<u64> {
-    const ENDED: &str = "source = 'a2a' AND state IN ('completed', 'failed', 'canceled', \
-         'rejected') AND ended_at IS NOT NULL";
-    let keep = keep.map(|k| i64::try_from(k).unwrap_or(i64::MAX));
+    const ENDED: &str = "source = 'a2a' AND ended_at IS NOT NULL AND state IN ('completed', \
+         'failed', 'canceled', 'rejected')";
+    // Each bound as the (ended_at, id) that the tasks to delete come
+    // before: the age bound's time, or the newest task past `keep` (just
+    // after it: ids are all the same length, so `id` + NUL sorts right
+    // after `id` and before every other id).
+    let by_age = ended_before.clone().map(|at| (at, String::new()));
+    let by_count: Option<(String, String)> = match keep {
+        Some(keep) => conn
+            .prepare_cached(&format!(
+                "SELECT ended_at, id FROM tasks WHERE {ENDED} ORDER BY ended_at DESC, id DESC \
+                 LIMIT 1 OFFSET ?1"
+            ))?
+            .query_row(params![i64::try_from(keep).unwrap_or(i64::MAX)], |row| {
+                Ok((row.get(0)?, format!("{}\0", row.get::<_, String>(1)?)))
+            })
+            .optional()?,
+        None => None,
+    };
+    // Whichever bound reaches further.
+    let Some((at, id)) = by_age.max(by_count) else {
+        return Ok(0);
+    };
     let deleted = conn
         .prepare_cached(&format!(
-            "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE {ENDED} AND \
-             ((?1 IS NOT NULL AND ended_at < ?1) OR (?2 IS NOT NULL AND id IN \
-             (SELECT id FROM tasks WHERE {ENDED} ORDER BY ended_at DESC, id DESC \
-             LIMIT -1 OFFSET ?2))) LIMIT ?3)"
+            "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE {ENDED} \
+             AND (ended_at, id) < (?1, ?2) ORDER BY ended_at, id LIMIT ?3)"
         ))?
-        .execute(params![ended_before, keep, PRUNE_BATCH])?;
+        .execute(params![at, id, PRUNE_BATCH])?;
     Ok(deleted as u64)
 }
