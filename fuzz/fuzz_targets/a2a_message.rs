@@ -19,8 +19,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
         return;
     };
-    let first = parse_message(&value).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
-    let again = parse_message(&value).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
+    let first = parse_message(&value)
+        .map(|m| format!("{m:?}"))
+        .map_err(|e| e.to_string());
+    let again = parse_message(&value)
+        .map(|m| format!("{m:?}"))
+        .map_err(|e| e.to_string());
     assert_eq!(first, again);
     // The same message inside a JSON-RPC `params`, as `SendMessage` carries it.
     if let Some(message) = value.get("message") {

@@ -21,12 +21,18 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(work.join(CHECKPOINT_DIR).join("forged.json"), contents).expect("write");
     std::fs::write(work.join(".murmur/checkpoint-signatures.json"), signatures).expect("write");
     let rejected = verify(&key, &work);
-    assert!(rejected.iter().any(|r| r.path == "forged.json"), "{rejected:?}");
+    assert!(
+        rejected.iter().any(|r| r.path == "forged.json"),
+        "{rejected:?}"
+    );
     // Signed, it is accepted; changed, it is not.
     let file = work.join(CHECKPOINT_DIR).join("kept.json");
     std::fs::write(&file, contents).expect("write");
     sign(&key, &work).expect("sign");
-    assert!(verify(&key, &work).is_empty(), "a signed checkpoint is accepted");
+    assert!(
+        verify(&key, &work).is_empty(),
+        "a signed checkpoint is accepted"
+    );
     let mut changed = contents.to_vec();
     match changed.first_mut() {
         Some(b) => *b ^= 1,
@@ -34,6 +40,15 @@ fuzz_target!(|data: &[u8]| {
     }
     std::fs::write(&file, &changed).expect("write");
     let rejected = verify(&key, &work);
-    assert!(rejected.iter().any(|r| r.path == "kept.json" && r.reason == "tampered"), "{rejected:?}");
-    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 2, "only state/ and work/");
+    assert!(
+        rejected
+            .iter()
+            .any(|r| r.path == "kept.json" && r.reason == "tampered"),
+        "{rejected:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).expect("dir").count(),
+        2,
+        "only state/ and work/"
+    );
 });

@@ -14,7 +14,10 @@ use roostd::http_client::read_response;
 const MAX_BODY: usize = 1 << 16;
 
 /// What a read gave, comparable across splits.
-fn outcome(pieces: &[&[u8]], head_only: bool) -> Result<(u16, Vec<(String, Vec<u8>)>, Vec<u8>), ()> {
+fn outcome(
+    pieces: &[&[u8]],
+    head_only: bool,
+) -> Result<(u16, Vec<(String, Vec<u8>)>, Vec<u8>), ()> {
     read_response(pieces, head_only, MAX_BODY)
         .map(|(status, headers, body)| {
             assert!(body.len() <= MAX_BODY, "a body over its cap");

@@ -17,9 +17,16 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(index) = RegistryIndex::parse(data, "fuzz") {
         for bundle in index.artifacts.iter().flat_map(|a| &a.bundles) {
             assert!(!bundle.path.starts_with('/'), "{}", bundle.path);
-            assert!(!bundle.path.split('/').any(|c| c == ".."), "{}", bundle.path);
+            assert!(
+                !bundle.path.split('/').any(|c| c == ".."),
+                "{}",
+                bundle.path
+            );
         }
         let json = serde_json::to_vec(&index).expect("prints");
-        assert_eq!(RegistryIndex::parse(&json, "fuzz").expect("parses back"), index);
+        assert_eq!(
+            RegistryIndex::parse(&json, "fuzz").expect("parses back"),
+            index
+        );
     }
 });

@@ -16,8 +16,12 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let path = Path::new("/fuzz/capsule/murmur.yaml");
-    let first = CapsuleManifest::parse(text, path).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
-    let again = CapsuleManifest::parse(text, path).map(|m| format!("{m:?}")).map_err(|e| e.to_string());
+    let first = CapsuleManifest::parse(text, path)
+        .map(|m| format!("{m:?}"))
+        .map_err(|e| e.to_string());
+    let again = CapsuleManifest::parse(text, path)
+        .map(|m| format!("{m:?}"))
+        .map_err(|e| e.to_string());
     assert_eq!(first, again);
     if let Ok(artifact) = ArtifactManifest::parse(text)
         && let Ok(yaml) = serde_yaml::to_string(&artifact)
