@@ -399,6 +399,8 @@ async fn main() {
             "soak failed: {failed:?} kept growing after warm-up\n{}",
             d.log()
         );
+        // `exit` runs no destructor: stop roostd first.
+        drop(d);
         std::process::exit(1);
     }
 }
