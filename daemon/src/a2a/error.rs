@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 use super::wire::Dialect;
 
 /// An A2A error, before it is rendered for a binding.
-#[derive(Debug)]
-pub(super) enum A2aError {
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.message())]
+pub enum A2aError {
     Parse(String),
     InvalidRequest(String),
     MethodNotFound(String),
@@ -25,7 +26,7 @@ pub(super) enum A2aError {
 }
 
 impl A2aError {
-    pub(super) fn code(&self) -> i64 {
+    pub fn code(&self) -> i64 {
         match self {
             Self::Parse(_) => -32700,
             Self::InvalidRequest(_) => -32600,
@@ -42,7 +43,7 @@ impl A2aError {
         }
     }
 
-    pub(super) fn reason(&self) -> Option<&'static str> {
+    pub fn reason(&self) -> Option<&'static str> {
         Some(match self {
             Self::TaskNotFound(_) => "TASK_NOT_FOUND",
             Self::NotCancelable(_) => "TASK_NOT_CANCELABLE",
@@ -55,7 +56,7 @@ impl A2aError {
         })
     }
 
-    pub(super) fn message(&self) -> String {
+    pub fn message(&self) -> String {
         match self {
             Self::Parse(m)
             | Self::InvalidRequest(m)
@@ -72,7 +73,7 @@ impl A2aError {
         }
     }
 
-    pub(super) fn http_status(&self) -> StatusCode {
+    pub fn http_status(&self) -> StatusCode {
         match self {
             Self::TaskNotFound(_) | Self::MethodNotFound(_) => StatusCode::NOT_FOUND,
             Self::NotCancelable(_) => StatusCode::CONFLICT,
@@ -82,7 +83,7 @@ impl A2aError {
         }
     }
 
-    pub(super) fn error_info(&self) -> Option<Value> {
+    pub fn error_info(&self) -> Option<Value> {
         self.reason().map(|reason| {
             json!({"@type": "type.googleapis.com/google.rpc.ErrorInfo",
                    "reason": reason, "domain": "a2a-protocol.org"})
@@ -90,7 +91,7 @@ impl A2aError {
     }
 
     /// The JSON-RPC error object.
-    pub(super) fn rpc(&self, d: Dialect) -> Value {
+    pub fn rpc(&self, d: Dialect) -> Value {
         let mut e = json!({"code": self.code(), "message": self.message()});
         if d == Dialect::V10
             && let Some(info) = self.error_info()
@@ -101,7 +102,7 @@ impl A2aError {
     }
 
     /// The HTTP+JSON error response (`google.rpc.Status` shape).
-    pub(super) fn http(&self) -> Response {
+    pub fn http(&self) -> Response {
         let status = self.http_status();
         let mut e = json!({
             "code": status.as_u16(),

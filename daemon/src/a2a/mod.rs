@@ -6,7 +6,8 @@
 //! accepted and stored through [`crate::tasks::Broker`].
 
 pub mod client;
-mod error;
+pub mod envelope;
+pub mod error;
 mod rpc;
 pub mod wire;
 
@@ -455,7 +456,7 @@ fn async_stream(
     futures::stream::unfold(st, move |mut st| async move {
         loop {
             if let Some(v) = st.pending.pop_front() {
-                let line = format!("data: {}\n\n", (st.frame)(v));
+                let line = wire::sse_data(&(st.frame)(v));
                 return Some((Ok(Bytes::from(line)), st));
             }
             if st.done {

@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::envelope::{self, Op};
 use super::error::A2aError;
 use super::wire::{self, Dialect, Shape};
 use super::{Gateway, task_stream, wait_until_ended};
@@ -43,68 +44,13 @@ pub(super) async fn jsonrpc(
         Ok(d) => d,
         Err(m) => return rpc_err(&null, &A2aError::Version(m.to_string()), Dialect::V10),
     };
-    if let Err(e) = json_content(headers) {
-        return rpc_err(&null, &e, d);
-    }
-    let request: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => return rpc_err(&null, &A2aError::Parse(format!("invalid JSON: {e}")), d),
+    let request = match envelope::jsonrpc(d, content_type(headers), body) {
+        Ok(r) => r,
+        Err((id, e)) => return rpc_err(&id, &e, d),
     };
-    let id = request.get("id").cloned().unwrap_or(Value::Null);
-    let valid_id = matches!(id, Value::String(_) | Value::Number(_) | Value::Null);
-    let method = request.get("method").and_then(Value::as_str);
-    let (Some(method), true, Some("2.0")) = (
-        method,
-        valid_id,
-        request.get("jsonrpc").and_then(Value::as_str),
-    ) else {
-        let e = A2aError::InvalidRequest(
-            "a JSON-RPC 2.0 request needs \"jsonrpc\": \"2.0\", a string \"method\" and a string or number \"id\"".into(),
-        );
-        return rpc_err(&id, &e, d);
-    };
-    let params = request.get("params").cloned().unwrap_or(json!({}));
-    if !params.is_object() {
-        return rpc_err(
-            &id,
-            &A2aError::InvalidParams("params must be an object".into()),
-            d,
-        );
-    }
-    let op = match (d, method) {
-        (Dialect::V10, "SendMessage") | (Dialect::V03, "message/send") => Op::Send,
-        (Dialect::V10, "SendStreamingMessage") | (Dialect::V03, "message/stream") => Op::Stream,
-        (Dialect::V10, "GetTask") | (Dialect::V03, "tasks/get") => Op::Get,
-        (Dialect::V10, "ListTasks") | (Dialect::V03, "tasks/list") => Op::List,
-        (Dialect::V10, "CancelTask") | (Dialect::V03, "tasks/cancel") => Op::Cancel,
-        (Dialect::V10, "SubscribeToTask") | (Dialect::V03, "tasks/resubscribe") => Op::Subscribe,
-        (Dialect::V10, "GetExtendedAgentCard")
-        | (Dialect::V03, "agent/getAuthenticatedExtendedCard") => {
-            return rpc_err(&id, &A2aError::ExtendedCardNotConfigured, d);
-        }
-        (_, m) if m.contains("ushNotificationConfig") => {
-            return rpc_err(&id, &A2aError::PushNotSupported, d);
-        }
-        (_, m) => {
-            let hint = match d {
-                Dialect::V10 => {
-                    "SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask"
-                }
-                Dialect::V03 => {
-                    "message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe (send A2A-Version: 1.0 for the 1.0 names)"
-                }
-            };
-            return rpc_err(
-                &id,
-                &A2aError::MethodNotFound(format!(
-                    "method '{m}' not found; this agent serves {hint}"
-                )),
-                d,
-            );
-        }
-    };
+    let id = request.id;
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    match run(gw, session, d, op, &params, traceparent).await {
+    match run(gw, session, d, request.op, &request.params, traceparent).await {
         Ok(Answer::Value(v)) => rpc_ok(&id, v),
         Ok(Answer::Stream(task, after, through_input)) => {
             let id = id.clone();
@@ -130,62 +76,26 @@ pub(super) async fn rest(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response {
-    let d = match super::dialect(headers) {
-        Ok(d) => d,
-        Err(m) => return A2aError::Version(m.to_string()).http(),
-    };
-    let body_json = || -> Result<Value, A2aError> {
-        if body.is_empty() {
-            return Ok(json!({}));
-        }
-        json_content(headers)?;
-        serde_json::from_slice(body).map_err(|e| A2aError::Parse(format!("invalid JSON: {e}")))
-    };
-    let query: Value = Value::Object(
-        query
-            .map(|q| {
-                q.split('&')
-                    .filter_map(|kv| kv.split_once('='))
-                    .map(|(k, v)| (k.to_string(), Value::String(percent_decode(v))))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    );
-    let (op, params) = match (method.as_str(), path) {
-        ("POST", "message:send") => (Op::Send, body_json()),
-        ("POST", "message:stream") => (Op::Stream, body_json()),
-        ("GET", "tasks") => (Op::List, Ok(query)),
-        (m, p) if p.starts_with("tasks/") => {
-            let rest = &p["tasks/".len()..];
-            match (m, rest.split_once(':')) {
-                ("GET", None) if !rest.contains('/') => {
-                    let mut q = query;
-                    q["id"] = json!(rest);
-                    (Op::Get, Ok(q))
-                }
-                ("POST", Some((id, "cancel"))) => (Op::Cancel, Ok(json!({"id": id}))),
-                ("GET" | "POST", Some((id, "subscribe"))) => (Op::Subscribe, Ok(json!({"id": id}))),
-                _ if rest.contains("pushNotificationConfigs") => {
-                    return A2aError::PushNotSupported.http();
-                }
-                _ => {
-                    return A2aError::MethodNotFound(format!("no A2A operation is {m} /{p}"))
-                        .http();
-                }
-            }
-        }
-        ("GET", "extendedAgentCard") => return A2aError::ExtendedCardNotConfigured.http(),
-        (m, p) => return A2aError::MethodNotFound(format!("no A2A operation is {m} /{p}")).http(),
-    };
-    let params = match params {
-        Ok(p) if p.is_object() => p,
-        Ok(_) => return A2aError::InvalidParams("the body must be a JSON object".into()).http(),
+    // The HTTP+JSON binding is served in its 1.0 form only; the header is
+    // still checked, so an unsupported version is refused.
+    if let Err(m) = super::dialect(headers) {
+        return A2aError::Version(m.to_string()).http();
+    }
+    let request = match envelope::rest(method.as_str(), path, query, content_type(headers), body) {
+        Ok(r) => r,
         Err(e) => return e.http(),
     };
-    // The HTTP+JSON binding is served in its 1.0 form only.
-    let _ = d;
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    match run(gw, session, Dialect::V10, op, &params, traceparent).await {
+    match run(
+        gw,
+        session,
+        Dialect::V10,
+        request.op,
+        &request.params,
+        traceparent,
+    )
+    .await
+    {
         Ok(Answer::Value(v)) => axum::Json(v).into_response(),
         Ok(Answer::Stream(task, after, through_input)) => task_stream(
             Arc::clone(&gw.tasks),
@@ -198,53 +108,10 @@ pub(super) async fn rest(
     }
 }
 
-/// Requests with a body must be JSON (`application/json`, or A2A's
-/// `application/a2a+json`); a missing Content-Type is taken as JSON.
-fn json_content(headers: &HeaderMap) -> Result<(), A2aError> {
-    let Some(ct) = headers.get(axum::http::header::CONTENT_TYPE) else {
-        return Ok(());
-    };
-    let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
-    let essence = ct.split(';').next().unwrap_or_default().trim();
-    if essence == "application/json" || essence.ends_with("+json") {
-        return Ok(());
-    }
-    Err(A2aError::ContentType(format!(
-        "Content-Type '{essence}' is not supported; send application/json"
-    )))
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let escaped = (b == b'%')
-            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
-            .flatten();
-        match (b, escaped) {
-            (_, Some((hi, lo))) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 2;
-            }
-            (b'+', None) => out.push(b' '),
-            (b, None) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Send,
-    Stream,
-    Get,
-    List,
-    Cancel,
-    Subscribe,
+fn content_type(headers: &HeaderMap) -> Option<&[u8]> {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .map(|v| v.as_bytes())
 }
 
 fn field<'a>(params: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
@@ -525,15 +392,4 @@ async fn resume(
         return Ok(Answer::Stream(Box::new(task), after, false));
     }
     answer_send(broker, task, None, d, params).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percent_escapes_are_decoded_and_a_bare_percent_kept() {
-        assert_eq!(percent_decode("a%20b+c%3D"), "a b c=");
-        assert_eq!(percent_decode("100%"), "100%");
-    }
 }

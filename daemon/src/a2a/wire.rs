@@ -388,6 +388,12 @@ pub fn event(t: &A2aTask, e: &TaskEvent, d: Dialect) -> Option<Value> {
     })
 }
 
+/// One server-sent event carrying a value: a single `data:` line (JSON
+/// escapes every line break inside strings), then the blank line.
+pub fn sse_data(v: &Value) -> String {
+    format!("data: {v}\n\n")
+}
+
 /// A task as the first event of a stream or the result of SendMessage.
 pub fn task_result(t: &A2aTask, d: Dialect) -> Value {
     match d {
