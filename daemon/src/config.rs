@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+mod a2a;
+pub use a2a::{A2aConfig, LegacyTaskRetention, RouteAccessConfig};
+
 /// What is wrong with a configuration, naming the file and the field.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -66,34 +69,6 @@ pub struct StoreConfig {
     /// it survives roostd being killed, but a power loss can lose the last
     /// ~second of them.
     pub sync: crate::store::Durability,
-}
-
-/// The A2A gateway's access, how long ended tasks are kept, and how long a
-/// session waits for its next task.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct A2aConfig {
-    /// File holding a bearer token every A2A request (but the agent card)
-    /// must send; declared in the agent cards' security schemes. Not
-    /// readable by other users; at least 16 characters.
-    pub token_file: Option<PathBuf>,
-    /// Deprecated: `retention.tasks` and `retention.interval_secs` (still
-    /// accepted, with a warning).
-    pub retention: Option<LegacyTaskRetention>,
-    /// How long a session that takes tasks and ends after them waits for
-    /// one before it ends (`--a2a-idle-timeout-secs`, or upstream's
-    /// `MURMUR_A2A_TIMEOUT_SECS` in roostd's environment; default 30).
-    pub idle_timeout_secs: u64,
-}
-
-impl Default for A2aConfig {
-    fn default() -> Self {
-        Self {
-            token_file: None,
-            retention: None,
-            idle_timeout_secs: 30,
-        }
-    }
 }
 
 /// What roostd keeps and for how long: one section for everything it
@@ -175,15 +150,6 @@ impl Default for KeepSessions {
 #[serde(deny_unknown_fields)]
 pub struct KeepBytes {
     pub max_bytes: u64,
-}
-
-/// `a2a.retention` as it was before `retention:`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LegacyTaskRetention {
-    pub max_age_secs: Option<u64>,
-    pub max_tasks: Option<u64>,
-    pub interval_secs: Option<u64>,
 }
 
 /// Who may use the control API: the Unix socket (root, the daemon's own user,
@@ -500,6 +466,7 @@ impl DaemonConfig {
                 "retention.interval_secs must be at least 1".into(),
             ));
         }
+        self.a2a.validate()?;
         if self.restart.multiplier < 1.0 {
             return Err(ConfigError::Invalid(
                 "restart.multiplier must be >= 1.0".into(),

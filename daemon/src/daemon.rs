@@ -39,6 +39,8 @@ pub enum DaemonError {
     },
     #[error("{0}")]
     Control(String),
+    #[error(transparent)]
+    CardKey(#[from] crate::a2a::signing::SigningError),
     #[error("cannot resume sessions: {0}")]
     Resume(#[from] SupervisorError),
 }
@@ -97,12 +99,30 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         Some(path) => Some(read_token(Some(path), "a2a.token_file")?),
         None => None,
     };
+    let mut route_tokens = std::collections::HashMap::new();
+    for (name, route) in &config.a2a.routes {
+        let what = format!("a2a.routes.{name}.token_file");
+        let token = read_token(Some(&route.token_file), &what)?;
+        let own = crate::a2a::access::RouteToken {
+            token,
+            accept_global: route.accept_global_token,
+        };
+        route_tokens.insert(name.clone(), own);
+    }
+    let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
+    let card_signer = match config.a2a.sign_cards {
+        true => Some(Arc::new(crate::a2a::signing::CardSigner::open(
+            &config.state_dir.join("keys"),
+        )?)),
+        false => None,
+    };
     if !a2a_addr.ip().is_loopback() && a2a_token.is_none() {
         tracing::warn!(
             code = "W-SEC-005",
             a2a = %a2a_addr,
             "the A2A gateway listens beyond loopback without a token: anyone who can reach \
-             it can send tasks to every capsule; set a2a.token_file or listen on 127.0.0.1"
+             it can send tasks to every capsule without a token of its own \
+             (a2a.routes); set a2a.token_file or listen on 127.0.0.1"
         );
     }
     let socket_path = config.socket.clone();
@@ -181,8 +201,9 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         crate::a2a::GatewayParts {
             supervisor: supervisor.clone(),
             tasks: Arc::clone(&supervisor.shared().tasks),
-            base: format!("http://{a2a_addr}"),
-            token: a2a_token,
+            base: a2a_base,
+            access: crate::a2a::access::Access::new(a2a_token, route_tokens),
+            signer: card_signer,
         },
         servers.clone(),
     ));

@@ -12,7 +12,9 @@ use serde::Deserialize;
 
 use crate::policy::{Capabilities, CapabilityPolicy, PolicyError};
 
+pub mod a2a;
 mod agent;
+pub use a2a::CardSpec;
 pub use agent::*;
 
 /// File name of a capsule manifest inside a capsule directory.
@@ -73,6 +75,9 @@ struct RawManifest {
     lifecycle: Option<Lifecycle>,
     #[serde(default)]
     trace: Option<TraceSpec>,
+    /// What the agent card says (any capsule: both kinds serve A2A).
+    #[serde(default)]
+    a2a: CardSpec,
 }
 
 /// One entry of `artifacts:`.
@@ -116,6 +121,9 @@ pub struct CapsuleManifest {
     pub artifacts: Vec<ArtifactRef>,
     /// `tools:`, the names `invoke` accepts.
     pub tools: Vec<String>,
+    /// `a2a:`, what the agent card says; its description defaults to the
+    /// manifest's.
+    pub card: CardSpec,
 }
 
 impl CapsuleManifest {
@@ -247,6 +255,11 @@ impl CapsuleManifest {
                 ));
             }
         }
+        let mut card = raw.a2a;
+        card.validate().map_err(|(field, m)| invalid(&field, m))?;
+        if card.description.is_none() {
+            card.description.clone_from(&raw.description);
+        }
         Ok(Self {
             name: raw.name,
             version: raw.version,
@@ -257,6 +270,7 @@ impl CapsuleManifest {
             policy,
             artifacts: raw.artifacts,
             tools: raw.tools,
+            card,
         })
     }
 }

@@ -153,10 +153,10 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
         .iter()
         .filter_map(|s| s["id"].as_str())
         .collect();
-    assert!(
-        skills.contains(&"echo-tool") && skills.contains(&"guide"),
-        "{skills:?}"
-    );
+    // No `a2a:` section: one skill, the capsule itself (its tools and
+    // skills are how it works, not what it offers).
+    assert_eq!(skills, ["helper"]);
+    assert_eq!(card["capabilities"]["extendedAgentCard"], false);
     assert!(card.get("securitySchemes").is_none(), "no token configured");
 
     // SendMessage (1.0) blocks until the task ends and returns it.

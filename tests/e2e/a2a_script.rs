@@ -74,7 +74,7 @@ async fn until_state(addr: &str, route: &str, id: &str, want: &str) -> Value {
 
 /// The interpreter with the official A2A SDK: `ROOST_A2A_PYTHON`, else the
 /// venv `scripts/python-sdk` makes.
-fn sdk_python() -> std::path::PathBuf {
+pub(crate) fn sdk_python() -> std::path::PathBuf {
     let path = std::env::var_os("ROOST_A2A_PYTHON")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {

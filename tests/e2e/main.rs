@@ -3,6 +3,7 @@
 //! `tests/guests`.
 
 mod a2a;
+mod a2a_card;
 mod a2a_script;
 mod agents;
 mod api_errors;

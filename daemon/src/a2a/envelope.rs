@@ -16,6 +16,8 @@ pub enum Op {
     List,
     Cancel,
     Subscribe,
+    /// The authenticated extended agent card.
+    ExtendedCard,
 }
 
 impl Op {
@@ -34,16 +36,19 @@ impl Op {
             (Dialect::V03, Op::List) => "tasks/list",
             (Dialect::V03, Op::Cancel) => "tasks/cancel",
             (Dialect::V03, Op::Subscribe) => "tasks/resubscribe",
+            (Dialect::V10, Op::ExtendedCard) => "GetExtendedAgentCard",
+            (Dialect::V03, Op::ExtendedCard) => "agent/getAuthenticatedExtendedCard",
         }
     }
 
-    const ALL: [Op; 6] = [
+    const ALL: [Op; 7] = [
         Op::Send,
         Op::Stream,
         Op::Get,
         Op::List,
         Op::Cancel,
         Op::Subscribe,
+        Op::ExtendedCard,
     ];
 }
 
@@ -88,18 +93,14 @@ pub fn jsonrpc(
     }
     let Some(op) = Op::ALL.into_iter().find(|op| op.method(d) == method) else {
         let e = match (d, method) {
-            (Dialect::V10, "GetExtendedAgentCard")
-            | (Dialect::V03, "agent/getAuthenticatedExtendedCard") => {
-                A2aError::ExtendedCardNotConfigured
-            }
             (_, m) if m.contains("ushNotificationConfig") => A2aError::PushNotSupported,
             (_, m) => {
                 let hint = match d {
                     Dialect::V10 => {
-                        "SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask"
+                        "SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard"
                     }
                     Dialect::V03 => {
-                        "message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe (send A2A-Version: 1.0 for the 1.0 names)"
+                        "message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe, agent/getAuthenticatedExtendedCard (send A2A-Version: 1.0 for the 1.0 names)"
                     }
                 };
                 A2aError::MethodNotFound(format!(
@@ -159,7 +160,7 @@ pub fn rest(
                 _ => return Err(unknown()),
             }
         }
-        ("GET", "extendedAgentCard") => return Err(A2aError::ExtendedCardNotConfigured),
+        ("GET", "extendedAgentCard") => (Op::ExtendedCard, json!({})),
         _ => return Err(unknown()),
     };
     if !params.is_object() {

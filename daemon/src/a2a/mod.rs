@@ -5,10 +5,13 @@
 //! with `A2A-Version: 1.0`; 0.3 semantics without the header. Tasks are
 //! accepted and stored through [`crate::tasks::Broker`].
 
+pub mod access;
+pub mod card;
 pub mod client;
 pub mod envelope;
 pub mod error;
 mod rpc;
+pub mod signing;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -41,18 +44,23 @@ struct Gateway {
     supervisor: Supervisor,
     /// Tasks: accepted, delivered, read back, streamed.
     tasks: Arc<crate::tasks::Broker>,
-    /// `http://host:port` of this gateway, for agent cards.
-    base: String,
-    token: Option<Arc<str>>,
+    /// Where agent cards say the gateway is.
+    base: card::PublicBase,
+    /// Who may call which route.
+    access: Arc<access::Access>,
+    /// Signs cards (`a2a.sign_cards`).
+    signer: Option<Arc<signing::CardSigner>>,
 }
 
 /// What the gateway serves from: the supervisor's routes and the broker's
-/// tasks (it never reaches the store), its own base URL, its token.
+/// tasks (it never reaches the store), the URL its cards advertise, the
+/// tokens it checks.
 pub struct GatewayParts {
     pub supervisor: Supervisor,
     pub tasks: Arc<crate::tasks::Broker>,
-    pub base: String,
-    pub token: Option<Arc<str>>,
+    pub base: card::PublicBase,
+    pub access: access::Access,
+    pub signer: Option<Arc<signing::CardSigner>>,
 }
 
 /// Serves the A2A gateway on `listener` until `stop`.
@@ -66,16 +74,19 @@ pub async fn serve(
         .await
 }
 
-/// The gateway; with `token`, every request but the agent card needs
-/// `Authorization: Bearer <token>` (and the card declares the scheme).
+/// The gateway; on a route that needs a token (`access`), every request
+/// but the agent card needs `Authorization: Bearer <token>` (and the card
+/// declares the scheme).
 pub fn app(parts: GatewayParts) -> Router {
     let gw = Gateway {
         supervisor: parts.supervisor,
         tasks: parts.tasks,
         base: parts.base,
-        token: parts.token,
+        access: Arc::new(parts.access),
+        signer: parts.signer,
     };
     Router::new()
+        .route(signing::JWKS_PATH, any(card::jwks))
         .route("/a2a/{route}", any(root))
         .route("/a2a/{route}/", any(root))
         .route("/a2a/{route}/{*rest}", any(rest))
@@ -97,29 +108,37 @@ fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Respon
 }
 
 async fn auth(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
-    let Some(token) = &gw.token else {
-        return next.run(request).await;
-    };
-    if request
-        .uri()
-        .path()
-        .ends_with("/.well-known/agent-card.json")
-    {
+    let path = request.uri().path();
+    if path.ends_with("/.well-known/agent-card.json") || path == signing::JWKS_PATH {
         return next.run(request).await;
     }
+    // The route a request names (by session name or id), as a name: the
+    // name is what per-route tokens are keyed by.
+    let named = path
+        .strip_prefix("/a2a/")
+        .map(|rest| rest.split('/').next().unwrap_or_default())
+        .unwrap_or_default();
+    let route = if gw.access.per_route() {
+        match route_of(&gw, named).await {
+            Some(r) => r.name,
+            None => named.to_string(),
+        }
+    } else {
+        named.to_string()
+    };
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if given.is_some_and(|g| crate::api::constant_time_eq(g.as_bytes(), token.as_bytes())) {
+    if gw.access.allows(&route, given) {
         return next.run(request).await;
     }
-    tracing::warn!(path = %request.uri().path(), "A2A request without a valid bearer token");
+    tracing::warn!(path = %path, route = %route, "A2A request without a valid bearer token");
     let mut response = problem(
         StatusCode::UNAUTHORIZED,
         "unauthorized",
-        "send `Authorization: Bearer <token>` (the agent card's securitySchemes)",
+        "send `Authorization: Bearer <token>` with this agent's token (its card's securitySchemes)",
     );
     response
         .headers_mut()
@@ -192,7 +211,7 @@ async fn rest(
 ) -> Response {
     if rest == ".well-known/agent-card.json" && method == Method::GET {
         return match agent_record(&gw, &route).await {
-            Ok(session) => card_response(&gw, &session),
+            Ok(session) => card::public(&gw, &session, &headers),
             Err(r) => r,
         };
     }
@@ -200,129 +219,6 @@ async fn rest(
         return no_agent(&route);
     };
     rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await
-}
-
-/// The card with caching headers: it changes only when the session does.
-fn card_response(gw: &Gateway, session: &Session) -> Response {
-    let body = card(gw, session).to_string();
-    use sha2::Digest;
-    let etag = format!(
-        "\"{}\"",
-        hex::encode(&sha2::Sha256::digest(body.as_bytes())[..12])
-    );
-    let modified = session
-        .started_at
-        .as_deref()
-        .unwrap_or(&session.created_at)
-        .parse::<humantime::Timestamp>()
-        .map(|t| httpdate(std::time::SystemTime::from(t)))
-        .unwrap_or_default();
-    let mut response = (
-        [
-            (header::CONTENT_TYPE, "application/json".to_string()),
-            (header::CACHE_CONTROL, "public, max-age=60".to_string()),
-            (header::ETAG, etag),
-        ],
-        body,
-    )
-        .into_response();
-    if let Ok(v) = HeaderValue::from_str(&modified) {
-        response.headers_mut().insert(header::LAST_MODIFIED, v);
-    }
-    response
-}
-
-/// An HTTP date (RFC 9110 IMF-fixdate).
-fn httpdate(t: std::time::SystemTime) -> String {
-    let secs = t
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
-        WEEKDAYS[(days % 7) as usize],
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// The agent card of a session (protocol 1.0 shape).
-fn card(gw: &Gateway, session: &Session) -> Value {
-    let base = format!("{}/a2a/{}", gw.base, session.name);
-    let skills = session
-        .artifacts
-        .iter()
-        .filter(|a| a.runtime == "tool" || a.runtime == "skill")
-        .map(|a| {
-            json!({
-                "id": a.name, "name": a.name,
-                "description": format!("{} {} {}", a.runtime, a.name, a.version),
-                "tags": [a.runtime],
-            })
-        })
-        .collect::<Vec<_>>();
-    // A capsule without tools or skills still does one thing: answer tasks.
-    let skills = if skills.is_empty() {
-        vec![json!({
-            "id": session.capsule, "name": session.capsule,
-            "description": format!("tasks answered by {} {}", session.capsule, session.version),
-            "tags": ["a2a"],
-        })]
-    } else {
-        skills
-    };
-    let mut description = format!(
-        "{} {}: an agent capsule hosted by roostd",
-        session.capsule, session.version
-    );
-    if session.state.is_ended() {
-        // Gone, not never here: its tasks stay readable.
-        description.push_str(
-            ". Unavailable: its session has ended, so it takes no new tasks; GetTask and \
-             ListTasks still answer for the tasks it was sent",
-        );
-    }
-    let mut card = json!({
-        "name": session.name,
-        "description": description,
-        "version": session.version,
-        "supportedInterfaces": [
-            {"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": base, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-            {"url": base, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
-        "capabilities": {"streaming": true, "pushNotifications": false, "extendedAgentCard": false},
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": skills,
-    });
-    if gw.token.is_some() {
-        card["securitySchemes"] = json!({
-            "bearer": {"httpAuthSecurityScheme": {
-                "scheme": "Bearer",
-                "description": "the token in roostd's a2a.token_file",
-            }}
-        });
-        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
-    }
-    card
 }
 
 /// Waits until the task has ended, or (`at_input`) needs input, or the wait

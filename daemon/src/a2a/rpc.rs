@@ -49,8 +49,7 @@ pub(super) async fn jsonrpc(
         Err((id, e)) => return rpc_err(&id, &e, d),
     };
     let id = request.id;
-    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
-    match run(gw, session, d, request.op, &request.params, traceparent).await {
+    match run(gw, session, d, request.op, &request.params, headers).await {
         Ok(Answer::Value(v)) => rpc_ok(&id, v),
         Ok(Answer::Stream(task, after, through_input)) => {
             let id = id.clone();
@@ -85,14 +84,13 @@ pub(super) async fn rest(
         Ok(r) => r,
         Err(e) => return e.http(),
     };
-    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     match run(
         gw,
         session,
         Dialect::V10,
         request.op,
         &request.params,
-        traceparent,
+        headers,
     )
     .await
     {
@@ -152,10 +150,23 @@ async fn run(
     d: Dialect,
     op: Op,
     params: &Value,
-    traceparent: Option<&str>,
+    headers: &HeaderMap,
 ) -> Result<Answer, A2aError> {
     let broker = &gw.tasks;
+    let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     match op {
+        Op::ExtendedCard => {
+            // Authenticated by the gateway's token check, as every request
+            // but the public card is.
+            let record = gw
+                .supervisor
+                .get(&session.name)
+                .await
+                .map_err(|e| A2aError::Internal(e.to_string()))?;
+            super::card::extended(gw, &record, headers)
+                .map(Answer::Value)
+                .ok_or(A2aError::ExtendedCardNotConfigured)
+        }
         Op::Send | Op::Stream => {
             let message = params
                 .get("message")

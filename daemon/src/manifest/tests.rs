@@ -224,3 +224,38 @@ fn missing_capsule_says_what_was_expected() {
         "{err}"
     );
 }
+
+#[test]
+fn the_a2a_section_is_checked_and_its_description_defaults_to_the_manifests() {
+    let dir = capsule_dir(
+        "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\ndescription: Says hello.\n\
+         a2a: {skills: [{id: greet, name: Greet, description: Greets., tags: [x]}]}\n",
+    );
+    let m = CapsuleManifest::load(dir.path()).expect("valid");
+    assert_eq!(m.card.description.as_deref(), Some("Says hello."));
+    assert_eq!(m.card.skills[0].id, "greet");
+    // Kept with a session and read back as it was.
+    let kept = tempfile::tempdir().expect("tempdir");
+    m.card.save(kept.path(), kept.path()).expect("save");
+    assert_eq!(CardSpec::load(kept.path()), m.card);
+    for (section, says) in [
+        (
+            "a2a: {skills: [{id: a, name: A}]}",
+            "missing field `description`",
+        ),
+        ("a2a: {colour: red}", "unknown field `colour`"),
+        (
+            "a2a: {skills: [{id: 'a b', name: A, description: D}]}",
+            "`a2a.skills[0].id` must not contain spaces",
+        ),
+        ("a2a: {documentation_url: docs}", "`a2a.documentation_url`"),
+    ] {
+        let dir = capsule_dir(&format!(
+            "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\n{section}\n"
+        ));
+        let err = CapsuleManifest::load(dir.path())
+            .expect_err(section)
+            .to_string();
+        assert!(err.contains(says), "{section}: {err}");
+    }
+}

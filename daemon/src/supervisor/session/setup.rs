@@ -187,6 +187,7 @@ impl SessionTask {
                 state,
             )
         });
+        let card = self.staged.manifest.card.clone();
         let install = tokio::task::spawn_blocking(move || -> Result<(), SetupError> {
             // The workdir itself is trusted (the operator's, or a fresh one in
             // the state dir); below it, nothing is.
@@ -218,6 +219,10 @@ impl SessionTask {
             if let Some((path, text)) = task {
                 crate::fsx::replace(&root, &path, text.as_bytes(), 0o644)
                     .map_err(|source| SetupError::Task { path, source })?;
+            }
+            // What the agent card says comes from the manifest this run staged.
+            if let Err(e) = card.save(&root, &dir) {
+                tracing::warn!(error = %e, "cannot keep the agent card section");
             }
             Ok(())
         });

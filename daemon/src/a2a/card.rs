@@ -1,0 +1,314 @@
+//! Agent cards: the public card of a route (1.0 shape, with 0.3's
+//! top-level fields for older clients) and the authenticated extended one,
+//! built from the session record and its manifest's `a2a:` section, at the
+//! URL the gateway is reached by.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use roost_ctl::api::Session;
+use serde_json::{Value, json};
+
+use super::Gateway;
+use crate::manifest::CardSpec;
+use crate::manifest::a2a::Skill;
+
+/// Where cards say the gateway is: `a2a.public_url`, else the listen
+/// address; with a wildcard listen address (`0.0.0.0`, `::`), the host the
+/// client asked for (`Host`), which no configured URL overrides.
+#[derive(Debug, Clone)]
+pub struct PublicBase {
+    configured: Option<String>,
+    listen: SocketAddr,
+}
+
+impl PublicBase {
+    pub fn new(public_url: Option<&str>, listen: SocketAddr) -> Self {
+        Self {
+            configured: public_url.map(|u| u.trim_end_matches('/').to_string()),
+            listen,
+        }
+    }
+
+    /// The base URL for a request that named `host`, and whether it came
+    /// from the request (so the answer varies with `Host`).
+    fn resolve(&self, headers: &HeaderMap) -> (String, bool) {
+        if let Some(url) = &self.configured {
+            return (url.clone(), false);
+        }
+        if !self.listen.ip().is_unspecified() {
+            return (format!("http://{}", self.listen), false);
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| {
+                !h.is_empty()
+                    && h.len() <= 255
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+            });
+        match host {
+            Some(h) => (format!("http://{h}"), true),
+            None => {
+                let loopback = match self.listen {
+                    SocketAddr::V4(a) => format!("127.0.0.1:{}", a.port()),
+                    SocketAddr::V6(a) => format!("[::1]:{}", a.port()),
+                };
+                (format!("http://{loopback}"), true)
+            }
+        }
+    }
+}
+
+/// The manifest's `a2a:` section as the session kept it.
+fn spec_of(session: &Session) -> CardSpec {
+    CardSpec::load(Path::new(&session.bookkeeping_dir))
+}
+
+/// `GET .well-known/agent-card.json`: the card with caching headers (it
+/// changes only when the session does).
+pub(super) fn public(gw: &Gateway, session: &Session, headers: &HeaderMap) -> Response {
+    let (base, by_host) = gw.base.resolve(headers);
+    let mut card = card(gw, session, &spec_of(session), &base, false);
+    // The tag is of the card before it is signed: a signature differs
+    // every time (ECDSA), the card does not.
+    use sha2::Digest;
+    let etag = format!(
+        "\"{}\"",
+        hex::encode(&sha2::Sha256::digest(card.to_string().as_bytes())[..12])
+    );
+    sign(gw, &mut card, &base);
+    let body = card.to_string();
+    let modified = session
+        .started_at
+        .as_deref()
+        .unwrap_or(&session.created_at)
+        .parse::<humantime::Timestamp>()
+        .map(|t| httpdate(std::time::SystemTime::from(t)))
+        .unwrap_or_default();
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, "application/json".to_string()),
+            (header::CACHE_CONTROL, "public, max-age=60".to_string()),
+            (header::ETAG, etag),
+        ],
+        body,
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&modified) {
+        response.headers_mut().insert(header::LAST_MODIFIED, v);
+    }
+    if by_host {
+        response
+            .headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("Host"));
+    }
+    response
+}
+
+/// The authenticated extended card (`GetExtendedAgentCard`), or `None`
+/// when the manifest lists no `extended_skills`.
+pub(super) fn extended(gw: &Gateway, session: &Session, headers: &HeaderMap) -> Option<Value> {
+    let spec = spec_of(session);
+    if spec.extended_skills.is_empty() {
+        return None;
+    }
+    let (base, _) = gw.base.resolve(headers);
+    let mut card = card(gw, session, &spec, &base, true);
+    sign(gw, &mut card, &base);
+    Some(card)
+}
+
+fn sign(gw: &Gateway, card: &mut Value, base: &str) {
+    if let Some(signer) = &gw.signer {
+        signer.sign(card, &format!("{base}{}", super::signing::JWKS_PATH));
+    }
+}
+
+/// `GET /.well-known/jwks.json`: the keys cards are signed with.
+pub(super) async fn jwks(axum::extract::State(gw): axum::extract::State<Gateway>) -> Response {
+    match &gw.signer {
+        Some(signer) => (
+            [(header::CACHE_CONTROL, "public, max-age=300")],
+            axum::Json(signer.jwks().clone()),
+        )
+            .into_response(),
+        None => super::problem(
+            axum::http::StatusCode::NOT_FOUND,
+            "not_found",
+            "cards are not signed here (a2a.sign_cards: false)",
+        ),
+    }
+}
+
+fn skill_json(s: &Skill) -> Value {
+    let mut v = json!({
+        "id": s.id, "name": s.name, "description": s.description, "tags": s.tags,
+    });
+    for (key, list) in [
+        ("examples", &s.examples),
+        ("inputModes", &s.input_modes),
+        ("outputModes", &s.output_modes),
+    ] {
+        if !list.is_empty() {
+            v[key] = json!(list);
+        }
+    }
+    v
+}
+
+fn modes(list: &[String]) -> Value {
+    if list.is_empty() {
+        json!(["text/plain"])
+    } else {
+        json!(list)
+    }
+}
+
+/// A card (protocol 1.0 shape, with 0.3's `url`, `preferredTransport`,
+/// `additionalInterfaces`, `protocolVersion` and `security` beside it).
+fn card(gw: &Gateway, session: &Session, spec: &CardSpec, base: &str, extended: bool) -> Value {
+    let url = format!("{base}/a2a/{}", session.name);
+    let about = spec.description.clone().unwrap_or_else(|| {
+        format!(
+            "{} {}: an agent capsule hosted by roostd",
+            session.capsule, session.version
+        )
+    });
+    let mut skills: Vec<Value> = spec.skills.iter().map(skill_json).collect();
+    if extended {
+        skills.extend(spec.extended_skills.iter().map(skill_json));
+    }
+    if skills.is_empty() {
+        // A capsule that names no skills still does one thing: answer tasks.
+        skills.push(json!({
+            "id": session.capsule, "name": session.capsule,
+            "description": about, "tags": ["a2a"],
+        }));
+    }
+    let mut description = about;
+    if session.state.is_ended() {
+        // Gone, not never here: its tasks stay readable.
+        description.truncate(description.trim_end().trim_end_matches('.').len());
+        description.push_str(
+            ". Unavailable: its session has ended, so it takes no new tasks; GetTask and \
+             ListTasks still answer for the tasks it was sent",
+        );
+    }
+    let has_extended = !spec.extended_skills.is_empty();
+    let mut card = json!({
+        "name": session.name,
+        "description": description,
+        "version": session.version,
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        "capabilities": {
+            "streaming": true, "pushNotifications": false, "extendedAgentCard": has_extended,
+        },
+        "defaultInputModes": modes(&spec.input_modes),
+        "defaultOutputModes": modes(&spec.output_modes),
+        "skills": skills,
+        // 0.3 clients find the agent here (1.0 clients read supportedInterfaces).
+        "url": url,
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3.0",
+        "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
+        "supportsAuthenticatedExtendedCard": has_extended,
+    });
+    if let Some(p) = &spec.provider {
+        card["provider"] = json!({"organization": p.organization, "url": p.url});
+    }
+    if let Some(u) = &spec.documentation_url {
+        card["documentationUrl"] = json!(u);
+    }
+    if let Some(u) = &spec.icon_url {
+        card["iconUrl"] = json!(u);
+    }
+    if let Some(what) = gw.access.scheme_description(&session.name) {
+        card["securitySchemes"] = json!({
+            "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": what}}
+        });
+        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+        card["security"] = json!([{"bearer": []}]);
+    }
+    card
+}
+
+/// An HTTP date (RFC 9110 IMF-fixdate).
+fn httpdate(t: std::time::SystemTime) -> String {
+    let secs = t
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    format!(
+        "{}, {day:02} {} {year} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(host: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_str(host).expect("host"));
+        h
+    }
+
+    #[test]
+    fn the_card_url_is_the_configured_one_else_the_listen_address_else_the_host_asked_for() {
+        let wildcard: SocketAddr = "0.0.0.0:7420".parse().expect("addr");
+        let configured = PublicBase::new(Some("https://agents.example/"), wildcard);
+        assert_eq!(
+            configured.resolve(&headers("evil.example")),
+            ("https://agents.example".to_string(), false)
+        );
+        let bound = PublicBase::new(None, "127.0.0.1:7420".parse().expect("addr"));
+        assert_eq!(
+            bound.resolve(&headers("x")),
+            ("http://127.0.0.1:7420".to_string(), false)
+        );
+        let any = PublicBase::new(None, wildcard);
+        assert_eq!(
+            any.resolve(&headers("host.lan:7420")),
+            ("http://host.lan:7420".to_string(), true)
+        );
+        // A Host that is not a host name falls back to loopback.
+        assert_eq!(
+            any.resolve(&headers("a/b@c")).0,
+            "http://127.0.0.1:7420".to_string()
+        );
+    }
+
+    #[test]
+    fn http_dates_are_imf_fixdate() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_764_547_200);
+        assert_eq!(httpdate(t), "Mon, 01 Dec 2025 00:00:00 GMT");
+    }
+}

@@ -1,0 +1,137 @@
+//! The `a2a:` section of roostd's config: who may call the gateway (its
+//! token and each route's), the URL agent cards advertise, how long a
+//! session waits for its next task.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::ConfigError;
+
+/// The A2A gateway's access, what its cards advertise, and how long a
+/// session waits for its next task.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct A2aConfig {
+    /// File holding a bearer token every A2A request (but the agent card)
+    /// must send; declared in the agent cards' security schemes. Not
+    /// readable by other users; at least 16 characters.
+    pub token_file: Option<PathBuf>,
+    /// A token per route (session name): the route takes its own token,
+    /// and roostd's `token_file` only with `accept_global_token: true`.
+    pub routes: BTreeMap<String, RouteAccessConfig>,
+    /// The base URL agent cards advertise (`https://agents.example.com`,
+    /// no trailing `/a2a`): what clients reach roostd by, e.g. behind a
+    /// proxy. Default: the listen address, and with a wildcard listen
+    /// address the host a client asked for.
+    pub public_url: Option<String>,
+    /// Sign agent cards (`signatures`: a JWS, ES256, over the canonical
+    /// card) with the key in `<state_dir>/keys/card-signing.p8`, made on
+    /// first start; the public keys are served at `/.well-known/jwks.json`.
+    pub sign_cards: bool,
+    /// Deprecated: `retention.tasks` and `retention.interval_secs` (still
+    /// accepted, with a warning).
+    pub retention: Option<LegacyTaskRetention>,
+    /// How long a session that takes tasks and ends after them waits for
+    /// one before it ends (`--a2a-idle-timeout-secs`, or upstream's
+    /// `MURMUR_A2A_TIMEOUT_SECS` in roostd's environment; default 30).
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for A2aConfig {
+    fn default() -> Self {
+        Self {
+            token_file: None,
+            routes: BTreeMap::new(),
+            public_url: None,
+            sign_cards: true,
+            retention: None,
+            idle_timeout_secs: 30,
+        }
+    }
+}
+
+/// `a2a.routes.<name>`: one route's credentials.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteAccessConfig {
+    /// File holding the route's bearer token (the same rules as
+    /// `a2a.token_file`).
+    pub token_file: PathBuf,
+    /// Whether roostd's `a2a.token_file` token opens this route too
+    /// (default false: only the route's own).
+    #[serde(default)]
+    pub accept_global_token: bool,
+}
+
+/// `a2a.retention` as it was before `retention:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LegacyTaskRetention {
+    pub max_age_secs: Option<u64>,
+    pub max_tasks: Option<u64>,
+    pub interval_secs: Option<u64>,
+}
+
+impl A2aConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(url) = &self.public_url {
+            crate::manifest::a2a::url(url)
+                .and_then(|()| {
+                    if url.contains(['?', '#']) {
+                        Err(format!("'{url}' must not have a query or fragment"))
+                    } else {
+                        Ok(())
+                    }
+                })
+                .map_err(|m| ConfigError::Invalid(format!("a2a.public_url: {m}")))?;
+        }
+        for (name, route) in &self.routes {
+            crate::manifest::validate_name(name).map_err(|m| {
+                ConfigError::Invalid(format!(
+                    "a2a.routes: '{name}' is not a session name: it {m}"
+                ))
+            })?;
+            if route.accept_global_token && self.token_file.is_none() {
+                return Err(ConfigError::Invalid(format!(
+                    "a2a.routes.{name}.accept_global_token needs a2a.token_file (there is no \
+                     global token to accept)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::DaemonConfig;
+
+    #[test]
+    fn routes_and_the_public_url_are_checked() {
+        let ok = DaemonConfig::from_yaml(
+            "a2a: {public_url: 'https://agents.example/', routes: {billing: {token_file: /t}}}",
+        )
+        .expect("parses");
+        ok.validate().expect("valid");
+        assert!(!ok.a2a.routes["billing"].accept_global_token);
+        for (yaml, says) in [
+            ("a2a: {public_url: 'agents.example'}", "a2a.public_url"),
+            ("a2a: {public_url: 'http://a/?x=1'}", "query"),
+            (
+                "a2a: {routes: {billing: {token_file: /t, accept_global_token: true}}}",
+                "needs a2a.token_file",
+            ),
+            (
+                "a2a: {routes: {'no/slash': {token_file: /t}}}",
+                "not a session name",
+            ),
+        ] {
+            let config = DaemonConfig::from_yaml(yaml).expect("parses");
+            let e = config.validate().expect_err(yaml).to_string();
+            assert!(e.contains(says), "{yaml}: {e}");
+        }
+        assert!(DaemonConfig::from_yaml("a2a: {routes: {b: {token: x}}}").is_err());
+    }
+}
