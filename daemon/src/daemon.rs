@@ -110,6 +110,11 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         route_tokens.insert(name.clone(), own);
     }
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
+    let config_push = config
+        .a2a
+        .push
+        .enabled
+        .then(|| config.a2a.push.allow.clone());
     let card_signer = match config.a2a.sign_cards {
         true => Some(Arc::new(crate::a2a::signing::CardSigner::open(
             &config.state_dir.join("keys"),
@@ -196,6 +201,15 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         ))
     });
     let control_task = tokio::spawn(api::serve_unix(control, state, servers.clone()));
+    let push_policy = config_push.map(|allow| Arc::new(crate::a2a::push::PushPolicy::new(&allow)));
+    if let Some(policy) = &push_policy {
+        // The outbox outlives restarts: what was queued is delivered now.
+        tokio::spawn(crate::a2a::push::deliver(
+            Arc::clone(&supervisor.shared().tasks),
+            Arc::clone(policy),
+            servers.clone(),
+        ));
+    }
     let a2a_task = tokio::spawn(crate::a2a::serve(
         a2a_listener,
         crate::a2a::GatewayParts {
@@ -204,6 +218,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             base: a2a_base,
             access: crate::a2a::access::Access::new(a2a_token, route_tokens),
             signer: card_signer,
+            push: push_policy,
         },
         servers.clone(),
     ));

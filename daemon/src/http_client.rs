@@ -165,6 +165,21 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    send_via(request, timeouts, None).await
+}
+
+/// [`send`], connecting to `addr` (an address the caller resolved and
+/// checked) instead of resolving the URI's host again; the host still names
+/// the server (`Host`, TLS server name).
+pub async fn send_via<B>(
+    request: http::Request<B>,
+    timeouts: Timeouts,
+    addr: Option<std::net::SocketAddr>,
+) -> Result<http::Response<ResponseBody>, HttpError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (parts, body) = request.into_parts();
     let tls = match parts.uri.scheme_str() {
         Some("http") => false,
@@ -180,7 +195,7 @@ where
     let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
     // Connecting and writing are boxed, and the request's parts are dropped
     // once written: what stays while the answer is awaited is small.
-    let stream = tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls)))
+    let stream = tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls, addr)))
         .await
         .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
     let mut conn = Conn {
@@ -218,10 +233,17 @@ enum Socket {
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
-async fn connect(host: &str, port: u16, tls: bool) -> Result<Socket, HttpError> {
-    let tcp = TcpStream::connect((host, port))
-        .await
-        .map_err(HttpError::Connect)?;
+async fn connect(
+    host: &str,
+    port: u16,
+    tls: bool,
+    addr: Option<std::net::SocketAddr>,
+) -> Result<Socket, HttpError> {
+    let tcp = match addr {
+        Some(addr) => TcpStream::connect(addr).await,
+        None => TcpStream::connect((host, port)).await,
+    }
+    .map_err(HttpError::Connect)?;
     // Heads and bodies go out as separate writes; do not let Nagle hold them.
     let _ = tcp.set_nodelay(true);
     if !tls {

@@ -1,7 +1,9 @@
 //! The SQLite store: the only module that knows SQL. Sessions, their start
 //! requests and every state transition (`sessions.rs`, written as
 //! `session_writes.rs` says), agent tasks and token use (`agent_tasks.rs`),
-//! A2A tasks and their event logs (`a2a_tasks.rs`, `writes.rs`), all written
+//! A2A tasks and their event logs (`a2a_tasks.rs`, `writes.rs`), push
+//! notification configs and their outbox (`push.rs`, written as
+//! `push_writes.rs` says), all written
 //! by the one writer thread (`writer.rs`), in a WAL database with embedded
 //! migrations; rows are read back in `rows.rs`.
 
@@ -17,6 +19,8 @@ use crate::tasks::model::TaskState;
 mod a2a_tasks;
 mod agent_tasks;
 mod checkpointer;
+mod push;
+mod push_writes;
 mod rows;
 mod session_writes;
 mod sessions;
@@ -26,8 +30,9 @@ mod writes;
 
 pub use agent_tasks::{NewAgentTask, TaskEnd};
 use checkpointer::Checkpointer;
+pub use push::{PushConfig, PushDelivery, now_ms};
 pub use sessions::{NewSession, Resumable, StopReason};
-use writer::TaskWriter;
+use writer::{TaskWriter, WriteOp};
 pub use writer::{WRITE_DEADLINE, WriteError};
 
 /// How durable an A2A task write is once acknowledged (`store.sync`).
@@ -214,6 +219,16 @@ impl Store {
             wal: frames,
             reader: pool,
         })
+    }
+
+    /// Commits one write and returns its answer (rows it changed, or what
+    /// it counted; 0 for none).
+    async fn write_one(&self, op: WriteOp) -> Result<u64, StoreError> {
+        match self.tasks.write(vec![op]).await?.pop() {
+            Some(Ok(answer)) => Ok(answer.unwrap_or(0)),
+            Some(Err(e)) => Err(StoreError::Write(e)),
+            None => Err(StoreError::Corrupt("a write was not answered".into())),
+        }
     }
 
     /// Copies the WAL back into the database without blocking writers

@@ -284,7 +284,7 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
         json!({}),
     )
     .await;
-    assert_eq!(r["error"]["code"], -32003, "{r}");
+    assert_eq!(r["error"]["code"], -32602, "no task named: {r}");
     let (status, _, body) = http(&addr, "POST", "/a2a/helper", &[V1, JSON], "{not json").await;
     assert_eq!(status, 200);
     assert_eq!(

@@ -209,7 +209,9 @@ fn card(gw: &Gateway, session: &Session, spec: &CardSpec, base: &str, extended: 
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "capabilities": {
-            "streaming": true, "pushNotifications": false, "extendedAgentCard": has_extended,
+            "streaming": true,
+            "pushNotifications": gw.push.is_some(),
+            "extendedAgentCard": has_extended,
         },
         "defaultInputModes": modes(&spec.input_modes),
         "defaultOutputModes": modes(&spec.output_modes),

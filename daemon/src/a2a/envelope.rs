@@ -18,6 +18,12 @@ pub enum Op {
     Subscribe,
     /// The authenticated extended agent card.
     ExtendedCard,
+    /// A task's push notification configs: create (or replace), get, list,
+    /// delete.
+    PushCreate,
+    PushGet,
+    PushList,
+    PushDelete,
 }
 
 impl Op {
@@ -38,10 +44,18 @@ impl Op {
             (Dialect::V03, Op::Subscribe) => "tasks/resubscribe",
             (Dialect::V10, Op::ExtendedCard) => "GetExtendedAgentCard",
             (Dialect::V03, Op::ExtendedCard) => "agent/getAuthenticatedExtendedCard",
+            (Dialect::V10, Op::PushCreate) => "CreateTaskPushNotificationConfig",
+            (Dialect::V10, Op::PushGet) => "GetTaskPushNotificationConfig",
+            (Dialect::V10, Op::PushList) => "ListTaskPushNotificationConfigs",
+            (Dialect::V10, Op::PushDelete) => "DeleteTaskPushNotificationConfig",
+            (Dialect::V03, Op::PushCreate) => "tasks/pushNotificationConfig/set",
+            (Dialect::V03, Op::PushGet) => "tasks/pushNotificationConfig/get",
+            (Dialect::V03, Op::PushList) => "tasks/pushNotificationConfig/list",
+            (Dialect::V03, Op::PushDelete) => "tasks/pushNotificationConfig/delete",
         }
     }
 
-    const ALL: [Op; 7] = [
+    const ALL: [Op; 11] = [
         Op::Send,
         Op::Stream,
         Op::Get,
@@ -49,6 +63,10 @@ impl Op {
         Op::Cancel,
         Op::Subscribe,
         Op::ExtendedCard,
+        Op::PushCreate,
+        Op::PushGet,
+        Op::PushList,
+        Op::PushDelete,
     ];
 }
 
@@ -92,22 +110,17 @@ pub fn jsonrpc(
         return Err((id, e));
     }
     let Some(op) = Op::ALL.into_iter().find(|op| op.method(d) == method) else {
-        let e = match (d, method) {
-            (_, m) if m.contains("ushNotificationConfig") => A2aError::PushNotSupported,
-            (_, m) => {
-                let hint = match d {
-                    Dialect::V10 => {
-                        "SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard"
-                    }
-                    Dialect::V03 => {
-                        "message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe, agent/getAuthenticatedExtendedCard (send A2A-Version: 1.0 for the 1.0 names)"
-                    }
-                };
-                A2aError::MethodNotFound(format!(
-                    "method '{m}' not found; this agent serves {hint}"
-                ))
+        let hint = match d {
+            Dialect::V10 => {
+                "SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, GetExtendedAgentCard, CreateTaskPushNotificationConfig, GetTaskPushNotificationConfig, ListTaskPushNotificationConfigs, DeleteTaskPushNotificationConfig"
+            }
+            Dialect::V03 => {
+                "message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe, tasks/pushNotificationConfig/set|get|list|delete, agent/getAuthenticatedExtendedCard (send A2A-Version: 1.0 for the 1.0 names)"
             }
         };
+        let e = A2aError::MethodNotFound(format!(
+            "method '{method}' not found; this agent serves {hint}"
+        ));
         return Err((id, e));
     };
     Ok(Request { id, op, params })
@@ -144,6 +157,39 @@ pub fn rest(
         ("POST", "message:send") => (Op::Send, body_json()?),
         ("POST", "message:stream") => (Op::Stream, body_json()?),
         ("GET", "tasks") => (Op::List, query),
+        (m, p) if p.starts_with("tasks/") && p.contains("/pushNotificationConfigs") => {
+            let rest = &p["tasks/".len()..];
+            let (task, tail) = rest
+                .split_once("/pushNotificationConfigs")
+                .unwrap_or((rest, ""));
+            if task.is_empty() || task.contains('/') {
+                return Err(unknown());
+            }
+            match (m, tail.strip_prefix('/')) {
+                ("POST", None) if tail.is_empty() => {
+                    let mut p = body_json()?;
+                    if !p.is_object() {
+                        return Err(A2aError::InvalidParams(
+                            "the body must be a JSON object".into(),
+                        ));
+                    }
+                    p["taskId"] = json!(task);
+                    (Op::PushCreate, p)
+                }
+                ("GET", None) if tail.is_empty() => {
+                    let mut q = query;
+                    q["taskId"] = json!(task);
+                    (Op::PushList, q)
+                }
+                ("GET", Some(id)) if !id.is_empty() && !id.contains('/') => {
+                    (Op::PushGet, json!({"taskId": task, "id": id}))
+                }
+                ("DELETE", Some(id)) if !id.is_empty() && !id.contains('/') => {
+                    (Op::PushDelete, json!({"taskId": task, "id": id}))
+                }
+                _ => return Err(unknown()),
+            }
+        }
         (m, p) if p.starts_with("tasks/") => {
             let rest = &p["tasks/".len()..];
             match (m, rest.split_once(':')) {
@@ -154,9 +200,6 @@ pub fn rest(
                 }
                 ("POST", Some((id, "cancel"))) => (Op::Cancel, json!({"id": id})),
                 ("GET" | "POST", Some((id, "subscribe"))) => (Op::Subscribe, json!({"id": id})),
-                _ if rest.contains("pushNotificationConfigs") => {
-                    return Err(A2aError::PushNotSupported);
-                }
                 _ => return Err(unknown()),
             }
         }

@@ -68,7 +68,9 @@ impl A2aError {
             | Self::Unsupported(m)
             | Self::Version(m)
             | Self::ContentType(m) => m.clone(),
-            Self::PushNotSupported => "push notifications are not supported by this agent".into(),
+            Self::PushNotSupported => {
+                "push notifications are turned off here (roostd's a2a.push.enabled: false)".into()
+            }
             Self::ExtendedCardNotConfigured => "this agent has no extended agent card".into(),
         }
     }

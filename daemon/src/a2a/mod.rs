@@ -10,6 +10,7 @@ pub mod card;
 pub mod client;
 pub mod envelope;
 pub mod error;
+pub mod push;
 mod rpc;
 pub mod signing;
 pub mod wire;
@@ -30,6 +31,7 @@ use serde_json::{Value, json};
 
 use crate::supervisor::{Route, Supervisor};
 use crate::tasks::{A2aTask, Broker, EventKind, TaskEvent, TaskState};
+use error::A2aError;
 use wire::Dialect;
 
 /// Largest request body the gateway reads.
@@ -50,6 +52,8 @@ struct Gateway {
     access: Arc<access::Access>,
     /// Signs cards (`a2a.sign_cards`).
     signer: Option<Arc<signing::CardSigner>>,
+    /// Where push notifications may go; `None`: they are off.
+    push: Option<Arc<push::PushPolicy>>,
 }
 
 /// What the gateway serves from: the supervisor's routes and the broker's
@@ -61,6 +65,7 @@ pub struct GatewayParts {
     pub base: card::PublicBase,
     pub access: access::Access,
     pub signer: Option<Arc<signing::CardSigner>>,
+    pub push: Option<Arc<push::PushPolicy>>,
 }
 
 /// Serves the A2A gateway on `listener` until `stop`.
@@ -84,6 +89,7 @@ pub fn app(parts: GatewayParts) -> Router {
         base: parts.base,
         access: Arc::new(parts.access),
         signer: parts.signer,
+        push: parts.push,
     };
     Router::new()
         .route(signing::JWKS_PATH, any(card::jwks))
@@ -173,6 +179,18 @@ async fn route_of(gw: &Gateway, route: &str) -> Option<Route> {
     match gw.supervisor.route(route) {
         Some(live) => Some(live),
         None => gw.supervisor.ended_route(route).await,
+    }
+}
+
+/// A task of this session, or TaskNotFound.
+async fn own_task(gw: &Gateway, session: &Route, id: &str) -> Result<A2aTask, A2aError> {
+    match gw.tasks.task(id).await? {
+        // Matched by route: a task outlives its session (ended, restarted
+        // or replaced under the same name).
+        Some(t) if t.route == session.name => Ok(t),
+        _ => Err(A2aError::TaskNotFound(format!(
+            "no task '{id}' at this agent"
+        ))),
     }
 }
 

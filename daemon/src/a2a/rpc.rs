@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::envelope::{self, Op};
 use super::error::A2aError;
 use super::wire::{self, Dialect, Shape};
-use super::{Gateway, task_stream, wait_until_ended};
+use super::{Gateway, own_task, task_stream, wait_until_ended};
 use crate::supervisor::Route;
 use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskFilter, TaskState};
 
@@ -132,18 +132,6 @@ fn int(v: Option<&Value>) -> Option<i64> {
     })
 }
 
-/// A task of this session, or TaskNotFound.
-async fn own_task(gw: &Gateway, session: &Route, id: &str) -> Result<A2aTask, A2aError> {
-    match gw.tasks.task(id).await? {
-        // Matched by route: a task outlives its session (ended, restarted
-        // or replaced under the same name).
-        Some(t) if t.route == session.name => Ok(t),
-        _ => Err(A2aError::TaskNotFound(format!(
-            "no task '{id}' at this agent"
-        ))),
-    }
-}
-
 async fn run(
     gw: &Gateway,
     session: &Route,
@@ -155,6 +143,11 @@ async fn run(
     let broker = &gw.tasks;
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     match op {
+        Op::PushCreate | Op::PushGet | Op::PushList | Op::PushDelete => {
+            super::push::op(gw, session, d, op, params)
+                .await
+                .map(Answer::Value)
+        }
         Op::ExtendedCard => {
             // Authenticated by the gateway's token check, as every request
             // but the public card is.
@@ -197,6 +190,7 @@ async fn run(
                     session.name
                 )));
             }
+            let push = super::push::from_send(gw, params).await?;
             let canonical = m.canonical.to_string();
             let (task, live) = broker
                 .submit(NewTask {
@@ -214,6 +208,14 @@ async fn run(
                     other => A2aError::Unsupported(other.to_string()),
                 })?;
             tracing::info!(task_id = %task.id, route = %session.name, "A2A task accepted");
+            if let Some(mut config) = push {
+                // What the task has logged so far is delivered too.
+                config.task_id = task.id.to_string();
+                if config.id.is_empty() {
+                    config.id = task.id.to_string();
+                }
+                broker.create_push_config(&config, true).await?;
+            }
             if matches!(op, Op::Stream) {
                 return Ok(Answer::Stream(Box::new(task), 1, false));
             }

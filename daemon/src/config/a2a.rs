@@ -30,6 +30,8 @@ pub struct A2aConfig {
     /// card) with the key in `<state_dir>/keys/card-signing.p8`, made on
     /// first start; the public keys are served at `/.well-known/jwks.json`.
     pub sign_cards: bool,
+    /// Push notifications (A2A `…PushNotificationConfig`).
+    pub push: PushSettings,
     /// Deprecated: `retention.tasks` and `retention.interval_secs` (still
     /// accepted, with a warning).
     pub retention: Option<LegacyTaskRetention>,
@@ -46,8 +48,33 @@ impl Default for A2aConfig {
             routes: BTreeMap::new(),
             public_url: None,
             sign_cards: true,
+            push: PushSettings::default(),
             retention: None,
             idle_timeout_secs: 30,
+        }
+    }
+}
+
+/// `a2a.push`: whether clients may ask for push notifications, and where
+/// they may go besides public addresses.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PushSettings {
+    /// Off: the card says `pushNotifications: false` and the config
+    /// methods answer PushNotificationNotSupported.
+    pub enabled: bool,
+    /// Hosts (as a push URL names them: `hooks.internal`, `10.0.0.7`,
+    /// `127.0.0.1`) that push notifications may reach although they are,
+    /// or resolve to, loopback, private or reserved addresses (refused
+    /// otherwise: the SSRF guard).
+    pub allow: Vec<String>,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            allow: Vec::new(),
         }
     }
 }

@@ -270,11 +270,7 @@ impl Store {
                 ended_before: ended_before.map(str::to_string),
                 keep,
             };
-            let deleted = match self.tasks.write(vec![op]).await?.pop() {
-                Some(Ok(Some(n))) => n,
-                Some(Err(e)) => return Err(StoreError::Write(e)),
-                _ => 0,
-            };
+            let deleted = self.write_one(op).await?;
             total += deleted;
             if deleted < u64::from(super::writes::PRUNE_BATCH) {
                 return Ok(total);

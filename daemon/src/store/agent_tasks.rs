@@ -59,15 +59,7 @@ impl Store {
             turns: end.turns,
             at: now(),
         });
-        let written = self
-            .tasks
-            .write(vec![op])
-            .await
-            .map_err(StoreError::Write)?;
-        match written.into_iter().next() {
-            Some(Err(e)) => Err(StoreError::Write(e)),
-            _ => Ok(()),
-        }
+        self.write_one(op).await.map(drop)
     }
 
     /// A session's tasks, oldest first.

@@ -173,13 +173,7 @@ impl Store {
 
     /// One session write on the task writer; the rows it changed.
     pub(super) async fn session_write(&self, write: SessionWrite) -> Result<u64, StoreError> {
-        match self.tasks.write(vec![WriteOp::Session(write)]).await?.pop() {
-            Some(Ok(changed)) => Ok(changed.unwrap_or(0)),
-            Some(Err(e)) => Err(StoreError::Write(e)),
-            None => Err(StoreError::Corrupt(
-                "a session write was not answered".into(),
-            )),
-        }
+        self.write_one(WriteOp::Session(write)).await
     }
 
     /// A session's record by id, as committed.
@@ -249,21 +243,16 @@ impl Store {
     /// Deletes a session that is not live, with its events and tasks (in
     /// batches on the task writer). `false` when it is live (or gone).
     pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
-        let answer = |mut answers: Vec<super::writer::Written>| match answers.pop() {
-            Some(Ok(Some(n))) => Ok(n),
-            Some(Err(e)) => Err(StoreError::Write(e)),
-            _ => Ok(0),
-        };
         loop {
             let op = WriteOp::PruneSessionTasks {
                 session_id: id.to_string(),
             };
-            if answer(self.tasks.write(vec![op]).await?)? < u64::from(super::writes::PRUNE_BATCH) {
+            if self.write_one(op).await? < u64::from(super::writes::PRUNE_BATCH) {
                 break;
             }
         }
         let op = WriteOp::DeleteSession { id: id.to_string() };
-        Ok(answer(self.tasks.write(vec![op]).await?)? == 1)
+        Ok(self.write_one(op).await? == 1)
     }
 
     /// By id, else by name (the live session with that name, else the newest one).

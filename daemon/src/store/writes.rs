@@ -52,6 +52,8 @@ pub(super) enum WriteOp {
     DeleteSession { id: String },
     /// A session row's change; answers the rows it changed.
     Session(super::session_writes::SessionWrite),
+    /// A push config's change, or the outbox's bookkeeping.
+    Push(super::push_writes::PushWrite),
     /// Panics on the thread (tests of its recovery).
     #[cfg(test)]
     Panic,
@@ -63,13 +65,16 @@ impl WriteOp {
     /// are told) are; a session's record and retention deletes are not —
     /// they are synced with the next commit that is, or the next checkpoint.
     pub(super) fn durable(&self) -> bool {
-        !matches!(
-            self,
-            WriteOp::Session(_)
-                | WriteOp::Prune { .. }
-                | WriteOp::PruneSessionTasks { .. }
-                | WriteOp::DeleteSession { .. }
-        )
+        match self {
+            WriteOp::Push(write) => write.durable(),
+            _ => !matches!(
+                self,
+                WriteOp::Session(_)
+                    | WriteOp::Prune { .. }
+                    | WriteOp::PruneSessionTasks { .. }
+                    | WriteOp::DeleteSession { .. }
+            ),
+        }
     }
 
     /// How many answers (and rows of the log or the tasks table) it makes.
@@ -132,6 +137,7 @@ pub(super) fn apply(
             .execute(params![session_id, PRUNE_BATCH])? as u64,
         ),
         WriteOp::Session(write) => Some(super::session_writes::apply(conn, write)?),
+        WriteOp::Push(write) => Some(super::push_writes::apply(conn, write)?),
         WriteOp::DeleteSession { id } => Some(
             conn.prepare_cached(
                 "DELETE FROM sessions WHERE id = ?1 AND state NOT IN ('starting', 'running')",
@@ -227,6 +233,7 @@ fn append(
     // written for a task that had already ended, so `ended` then says
     // whether these events end it.)
     let (mut state, mut error, mut answer) = (None, None, None);
+    let first = seq + 1;
     for (body, row) in events {
         if ended {
             out.push(None);
@@ -254,6 +261,10 @@ fn append(
             }
             RowChange::Answer(text) => answer = Some(text.as_str()),
         }
+    }
+    if seq >= first {
+        // Deliveries to the task's push configs, with the events.
+        super::push_writes::enqueue(conn, task_id, first, seq)?;
     }
     if state.is_some() || answer.is_some() {
         conn.prepare_cached(

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 mod input;
 mod link;
 pub mod model;
+mod push;
 mod queue;
 
 pub use crate::runtime::{InputError, Outcome, Reply, TaskSlot, trace_id_of};
@@ -25,8 +26,8 @@ pub use model::{
 pub use queue::{Next, Queue};
 
 use crate::ids::TaskId;
-pub use crate::store::TaskFilter;
 use crate::store::{NewA2aTask, Store, StoreError};
+pub use crate::store::{PushConfig, PushDelivery, TaskFilter};
 /// The receiving end of a session's inbox. Tasks travel boxed: the channel
 /// allocates its slots in blocks of 32 up front, and every live session has one.
 pub type InboxRx = mpsc::Receiver<Box<Incoming>>;
@@ -132,6 +133,8 @@ pub struct Broker {
     /// taken: a launch's list of stored tasks leaves them out, so a task is
     /// never both in that list and in the inbox.
     handed: Mutex<HashSet<TaskId>>,
+    /// Wakes the push deliverer (`push.rs`).
+    pushes: Arc<tokio::sync::Notify>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -147,6 +150,7 @@ impl Broker {
             running: Mutex::default(),
             waiting: Mutex::default(),
             handed: Mutex::default(),
+            pushes: Arc::default(),
         }
     }
 

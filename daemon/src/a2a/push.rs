@@ -1,0 +1,561 @@
+//! Push notifications over HTTP: a config's URL checked against the SSRF
+//! guard (`a2a.push.allow`), configs on the wire (1.0 and 0.3), and the
+//! deliverer that drains the outbox: each event of a task to each of its
+//! configs, at least once, in log order per config, retried with backoff,
+//! across restarts.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::error::A2aError;
+use super::wire::{self, Dialect};
+use crate::store::now_ms;
+use crate::tasks::{Broker, PushConfig, PushDelivery};
+
+/// Tries of one delivery before it is given up (backoff 1 s, 2 s, … up to
+/// [`MAX_BACKOFF`]: about 13 minutes in all).
+pub const MAX_ATTEMPTS: u32 = 10;
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// How long one delivery may take (connect, send, answer).
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the outbox is looked at when nothing wakes the deliverer.
+const POLL: Duration = Duration::from_millis(250);
+/// Deliveries in flight at once.
+const IN_FLIGHT: u32 = 16;
+/// Longest push URL accepted.
+const MAX_URL: usize = 2048;
+
+/// Where push notifications may go: public addresses, and the hosts
+/// `a2a.push.allow` lists (by name or address, as written in the URL),
+/// whatever they resolve to.
+#[derive(Debug, Clone, Default)]
+pub struct PushPolicy {
+    allow: Vec<String>,
+}
+
+/// A push URL that passed the guard: where to connect.
+#[derive(Debug)]
+pub struct Target {
+    pub addr: SocketAddr,
+}
+
+impl PushPolicy {
+    pub fn new(allow: &[String]) -> Self {
+        Self {
+            allow: allow.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        }
+    }
+
+    /// Checks `url`: an absolute `http://` or `https://` URL whose host
+    /// resolves to public addresses only, unless the host is listed.
+    /// `Ok(None)`: the host does not resolve now (a config may still be
+    /// made; a delivery waits for it).
+    pub async fn check(&self, url: &str) -> Result<Option<Target>, String> {
+        if url.len() > MAX_URL {
+            return Err(format!("the push URL is over {MAX_URL} bytes"));
+        }
+        let uri: http::Uri = url.parse().map_err(|_| format!("'{url}' is not a URL"))?;
+        let tls = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(format!("'{url}' must be an http:// or https:// URL")),
+        };
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("'{url}' has no host"))?;
+        let host = authority
+            .host()
+            .trim_matches(['[', ']'])
+            .to_ascii_lowercase();
+        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let listed = self.allow.contains(&host);
+        let resolved = tokio::time::timeout(
+            DELIVERY_TIMEOUT,
+            tokio::net::lookup_host((host.as_str(), port)),
+        )
+        .await;
+        let addrs: Vec<SocketAddr> = match resolved {
+            Ok(Ok(addrs)) => addrs.collect(),
+            _ => return Ok(None),
+        };
+        let Some(&first) = addrs.first() else {
+            return Ok(None);
+        };
+        if !listed && let Some(bad) = addrs.iter().find(|a| not_public(a.ip())) {
+            return Err(format!(
+                "'{host}' resolves to {}, a loopback, private or reserved address; push \
+                 notifications go there only if roostd's a2a.push.allow lists '{host}'",
+                bad.ip()
+            ));
+        }
+        Ok(Some(Target { addr: first }))
+    }
+}
+
+/// Loopback, private, link-local, shared, reserved, multicast, unspecified
+/// or documentation addresses (IPv4-mapped IPv6 judged as the IPv4 one).
+pub fn not_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || a == 0
+                || a >= 240
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 192 && b == 0)
+                || (a == 198 && (18..20).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return not_public(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || (first & 0xffc0) == 0xfec0
+                || first == 0x2001 && v6.segments()[1] == 0x0db8
+                || (first == 0x64 && v6.segments()[1] == 0xff9b)
+        }
+    }
+}
+
+/// A config as a client sent it (1.0 flat, or 0.3's
+/// `pushNotificationConfig`), for `task_id`; its id defaults to the task's.
+pub fn config_from_params(task_id: &str, params: &Value) -> Result<PushConfig, A2aError> {
+    let c = params
+        .get("pushNotificationConfig")
+        .or_else(|| params.get("push_notification_config"))
+        .unwrap_or(params);
+    let text = |v: Option<&Value>, what: &str| -> Result<Option<String>, A2aError> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if s.is_empty() => Ok(None),
+            Some(Value::String(s)) if s.len() <= MAX_URL => Ok(Some(s.clone())),
+            Some(_) => Err(A2aError::InvalidParams(format!(
+                "{what} must be a string of at most {MAX_URL} bytes"
+            ))),
+        }
+    };
+    let url = text(c.get("url"), "url")?
+        .ok_or_else(|| A2aError::InvalidParams("a push notification config needs a url".into()))?;
+    let auth = c.get("authentication");
+    // 1.0: `scheme`; 0.3: `schemes` (the first one is used).
+    let scheme = match auth {
+        Some(a) => match a.get("scheme") {
+            Some(s) => text(Some(s), "authentication.scheme")?,
+            None => text(
+                a.get("schemes").and_then(|s| s.get(0)),
+                "authentication.schemes",
+            )?,
+        },
+        None => None,
+    };
+    let credentials = text(
+        auth.and_then(|a| a.get("credentials")),
+        "authentication.credentials",
+    )?;
+    let token = text(c.get("token"), "token")?;
+    for value in [&token, &scheme, &credentials].into_iter().flatten() {
+        if value.chars().any(|ch| ch.is_control()) {
+            return Err(A2aError::InvalidParams(
+                "token and authentication must not hold control characters".into(),
+            ));
+        }
+    }
+    Ok(PushConfig {
+        task_id: task_id.to_string(),
+        id: text(c.get("id"), "id")?.unwrap_or_else(|| task_id.to_string()),
+        url,
+        token,
+        auth_scheme: scheme,
+        auth_credentials: credentials,
+    })
+}
+
+/// A config on the wire: 1.0's `TaskPushNotificationConfig`, or 0.3's
+/// `{taskId, pushNotificationConfig}`.
+pub fn config_json(c: &PushConfig, d: Dialect) -> Value {
+    let mut inner = json!({"id": c.id, "url": c.url});
+    if let Some(t) = &c.token {
+        inner["token"] = json!(t);
+    }
+    if let Some(scheme) = &c.auth_scheme {
+        let mut auth = match d {
+            Dialect::V10 => json!({"scheme": scheme}),
+            Dialect::V03 => json!({"schemes": [scheme]}),
+        };
+        if let Some(cred) = &c.auth_credentials {
+            auth["credentials"] = json!(cred);
+        }
+        inner["authentication"] = auth;
+    }
+    match d {
+        Dialect::V10 => {
+            inner["taskId"] = json!(c.task_id);
+            inner
+        }
+        Dialect::V03 => json!({"taskId": c.task_id, "pushNotificationConfig": inner}),
+    }
+}
+
+/// How a delivery went.
+enum Outcome {
+    Delivered,
+    /// Not worth trying again (the receiver refused it, the URL is now
+    /// refused, the task or event is gone).
+    Dropped(String),
+    Retry(String),
+}
+
+/// Drains the outbox until `stop`: what is due, each config's deliveries in
+/// log order, up to [`IN_FLIGHT`] at once.
+pub async fn deliver(broker: Arc<Broker>, policy: Arc<PushPolicy>, stop: CancellationToken) {
+    let wake = broker.push_wake();
+    loop {
+        let due = match broker.due_pushes(now_ms(), IN_FLIGHT).await {
+            Ok(due) => due,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the push outbox");
+                Vec::new()
+            }
+        };
+        if due.is_empty() {
+            let next = broker.next_push_at().await.ok().flatten();
+            let wait = next
+                .map(|at| Duration::from_millis((at - now_ms()).clamp(0, 250) as u64))
+                .unwrap_or(POLL);
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = wake.notified() => {}
+                () = tokio::time::sleep(wait) => {}
+            }
+            continue;
+        }
+        let runs = due.into_iter().map(|d| deliver_one(&broker, &policy, d));
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = futures::future::join_all(runs) => {}
+        }
+    }
+}
+
+async fn deliver_one(broker: &Broker, policy: &PushPolicy, d: PushDelivery) {
+    let (task_id, config_id) = (d.config.task_id.clone(), d.config.id.clone());
+    let outcome = attempt(broker, policy, &d).await;
+    let result = match outcome {
+        Outcome::Delivered => {
+            tracing::debug!(task_id = %task_id, config = %config_id, seq = d.event_seq, "push notification delivered");
+            broker.push_done(d.outbox_id).await
+        }
+        Outcome::Dropped(why) => {
+            tracing::warn!(task_id = %task_id, config = %config_id, seq = d.event_seq, %why, "push notification dropped");
+            broker.push_done(d.outbox_id).await
+        }
+        Outcome::Retry(why) if d.attempts + 1 >= MAX_ATTEMPTS => {
+            tracing::warn!(task_id = %task_id, config = %config_id, seq = d.event_seq, %why, attempts = d.attempts + 1, "push notification given up");
+            broker.push_done(d.outbox_id).await
+        }
+        Outcome::Retry(why) => {
+            let backoff = Duration::from_secs(1u64 << d.attempts.min(16)).min(MAX_BACKOFF);
+            tracing::info!(task_id = %task_id, config = %config_id, seq = d.event_seq, %why, retry_in_secs = backoff.as_secs(), "push notification failed; will retry");
+            let next = now_ms() + backoff.as_millis() as i64;
+            broker.push_retry(d.outbox_id, next, &why).await
+        }
+    };
+    if let Err(error) = result {
+        tracing::warn!(%error, task_id = %task_id, "cannot record a push delivery");
+    }
+}
+
+async fn attempt(broker: &Broker, policy: &PushPolicy, d: &PushDelivery) -> Outcome {
+    let task_id = &d.config.task_id;
+    let task = match broker.task(task_id).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return Outcome::Dropped("the task is gone".into()),
+        Err(e) => return Outcome::Retry(e.to_string()),
+    };
+    let events = match broker.events(task_id, d.event_seq.saturating_sub(1)).await {
+        Ok(events) => events,
+        Err(e) => return Outcome::Retry(e.to_string()),
+    };
+    let Some(event) = events.into_iter().find(|e| e.seq == d.event_seq) else {
+        return Outcome::Dropped("the event is gone".into());
+    };
+    // A client's own input is not news to it.
+    let Some(body) = wire::event(&task, &event, Dialect::V10) else {
+        return Outcome::Delivered;
+    };
+    let target = match policy.check(&d.config.url).await {
+        Ok(Some(t)) => t,
+        Ok(None) => return Outcome::Retry("its host does not resolve".into()),
+        Err(why) => return Outcome::Dropped(why),
+    };
+    let event_id = format!("{task_id}:{}", d.event_seq);
+    let mut request = http::Request::builder()
+        .method(http::Method::POST)
+        .uri(&d.config.url)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::USER_AGENT, "roostd")
+        .header("Roost-Event-Id", &event_id);
+    if let Some(token) = &d.config.token {
+        request = request.header("X-A2A-Notification-Token", token);
+    }
+    if let (Some(scheme), Some(cred)) = (&d.config.auth_scheme, &d.config.auth_credentials) {
+        request = request.header(http::header::AUTHORIZATION, format!("{scheme} {cred}"));
+    }
+    let request = match request.body(Full::new(Bytes::from(body.to_string()))) {
+        Ok(r) => r,
+        Err(e) => return Outcome::Dropped(format!("cannot build the request: {e}")),
+    };
+    let timeouts = crate::http_client::Timeouts {
+        connect: DELIVERY_TIMEOUT,
+        first_byte: DELIVERY_TIMEOUT,
+        between_bytes: DELIVERY_TIMEOUT,
+    };
+    let sent = tokio::time::timeout(DELIVERY_TIMEOUT, async {
+        let response = crate::http_client::send_via(request, timeouts, Some(target.addr)).await?;
+        let status = response.status();
+        // The answer's body is not needed: read a little of it, so the
+        // receiver is not cut off mid-write.
+        let mut body = response.into_body();
+        let mut read = 0usize;
+        while read < 64 * 1024
+            && let Some(frame) = body.frame().await
+        {
+            read += frame?.into_data().map_or(0, |d| d.len());
+        }
+        Ok::<_, crate::http_client::HttpError>(status)
+    })
+    .await;
+    match sent {
+        Err(_) => Outcome::Retry(format!("no answer within {}s", DELIVERY_TIMEOUT.as_secs())),
+        Ok(Err(e)) => Outcome::Retry(e.to_string()),
+        Ok(Ok(status)) if status.is_success() => Outcome::Delivered,
+        Ok(Ok(status))
+            if status.is_server_error()
+                || status == http::StatusCode::REQUEST_TIMEOUT
+                || status == http::StatusCode::TOO_MANY_REQUESTS =>
+        {
+            Outcome::Retry(format!("the receiver answered {status}"))
+        }
+        Ok(Ok(status)) => Outcome::Dropped(format!("the receiver refused it: {status}")),
+    }
+}
+
+/// A push config operation of a route's task: create (or replace), get,
+/// list, delete.
+pub(super) async fn op(
+    gw: &super::Gateway,
+    session: &crate::supervisor::Route,
+    d: Dialect,
+    op: super::envelope::Op,
+    params: &Value,
+) -> Result<Value, A2aError> {
+    use super::envelope::Op;
+    let Some(policy) = &gw.push else {
+        return Err(A2aError::PushNotSupported);
+    };
+    let text = |k: &str| {
+        params
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    // 1.0 names the task `taskId` (and the config `id`); 0.3's get, list
+    // and delete name the task `id` (and the config
+    // `pushNotificationConfigId`).
+    let (task_id, config_id) = match (d, op) {
+        (Dialect::V03, Op::PushGet | Op::PushList | Op::PushDelete) => {
+            (text("id"), text("pushNotificationConfigId"))
+        }
+        _ => (text("taskId").or_else(|| text("task_id")), text("id")),
+    };
+    let task_id =
+        task_id.ok_or_else(|| A2aError::InvalidParams("the task's id is required".into()))?;
+    let task = super::own_task(gw, session, task_id).await?;
+    let broker = &gw.tasks;
+    let not_found = |id: &str| {
+        A2aError::TaskNotFound(format!(
+            "task '{task_id}' has no push notification config '{id}'"
+        ))
+    };
+    match op {
+        Op::PushCreate => {
+            let config = config_from_params(&task.id, params)?;
+            check(policy, &config.url).await?;
+            if !broker.create_push_config(&config, false).await? {
+                return Err(A2aError::TaskNotFound(format!(
+                    "no task '{task_id}' at this agent"
+                )));
+            }
+            tracing::info!(task_id = %task.id, config = %config.id, "push notification config set");
+            Ok(config_json(&config, d))
+        }
+        Op::PushGet => {
+            let id = config_id.unwrap_or(task_id);
+            let configs = broker.push_configs(&task.id).await?;
+            let found = configs
+                .iter()
+                .find(|c| c.id == id)
+                .ok_or_else(|| not_found(id))?;
+            Ok(config_json(found, d))
+        }
+        Op::PushList => {
+            let configs = broker.push_configs(&task.id).await?;
+            let list: Vec<Value> = configs.iter().map(|c| config_json(c, d)).collect();
+            Ok(match d {
+                Dialect::V10 => json!({"configs": list, "nextPageToken": ""}),
+                Dialect::V03 => json!(list),
+            })
+        }
+        Op::PushDelete => {
+            let id = config_id.unwrap_or(task_id);
+            // Deleting what is not there is not an error (as the SDK's
+            // server does).
+            broker.delete_push_config(&task.id, id).await?;
+            Ok(match d {
+                Dialect::V10 => json!({}),
+                Dialect::V03 => Value::Null,
+            })
+        }
+        _ => Err(A2aError::Internal(
+            "not a push notification operation".into(),
+        )),
+    }
+}
+
+/// The guard's answer as the binding's error: InvalidParams, saying what
+/// to change.
+pub(super) async fn check(policy: &PushPolicy, url: &str) -> Result<(), A2aError> {
+    policy.check(url).await.map(drop).map_err(|why| {
+        tracing::warn!(%why, "push notification URL refused");
+        A2aError::InvalidParams(format!("push notification URL refused: {why}"))
+    })
+}
+
+/// The push config a `SendMessage` carries in its `configuration`
+/// (1.0 `taskPushNotificationConfig`, 0.3 `pushNotificationConfig`),
+/// checked; its task id is filled in once the task exists.
+pub(super) async fn from_send(
+    gw: &super::Gateway,
+    params: &Value,
+) -> Result<Option<PushConfig>, A2aError> {
+    let Some(c) = params.get("configuration").and_then(|c| {
+        c.get("taskPushNotificationConfig")
+            .or_else(|| c.get("pushNotificationConfig"))
+            .or_else(|| c.get("push_notification_config"))
+    }) else {
+        return Ok(None);
+    };
+    let Some(policy) = &gw.push else {
+        return Err(A2aError::PushNotSupported);
+    };
+    let config = config_from_params("", c)?;
+    check(policy, &config.url).await?;
+    Ok(Some(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_and_reserved_addresses_are_not_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "224.0.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "240.0.0.1",
+        ] {
+            assert!(not_public(ip.parse().expect("ip")), "{ip}");
+        }
+        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
+            assert!(!not_public(ip.parse().expect("ip")), "{ip}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_guard_refuses_loopback_unless_listed_and_what_is_not_a_url() {
+        let open = PushPolicy::default();
+        let e = open
+            .check("http://127.0.0.1:9/hook")
+            .await
+            .expect_err("refused");
+        assert!(e.contains("a2a.push.allow"), "{e}");
+        let e = open.check("ftp://example.com/").await.expect_err("refused");
+        assert!(e.contains("http://"), "{e}");
+        let e = open.check("http://[::1]:9/").await.expect_err("refused");
+        assert!(e.contains("loopback"), "{e}");
+        let listed = PushPolicy::new(&["127.0.0.1".to_string()]);
+        let t = listed
+            .check("http://127.0.0.1:9/hook")
+            .await
+            .expect("allowed");
+        assert_eq!(
+            t.map(|t| t.addr),
+            Some("127.0.0.1:9".parse().expect("addr"))
+        );
+        // A name that does not resolve now is not refused (a delivery
+        // waits for it), and not reached either.
+        let later = open
+            .check("http://no-such-host.invalid/")
+            .await
+            .expect("not refused");
+        assert!(later.is_none());
+    }
+
+    #[test]
+    fn configs_read_both_dialects_and_print_them_back() {
+        let v10 = json!({"taskId": "t", "url": "https://h/x", "token": "tok",
+                          "authentication": {"scheme": "Bearer", "credentials": "c"}});
+        let c = config_from_params("t", &v10).expect("config");
+        assert_eq!(c.id, "t", "the id defaults to the task's");
+        assert_eq!(
+            config_json(&c, Dialect::V10),
+            json!({"taskId": "t", "id": "t", "url": "https://h/x",
+            "token": "tok", "authentication": {"scheme": "Bearer", "credentials": "c"}})
+        );
+        let v03 = json!({"taskId": "t", "pushNotificationConfig": {"id": "p", "url": "https://h/x",
+                          "authentication": {"schemes": ["Basic"]}}});
+        let c = config_from_params("t", &v03).expect("config");
+        assert_eq!(
+            (c.id.as_str(), c.auth_scheme.as_deref()),
+            ("p", Some("Basic"))
+        );
+        assert_eq!(
+            config_json(&c, Dialect::V03)["pushNotificationConfig"]["authentication"],
+            json!({"schemes": ["Basic"]})
+        );
+        assert!(
+            config_from_params("t", &json!({"token": "x"})).is_err(),
+            "no url"
+        );
+        assert!(config_from_params("t", &json!({"url": 5})).is_err());
+        assert!(config_from_params("t", &json!({"url": "https://h", "token": "a\r\nb"})).is_err());
+    }
+}

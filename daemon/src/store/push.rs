@@ -1,0 +1,137 @@
+//! A2A push notification configs and the outbox of their deliveries in the
+//! store: configs per task, and the due deliveries read back; written
+//! through the task writer as `push_writes.rs` says.
+
+use sqlx::Row;
+
+use super::push_writes::PushWrite;
+pub use super::push_writes::{PushConfig, now_ms};
+use super::writer::WriteOp;
+use super::{Store, StoreError};
+
+/// One delivery that is due: an event of a task, to one of its configs.
+#[derive(Debug, Clone)]
+pub struct PushDelivery {
+    pub outbox_id: i64,
+    pub config: PushConfig,
+    pub event_seq: u64,
+    /// Tries before this one.
+    pub attempts: u32,
+}
+
+const CONFIG_COLUMNS: &str = "task_id, id, url, token, auth_scheme, auth_credentials";
+
+fn config_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<PushConfig, StoreError> {
+    Ok(PushConfig {
+        task_id: r.try_get("task_id")?,
+        id: r.try_get("id")?,
+        url: r.try_get("url")?,
+        token: r.try_get("token")?,
+        auth_scheme: r.try_get("auth_scheme")?,
+        auth_credentials: r.try_get("auth_credentials")?,
+    })
+}
+
+impl Store {
+    async fn push_write(&self, write: PushWrite) -> Result<u64, StoreError> {
+        self.write_one(WriteOp::Push(write)).await
+    }
+
+    /// Adds or replaces a task's config; `false` when the task is gone.
+    pub async fn create_push_config(
+        &self,
+        config: &PushConfig,
+        backfill: bool,
+    ) -> Result<bool, StoreError> {
+        let write = PushWrite::Create {
+            config: config.clone(),
+            backfill,
+        };
+        Ok(self.push_write(write).await? > 0)
+    }
+
+    /// Deletes a task's config; `false` when it had none by that id.
+    pub async fn delete_push_config(&self, task_id: &str, id: &str) -> Result<bool, StoreError> {
+        let write = PushWrite::Delete {
+            task_id: task_id.to_string(),
+            id: id.to_string(),
+        };
+        Ok(self.push_write(write).await? > 0)
+    }
+
+    /// A task's configs, by id.
+    pub async fn push_configs(&self, task_id: &str) -> Result<Vec<PushConfig>, StoreError> {
+        let sql =
+            format!("SELECT {CONFIG_COLUMNS} FROM push_configs WHERE task_id = ?1 ORDER BY id");
+        let rows = sqlx::query(&sql)
+            .bind(task_id)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.iter().map(config_from_row).collect()
+    }
+
+    /// Deliveries due by `now_ms`, at most `limit`: for each config only
+    /// its first event not yet delivered (so each receiver gets a task's
+    /// events in log order).
+    pub async fn due_pushes(
+        &self,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<PushDelivery>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT o.id AS outbox_id, o.event_seq, o.attempts, c.task_id, c.id, c.url, c.token, \
+             c.auth_scheme, c.auth_credentials FROM push_outbox o \
+             JOIN push_configs c ON c.task_id = o.task_id AND c.id = o.config_id \
+             WHERE o.next_at <= ?1 AND NOT EXISTS (SELECT 1 FROM push_outbox p \
+               WHERE p.task_id = o.task_id AND p.config_id = o.config_id \
+               AND p.event_seq < o.event_seq) \
+             ORDER BY o.next_at, o.id LIMIT ?2",
+        )
+        .bind(now_ms)
+        .bind(limit)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(PushDelivery {
+                    outbox_id: r.try_get("outbox_id")?,
+                    event_seq: r.try_get::<i64, _>("event_seq")?.max(0) as u64,
+                    attempts: r
+                        .try_get::<i64, _>("attempts")?
+                        .clamp(0, i64::from(u32::MAX)) as u32,
+                    config: config_from_row(r)?,
+                })
+            })
+            .collect()
+    }
+
+    /// When the next delivery is due (unix ms), if any is queued.
+    pub async fn next_push_at(&self) -> Result<Option<i64>, StoreError> {
+        let row = sqlx::query("SELECT MIN(next_at) AS at FROM push_outbox")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(row.try_get("at")?)
+    }
+
+    /// A delivery done, or given up: it is not tried again.
+    pub async fn push_done(&self, outbox_id: i64) -> Result<(), StoreError> {
+        self.push_write(PushWrite::Done { outbox_id })
+            .await
+            .map(drop)
+    }
+
+    /// A delivery that failed, to try again at `next_at` (unix ms).
+    pub async fn push_retry(
+        &self,
+        outbox_id: i64,
+        next_at: i64,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        let write = PushWrite::Retry {
+            outbox_id,
+            next_at,
+            error: error.to_string(),
+        };
+        self.push_write(write).await.map(drop)
+    }
+}

@@ -1,0 +1,65 @@
+//! The broker's side of push notifications: a task's configs as the gateway
+//! creates, reads and deletes them, and the outbox the deliverer
+//! (`a2a::push`) drains (the store keeps both).
+
+use std::sync::Arc;
+
+use super::Broker;
+use crate::store::{PushConfig, PushDelivery, StoreError};
+
+impl Broker {
+    /// Adds or replaces a config of a task; `backfill`: the events it has
+    /// logged so far are delivered too. `false` when the task is gone.
+    pub async fn create_push_config(
+        &self,
+        config: &PushConfig,
+        backfill: bool,
+    ) -> Result<bool, StoreError> {
+        let made = self.store.create_push_config(config, backfill).await?;
+        if made {
+            self.pushes.notify_one();
+        }
+        Ok(made)
+    }
+
+    pub async fn push_configs(&self, task_id: &str) -> Result<Vec<PushConfig>, StoreError> {
+        self.store.push_configs(task_id).await
+    }
+
+    /// `false` when the task had no config by that id.
+    pub async fn delete_push_config(&self, task_id: &str, id: &str) -> Result<bool, StoreError> {
+        self.store.delete_push_config(task_id, id).await
+    }
+
+    /// Deliveries due by `now_ms`: each config's next one, oldest first.
+    pub async fn due_pushes(
+        &self,
+        now_ms: i64,
+        limit: u32,
+    ) -> Result<Vec<PushDelivery>, StoreError> {
+        self.store.due_pushes(now_ms, limit).await
+    }
+
+    /// When the next queued delivery is due (unix ms).
+    pub async fn next_push_at(&self) -> Result<Option<i64>, StoreError> {
+        self.store.next_push_at().await
+    }
+
+    pub async fn push_done(&self, outbox_id: i64) -> Result<(), StoreError> {
+        self.store.push_done(outbox_id).await
+    }
+
+    pub async fn push_retry(
+        &self,
+        outbox_id: i64,
+        next_at: i64,
+        error: &str,
+    ) -> Result<(), StoreError> {
+        self.store.push_retry(outbox_id, next_at, error).await
+    }
+
+    /// Woken when a config is made (its backfill is due at once).
+    pub fn push_wake(&self) -> Arc<tokio::sync::Notify> {
+        Arc::clone(&self.pushes)
+    }
+}
