@@ -110,6 +110,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         route_tokens.insert(name.clone(), own);
     }
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
+    let dedupe_message_ids = config.a2a.dedupe_message_ids;
     let config_push = config
         .a2a
         .push
@@ -219,6 +220,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             access: crate::a2a::access::Access::new(a2a_token, route_tokens),
             signer: card_signer,
             push: push_policy,
+            dedupe: dedupe_message_ids,
         },
         servers.clone(),
     ));

@@ -110,7 +110,26 @@ async fn the_card_says_what_the_manifest_says_and_each_route_takes_its_own_token
     );
     let url = "https://agents.example/a2a/billing";
     assert_eq!(c["supportedInterfaces"][0]["url"], url);
-    assert_eq!(c["url"], url, "0.3 clients read the top-level url");
+    assert!(
+        c.get("url").is_none(),
+        "the 1.0 card holds 1.0 members only"
+    );
+    // 0.3 clients that say so (or read 0.3's older path) get 0.3's card.
+    for (path, headers) in [
+        (
+            "/a2a/billing/.well-known/agent-card.json",
+            vec![("A2A-Version", "0.3")],
+        ),
+        ("/a2a/billing/.well-known/agent.json", vec![]),
+    ] {
+        let (_, _, old) = http(&addr, "GET", path, &headers, "").await;
+        let old: Value = serde_json::from_str(&old).expect("0.3 card");
+        assert_eq!(old["url"], url, "{old}");
+        assert_eq!(old["protocolVersion"], "0.3.0");
+        assert_eq!(old["securitySchemes"]["bearer"]["type"], "http");
+        assert_eq!(old["supportsAuthenticatedExtendedCard"], true);
+        assert!(old.get("supportedInterfaces").is_none());
+    }
     let scheme = &c["securitySchemes"]["bearer"]["httpAuthSecurityScheme"];
     assert_eq!(scheme["scheme"], "Bearer");
     assert!(

@@ -12,6 +12,7 @@ use roost_ctl::api::Session;
 use serde_json::{Value, json};
 
 use super::Gateway;
+use super::wire::Dialect;
 use crate::manifest::CardSpec;
 use crate::manifest::a2a::Skill;
 
@@ -70,9 +71,9 @@ fn spec_of(session: &Session) -> CardSpec {
 
 /// `GET .well-known/agent-card.json`: the card with caching headers (it
 /// changes only when the session does).
-pub(super) fn public(gw: &Gateway, session: &Session, headers: &HeaderMap) -> Response {
+pub(super) fn public(gw: &Gateway, session: &Session, headers: &HeaderMap, d: Dialect) -> Response {
     let (base, by_host) = gw.base.resolve(headers);
-    let mut card = card(gw, session, &spec_of(session), &base, false);
+    let mut card = card(gw, session, &spec_of(session), &base, false, d);
     // The tag is of the card before it is signed: a signature differs
     // every time (ECDSA), the card does not.
     use sha2::Digest;
@@ -101,23 +102,33 @@ pub(super) fn public(gw: &Gateway, session: &Session, headers: &HeaderMap) -> Re
     if let Ok(v) = HeaderValue::from_str(&modified) {
         response.headers_mut().insert(header::LAST_MODIFIED, v);
     }
-    if by_host {
-        response
-            .headers_mut()
-            .insert(header::VARY, HeaderValue::from_static("Host"));
-    }
+    // The card differs by the version asked for, and by host when the
+    // URL comes from it.
+    let vary = if by_host {
+        "A2A-Version, Host"
+    } else {
+        "A2A-Version"
+    };
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static(vary));
     response
 }
 
 /// The authenticated extended card (`GetExtendedAgentCard`), or `None`
 /// when the manifest lists no `extended_skills`.
-pub(super) fn extended(gw: &Gateway, session: &Session, headers: &HeaderMap) -> Option<Value> {
+pub(super) fn extended(
+    gw: &Gateway,
+    session: &Session,
+    headers: &HeaderMap,
+    d: Dialect,
+) -> Option<Value> {
     let spec = spec_of(session);
     if spec.extended_skills.is_empty() {
         return None;
     }
     let (base, _) = gw.base.resolve(headers);
-    let mut card = card(gw, session, &spec, &base, true);
+    let mut card = card(gw, session, &spec, &base, true, d);
     sign(gw, &mut card, &base);
     Some(card)
 }
@@ -168,9 +179,17 @@ fn modes(list: &[String]) -> Value {
     }
 }
 
-/// A card (protocol 1.0 shape, with 0.3's `url`, `preferredTransport`,
-/// `additionalInterfaces`, `protocolVersion` and `security` beside it).
-fn card(gw: &Gateway, session: &Session, spec: &CardSpec, base: &str, extended: bool) -> Value {
+/// A card: A2A 1.0's, exactly (its schema admits no other member), or
+/// 0.3's (`url`, `preferredTransport`, `additionalInterfaces`, 0.3
+/// security schemes) for a client that asks for 0.3.
+fn card(
+    gw: &Gateway,
+    session: &Session,
+    spec: &CardSpec,
+    base: &str,
+    extended: bool,
+    d: Dialect,
+) -> Value {
     let url = format!("{base}/a2a/{}", session.name);
     let about = spec.description.clone().unwrap_or_else(|| {
         format!(
@@ -203,26 +222,48 @@ fn card(gw: &Gateway, session: &Session, spec: &CardSpec, base: &str, extended: 
         "name": session.name,
         "description": description,
         "version": session.version,
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
-        "capabilities": {
-            "streaming": true,
-            "pushNotifications": gw.push.is_some(),
-            "extendedAgentCard": has_extended,
-        },
         "defaultInputModes": modes(&spec.input_modes),
         "defaultOutputModes": modes(&spec.output_modes),
         "skills": skills,
-        // 0.3 clients find the agent here (1.0 clients read supportedInterfaces).
-        "url": url,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
-        "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
-        "supportsAuthenticatedExtendedCard": has_extended,
     });
+    let security = gw.access.scheme_description(&session.name);
+    match d {
+        Dialect::V10 => {
+            card["supportedInterfaces"] = json!([
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            ]);
+            card["capabilities"] = json!({
+                "streaming": true,
+                "pushNotifications": gw.push.is_some(),
+                "extendedAgentCard": has_extended,
+            });
+            if let Some(what) = security {
+                card["securitySchemes"] = json!({
+                    "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": what}}
+                });
+                card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+            }
+        }
+        Dialect::V03 => {
+            card["protocolVersion"] = json!("0.3.0");
+            card["url"] = json!(url);
+            card["preferredTransport"] = json!("JSONRPC");
+            card["additionalInterfaces"] = json!([{"url": url, "transport": "JSONRPC"}]);
+            card["capabilities"] = json!({
+                "streaming": true,
+                "pushNotifications": gw.push.is_some(),
+            });
+            card["supportsAuthenticatedExtendedCard"] = json!(has_extended);
+            if let Some(what) = security {
+                card["securitySchemes"] = json!({
+                    "bearer": {"type": "http", "scheme": "bearer", "description": what}
+                });
+                card["security"] = json!([{"bearer": []}]);
+            }
+        }
+    }
     if let Some(p) = &spec.provider {
         card["provider"] = json!({"organization": p.organization, "url": p.url});
     }
@@ -231,13 +272,6 @@ fn card(gw: &Gateway, session: &Session, spec: &CardSpec, base: &str, extended: 
     }
     if let Some(u) = &spec.icon_url {
         card["iconUrl"] = json!(u);
-    }
-    if let Some(what) = gw.access.scheme_description(&session.name) {
-        card["securitySchemes"] = json!({
-            "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": what}}
-        });
-        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
-        card["security"] = json!([{"bearer": []}]);
     }
     card
 }

@@ -72,6 +72,7 @@ impl Peers {
                 text: &m.text,
                 message_json: &message.to_string(),
                 traceparent: Some(&m.traceparent),
+                dedupe: true,
             })
             .await
             .map_err(|e| SendError::Local(Box::new(e)))?;

@@ -54,6 +54,8 @@ struct Gateway {
     signer: Option<Arc<signing::CardSigner>>,
     /// Where push notifications may go; `None`: they are off.
     push: Option<Arc<push::PushPolicy>>,
+    /// `a2a.dedupe_message_ids`.
+    dedupe: bool,
 }
 
 /// What the gateway serves from: the supervisor's routes and the broker's
@@ -66,6 +68,9 @@ pub struct GatewayParts {
     pub access: access::Access,
     pub signer: Option<Arc<signing::CardSigner>>,
     pub push: Option<Arc<push::PushPolicy>>,
+    /// A `SendMessage` whose message id the route has a task for answers
+    /// that task (and runs nothing); off, every one makes a task.
+    pub dedupe: bool,
 }
 
 /// Serves the A2A gateway on `listener` until `stop`.
@@ -90,6 +95,7 @@ pub fn app(parts: GatewayParts) -> Router {
         access: Arc::new(parts.access),
         signer: parts.signer,
         push: parts.push,
+        dedupe: parts.dedupe,
     };
     Router::new()
         .route(signing::JWKS_PATH, any(card::jwks))
@@ -115,7 +121,10 @@ fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Respon
 
 async fn auth(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
-    if path.ends_with("/.well-known/agent-card.json") || path == signing::JWKS_PATH {
+    if path.ends_with("/.well-known/agent-card.json")
+        || path.ends_with("/.well-known/agent.json")
+        || path == signing::JWKS_PATH
+    {
         return next.run(request).await;
     }
     // The route a request names (by session name or id), as a name: the
@@ -194,6 +203,15 @@ async fn own_task(gw: &Gateway, session: &Route, id: &str) -> Result<A2aTask, A2
     }
 }
 
+/// The card a request asks for: 0.3's only with `A2A-Version: 0.3` (a
+/// card request without the header gets 1.0's).
+fn card_version(headers: &HeaderMap) -> Dialect {
+    match headers.get("a2a-version").and_then(|v| v.to_str().ok()) {
+        Some(v) if v.trim().starts_with("0.") => Dialect::V03,
+        _ => Dialect::V10,
+    }
+}
+
 fn dialect(headers: &HeaderMap) -> Result<Dialect, wire::UnsupportedVersion> {
     let value = headers.get("a2a-version").and_then(|v| v.to_str().ok());
     Dialect::from_header(value)
@@ -227,9 +245,16 @@ async fn rest(
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
-    if rest == ".well-known/agent-card.json" && method == Method::GET {
+    // The card: 1.0's; 0.3's for a client that says `A2A-Version: 0.3`,
+    // and at 0.3's older path.
+    let card_dialect = match rest.as_str() {
+        ".well-known/agent-card.json" => Some(card_version(&headers)),
+        ".well-known/agent.json" => Some(Dialect::V03),
+        _ => None,
+    };
+    if let (Some(d), true) = (card_dialect, method == Method::GET) {
         return match agent_record(&gw, &route).await {
-            Ok(session) => card::public(&gw, &session, &headers),
+            Ok(session) => card::public(&gw, &session, &headers, d),
             Err(r) => r,
         };
     }

@@ -156,7 +156,7 @@ async fn run(
                 .get(&session.name)
                 .await
                 .map_err(|e| A2aError::Internal(e.to_string()))?;
-            super::card::extended(gw, &record, headers)
+            super::card::extended(gw, &record, headers, d)
                 .map(Answer::Value)
                 .ok_or(A2aError::ExtendedCardNotConfigured)
         }
@@ -201,6 +201,7 @@ async fn run(
                     text: &m.text,
                     message_json: &canonical,
                     traceparent,
+                    dedupe: gw.dedupe,
                 })
                 .await
                 .map_err(|e| match e {

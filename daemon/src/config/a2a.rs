@@ -32,6 +32,11 @@ pub struct A2aConfig {
     pub sign_cards: bool,
     /// Push notifications (A2A `…PushNotificationConfig`).
     pub push: PushSettings,
+    /// A `SendMessage` whose `messageId` the route already has a task for
+    /// answers that task and runs nothing (a client's retry is safe). Off:
+    /// every `SendMessage` makes a task, for clients that reuse message
+    /// ids (the A2A TCK does).
+    pub dedupe_message_ids: bool,
     /// Deprecated: `retention.tasks` and `retention.interval_secs` (still
     /// accepted, with a warning).
     pub retention: Option<LegacyTaskRetention>,
@@ -49,6 +54,7 @@ impl Default for A2aConfig {
             public_url: None,
             sign_cards: true,
             push: PushSettings::default(),
+            dedupe_message_ids: true,
             retention: None,
             idle_timeout_secs: 30,
         }

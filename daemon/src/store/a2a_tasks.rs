@@ -14,7 +14,7 @@ impl Store {
     /// Records an A2A task as `submitted`, with its first event, in one
     /// transaction: once this returns, the task survives a crash.
     pub async fn insert_a2a_task(&self, t: &NewA2aTask<'_>) -> Result<A2aTask, StoreError> {
-        let (task, insert) = self.queue_a2a_task(t, false);
+        let (task, insert) = self.queue_a2a_task(t, false, true);
         match insert.committed().await? {
             true => Ok(task),
             false => self.retried_a2a_task(t.route, t.message_id).await,
@@ -39,7 +39,14 @@ impl Store {
     /// queued for it later is committed after it. `working`: recorded
     /// `working` in the same commit (the task goes straight to a session
     /// that waits for one), its log `submitted` then `working`.
-    pub fn queue_a2a_task(&self, t: &NewA2aTask<'_>, working: bool) -> (A2aTask, TaskInsert) {
+    /// `dedupe`: a message id the route has a task for writes nothing (see
+    /// [`TaskInsert::committed`]).
+    pub fn queue_a2a_task(
+        &self,
+        t: &NewA2aTask<'_>,
+        working: bool,
+        dedupe: bool,
+    ) -> (A2aTask, TaskInsert) {
         let at = now();
         let working_json = working.then(|| {
             serde_json::to_string(&EventKind::Status {
@@ -58,6 +65,7 @@ impl Store {
             message_json: t.message_json.to_string(),
             at: at.clone(),
             working: working_json,
+            dedupe,
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.tasks.write_then(

@@ -185,9 +185,21 @@ async fn a_message_retried_on_a_route_gets_its_first_task(pool: SqlitePool) {
             ..new_task("tsk_retry")
         },
         false,
+        true,
     );
     assert_eq!(retry.id, "tsk_retry", "what the retry would have been");
     assert!(!insert.committed().await.expect("answered"), "not written");
+    // With message ids not de-duplicated (a2a.dedupe_message_ids: false),
+    // the same id makes a task of its own.
+    let (_, insert) = store.queue_a2a_task(
+        &NewA2aTask {
+            message_id: "msg_retried",
+            ..new_task("tsk_fresh")
+        },
+        false,
+        false,
+    );
+    assert!(insert.committed().await.expect("answered"), "written");
     let again = store
         .insert_a2a_task(&NewA2aTask {
             message_id: "msg_retried",

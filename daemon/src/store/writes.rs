@@ -26,6 +26,8 @@ pub(super) enum WriteOp {
         /// Recorded `working` at once, with this event (its JSON) after
         /// `submitted`: the task goes straight to a waiting session.
         working: Option<String>,
+        /// Look for a task with the same message id first.
+        dedupe: bool,
     },
     /// Events of one task, in order, each with what it changes in the
     /// task's row; one answer each.
@@ -156,15 +158,19 @@ pub(super) fn apply(
             message_json,
             at,
             working,
+            dedupe,
         } => {
             // Writes are serial here, so the lookup and the insert cannot
             // interleave with another attempt of the same message.
-            let seen: Option<String> = conn
-                .prepare_cached(
-                    "SELECT id FROM tasks WHERE route = ?1 AND message_id = ?2 LIMIT 1",
-                )?
-                .query_row(params![route, message_id], |row| row.get(0))
-                .optional()?;
+            let seen: Option<String> = match dedupe {
+                true => conn
+                    .prepare_cached(
+                        "SELECT id FROM tasks WHERE route = ?1 AND message_id = ?2 LIMIT 1",
+                    )?
+                    .query_row(params![route, message_id], |row| row.get(0))
+                    .optional()?,
+                false => None,
+            };
             if seen.is_some() {
                 out.push(None);
                 return Ok(());

@@ -73,6 +73,9 @@ pub struct NewTask<'a> {
     pub message_json: &'a str,
     /// The W3C `traceparent` the client sent, if any.
     pub traceparent: Option<&'a str>,
+    /// A message id this route has a task for gets that task, and nothing
+    /// runs again (`a2a.dedupe_message_ids`).
+    pub dedupe: bool,
 }
 
 struct Inbox {
@@ -244,6 +247,7 @@ impl Broker {
                 message_json: new.message_json,
             },
             direct,
+            new.dedupe,
         );
         let live = self.subscribe(&task_id);
         match insert.committed().await {
