@@ -40,7 +40,7 @@ a2a:
       tags: [billing, admin]
 ";
 
-async fn card(addr: &str, route: &str) -> Value {
+pub(crate) async fn card(addr: &str, route: &str) -> Value {
     let path = format!("/a2a/{route}/.well-known/agent-card.json");
     let (status, _, body) = http(addr, "GET", &path, &[], "").await;
     assert_eq!(status, 200, "the card is public: {body}");

@@ -101,6 +101,20 @@ fn event_seqs(seen: &[(HeaderMap, Value)], task_id: &str) -> Vec<u64> {
 
 const SERVE: &str = "{task_acceptance: queue, after_task: sleep}";
 
+/// roostd with `a2a` settings, serving the conformance capsule as `route`;
+/// with the gateway's address.
+async fn serving(a2a: &str, route: &str) -> (Daemon, String) {
+    let daemon = Daemon::start_with(&format!("{TEST_CONFIG}a2a: {a2a}\n"), &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let dir = conformance(daemon.root.path(), route, SERVE, "");
+    daemon.client.start(&request(&dir)).await.expect("start");
+    (daemon, addr)
+}
+
+async fn push_capability(addr: &str, route: &str) -> Value {
+    crate::a2a_card::card(addr, route).await["capabilities"]["pushNotifications"].clone()
+}
+
 fn push_config(url: &str) -> Value {
     json!({"url": url, "token": "tok-1", "authentication": {"scheme": "Bearer", "credentials": "cred-1"}})
 }
@@ -109,23 +123,8 @@ fn push_config(url: &str) -> Value {
 async fn every_event_reaches_the_receiver_in_order_with_its_credentials() {
     // The receiver fails the first deliveries: they are tried again.
     let (receiver, url) = Receiver::start(503).await;
-    let config = format!("{TEST_CONFIG}a2a: {{push: {{allow: [127.0.0.1]}}}}\n");
-    let daemon = Daemon::start_with(&config, &[]).await;
-    let addr = daemon.client.health().await.expect("health").a2a_addr;
-    let dir = conformance(daemon.root.path(), "pusher", SERVE, "");
-    daemon.client.start(&request(&dir)).await.expect("start");
-    let (_, _, card) = http(
-        &addr,
-        "GET",
-        "/a2a/pusher/.well-known/agent-card.json",
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(
-        serde_json::from_str::<Value>(&card).expect("card")["capabilities"]["pushNotifications"],
-        true
-    );
+    let (daemon, addr) = serving("{push: {allow: [127.0.0.1]}}", "pusher").await;
+    assert_eq!(push_capability(&addr, "pusher").await, true);
 
     // The SSRF guard: the same receiver by a name that is not listed is
     // refused; listed (127.0.0.1) it is taken.
@@ -285,11 +284,7 @@ async fn every_event_reaches_the_receiver_in_order_with_its_credentials() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_deliveries_survive_kill_9_and_push_can_be_turned_off() {
     let (receiver, url) = Receiver::start(503).await;
-    let config = format!("{TEST_CONFIG}a2a: {{push: {{allow: [127.0.0.1]}}}}\n");
-    let mut daemon = Daemon::start_with(&config, &[]).await;
-    let addr = daemon.client.health().await.expect("health").a2a_addr;
-    let dir = conformance(daemon.root.path(), "durable-push", SERVE, "");
-    daemon.client.start(&request(&dir)).await.expect("start");
+    let (mut daemon, addr) = serving("{push: {allow: [127.0.0.1]}}", "durable-push").await;
     let r = rpc(
         &addr,
         "durable-push",
@@ -321,26 +316,8 @@ async fn queued_deliveries_survive_kill_9_and_push_can_be_turned_off() {
     drop(daemon);
 
     // Off: the card says so and the methods answer PushNotificationNotSupported.
-    let off = Daemon::start_with(
-        &format!("{TEST_CONFIG}a2a: {{push: {{enabled: false}}}}\n"),
-        &[],
-    )
-    .await;
-    let addr = off.client.health().await.expect("health").a2a_addr;
-    let dir = conformance(off.root.path(), "quiet", SERVE, "");
-    off.client.start(&request(&dir)).await.expect("start");
-    let (_, _, card) = http(
-        &addr,
-        "GET",
-        "/a2a/quiet/.well-known/agent-card.json",
-        &[],
-        "",
-    )
-    .await;
-    assert_eq!(
-        serde_json::from_str::<Value>(&card).expect("card")["capabilities"]["pushNotifications"],
-        false
-    );
+    let (_off, addr) = serving("{push: {enabled: false}}", "quiet").await;
+    assert_eq!(push_capability(&addr, "quiet").await, false);
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
         "message": message("q-1", "hello"),
         "configuration": {"taskPushNotificationConfig": push_config(&url)}}})
