@@ -1,6 +1,6 @@
 //! Script capsules as A2A agents, end to end: the conformance capsule
 //! (`examples/a2a-conformance`) driven by the official Python SDK client on
-//! both bindings, input requests answered and timed out, messages sent from
+//! all three bindings (JSON-RPC, HTTP+JSON, gRPC), input requests answered and timed out, messages sent from
 //! one capsule to another in the same daemon and to a peer elsewhere.
 
 use std::time::{Duration, Instant};
