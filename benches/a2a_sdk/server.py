@@ -28,7 +28,11 @@ Like roostd, a JSON-RPC request without the A2A-Version header is served as
 A2A 0.3 (the SDK's compat adapter); HTTP+JSON is 1.0 only, and the SDK
 refuses a 1.0 request that lacks `A2A-Version: 1.0` (VersionNotSupported).
 
-Usage: server.py --port P [--path /a2a/sdk] [--token T] [--log-level warning]
+With --grpc-port G, the gRPC binding too (lf.a2a.v1.A2AService on
+127.0.0.1:G, plain HTTP/2), on the same handler and task store.
+
+Usage: server.py --port P [--path /a2a/sdk] [--token T] [--grpc-port G]
+                 [--log-level warning]
 """
 
 from __future__ import annotations
@@ -250,7 +254,12 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-def build_app(port: int, path: str = '', token: str | None = None):
+def build_app(
+    port: int,
+    path: str = '',
+    token: str | None = None,
+    grpc_port: int | None = None,
+):
     path = path.rstrip('/')
     if path and not path.startswith('/'):
         path = '/' + path
@@ -280,7 +289,23 @@ def build_app(port: int, path: str = '', token: str | None = None):
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):
+        grpc_server = None
+        if grpc_port is not None:
+            # The SDK's gRPC binding, on the same handler and task store.
+            import grpc.aio
+
+            from a2a.server.request_handlers import GrpcHandler
+            from a2a.types import a2a_pb2_grpc
+
+            grpc_server = grpc.aio.server()
+            a2a_pb2_grpc.add_A2AServiceServicer_to_server(
+                GrpcHandler(handler), grpc_server
+            )
+            grpc_server.add_insecure_port(f'127.0.0.1:{grpc_port}')
+            await grpc_server.start()
         yield
+        if grpc_server is not None:
+            await grpc_server.stop(None)
         await handler.aclose()
 
     app = Starlette(routes=routes, lifespan=lifespan)
@@ -301,10 +326,16 @@ def main() -> None:
         help='require `Authorization: Bearer TOKEN` (all but the card) and '
         'declare a bearer scheme in the card',
     )
+    parser.add_argument(
+        '--grpc-port',
+        type=int,
+        default=None,
+        help='also serve the gRPC binding (plain HTTP/2) on this port',
+    )
     parser.add_argument('--log-level', default='warning')
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level.upper())
-    app = build_app(args.port, args.path, args.token)
+    app = build_app(args.port, args.path, args.token, args.grpc_port)
     uvicorn.run(
         app,
         host='127.0.0.1',

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 mod a2a;
-pub use a2a::{A2aConfig, LegacyTaskRetention, PushSettings, RouteAccessConfig};
+pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};
 
 /// What is wrong with a configuration, naming the file and the field.
 #[derive(Debug, thiserror::Error)]

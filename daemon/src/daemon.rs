@@ -111,6 +111,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     }
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
+    let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
     let config_push = config
         .a2a
         .push
@@ -221,6 +222,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             signer: card_signer,
             push: push_policy,
             dedupe: dedupe_message_ids,
+            grpc: grpc_settings,
         },
         servers.clone(),
     ));

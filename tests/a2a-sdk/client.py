@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive an A2A 1.0 agent with the official Python SDK client (a2a-sdk).
 
-    client.py --url BASE --binding jsonrpc|http_json [--token T]
+    client.py --url BASE --binding jsonrpc|http_json|grpc [--token T]
               [--only SCENARIO[,SCENARIO...]] [--timeout SECONDS]
 
 BASE is the agent's base URL (roostd: http://127.0.0.1:PORT/a2a/<route>); the
@@ -59,6 +59,7 @@ from a2a.utils.constants import TransportProtocol
 BINDINGS = {
     'jsonrpc': TransportProtocol.JSONRPC,
     'http_json': TransportProtocol.HTTP_JSON,
+    'grpc': TransportProtocol.GRPC,
 }
 
 TERMINAL = {
@@ -229,6 +230,12 @@ async def one_task(client: Client, req: SendMessageRequest) -> Task:
     return events[0].task
 
 
+def insecure_channel(url: str):
+    import grpc  # only the grpc binding needs grpcio
+
+    return grpc.aio.insecure_channel(url)
+
+
 class Runner:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -255,6 +262,9 @@ class Runner:
                     supported_protocol_bindings=[self.binding],
                     use_client_preference=True,
                     accepted_output_modes=['text/plain'],
+                    # gRPC: plain HTTP/2 to the card's host and port (the
+                    # tenant, the route, comes from the card's interface).
+                    grpc_channel_factory=insecure_channel,
                 )
             )
 

@@ -1,6 +1,6 @@
 //! Script capsules as A2A agents, end to end: the conformance capsule
 //! (`examples/a2a-conformance`) driven by the official Python SDK client on
-//! both bindings, input requests answered and timed out, messages sent from
+//! all three bindings (JSON-RPC, HTTP+JSON, gRPC), input requests answered and timed out, messages sent from
 //! one capsule to another in the same daemon and to a peer elsewhere.
 
 use std::time::{Duration, Instant};
@@ -94,11 +94,11 @@ pub(crate) fn sdk_python() -> std::path::PathBuf {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_sdk_drives_a_script_capsule_on_both_bindings() {
+async fn the_python_sdk_drives_a_script_capsule_on_all_three_bindings() {
     let python = sdk_python();
     let (daemon, addr) = daemon().await;
     start(&daemon, "conformance", SERVE, "").await;
-    for binding in ["jsonrpc", "http_json"] {
+    for binding in ["jsonrpc", "http_json", "grpc"] {
         let out = tokio::process::Command::new(&python)
             .arg(repo().join("tests").join("a2a-sdk").join("client.py"))
             .args(["--url", &format!("http://{addr}/a2a/conformance")])

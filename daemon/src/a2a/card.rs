@@ -229,11 +229,21 @@ fn card(
     let security = gw.access.scheme_description(&session.name);
     match d {
         Dialect::V10 => {
-            card["supportedInterfaces"] = json!([
-                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-                {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
-                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-            ]);
+            let mut interfaces = vec![
+                json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}),
+                json!({"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}),
+            ];
+            if gw.grpc {
+                // gRPC has no path: the host and port, and the route as
+                // the tenant every request carries.
+                interfaces.push(json!({
+                    "url": grpc_target(base), "protocolBinding": "GRPC",
+                    "protocolVersion": "1.0", "tenant": session.name,
+                }));
+            }
+            interfaces
+                .push(json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}));
+            card["supportedInterfaces"] = json!(interfaces);
             card["capabilities"] = json!({
                 "streaming": true,
                 "pushNotifications": gw.push.is_some(),
@@ -274,6 +284,23 @@ fn card(
         card["iconUrl"] = json!(u);
     }
     card
+}
+
+/// A gRPC target for a base URL: its host and port (the scheme's default
+/// port when it names none); a path cannot be had over gRPC.
+fn grpc_target(base: &str) -> String {
+    let (tls, rest) = match base.split_once("://") {
+        Some((scheme, rest)) => (scheme.eq_ignore_ascii_case("https"), rest),
+        None => (false, base),
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    // A port is a colon after the host (after the `]` of an IPv6 literal).
+    let after_host = authority.rsplit(']').next().unwrap_or(authority);
+    if after_host.contains(':') {
+        authority.to_string()
+    } else {
+        format!("{authority}:{}", if tls { 443 } else { 80 })
+    }
 }
 
 /// An HTTP date (RFC 9110 IMF-fixdate).
@@ -340,6 +367,17 @@ mod tests {
             any.resolve(&headers("a/b@c")).0,
             "http://127.0.0.1:7420".to_string()
         );
+    }
+
+    #[test]
+    fn a_grpc_target_is_the_host_and_port_of_the_base() {
+        assert_eq!(grpc_target("http://127.0.0.1:7420"), "127.0.0.1:7420");
+        assert_eq!(
+            grpc_target("https://agents.example/prefix"),
+            "agents.example:443"
+        );
+        assert_eq!(grpc_target("http://[::1]:7420"), "[::1]:7420");
+        assert_eq!(grpc_target("http://[::1]"), "[::1]:80");
     }
 
     #[test]

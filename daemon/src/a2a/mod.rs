@@ -10,6 +10,7 @@ pub mod card;
 pub mod client;
 pub mod envelope;
 pub mod error;
+pub mod grpc;
 pub mod push;
 mod rpc;
 pub mod signing;
@@ -26,6 +27,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
+use futures::StreamExt;
 use roost_ctl::api::Session;
 use serde_json::{Value, json};
 
@@ -56,6 +58,8 @@ struct Gateway {
     push: Option<Arc<push::PushPolicy>>,
     /// `a2a.dedupe_message_ids`.
     dedupe: bool,
+    /// The gRPC binding is served (`a2a.grpc.enabled`).
+    grpc: bool,
 }
 
 /// What the gateway serves from: the supervisor's routes and the broker's
@@ -71,6 +75,8 @@ pub struct GatewayParts {
     /// A `SendMessage` whose message id the route has a task for answers
     /// that task (and runs nothing); off, every one makes a task.
     pub dedupe: bool,
+    /// Serve the gRPC binding, and where a request without a tenant goes.
+    pub grpc: Option<crate::config::GrpcSettings>,
 }
 
 /// Serves the A2A gateway on `listener` until `stop`.
@@ -96,8 +102,16 @@ pub fn app(parts: GatewayParts) -> Router {
         signer: parts.signer,
         push: parts.push,
         dedupe: parts.dedupe,
+        grpc: parts.grpc.is_some(),
     };
-    Router::new()
+    let mut router = Router::new();
+    if let Some(settings) = &parts.grpc {
+        router = router.route_service(
+            grpc::PATH,
+            grpc::service(&gw, settings.default_route.as_deref()),
+        );
+    }
+    router
         .route(signing::JWKS_PATH, any(card::jwks))
         .route("/a2a/{route}", any(root))
         .route("/a2a/{route}/", any(root))
@@ -121,9 +135,12 @@ fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Respon
 
 async fn auth(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
+    // gRPC requests name their route in the message: the service checks
+    // their token (`grpc.rs`).
     if path.ends_with("/.well-known/agent-card.json")
         || path.ends_with("/.well-known/agent.json")
         || path == signing::JWKS_PATH
+        || path.starts_with(grpc::PREFIX)
     {
         return next.run(request).await;
     }
@@ -354,7 +371,13 @@ fn task_stream(
     d: Dialect,
     frame: impl Fn(Value) -> Value + Send + 'static,
 ) -> Response {
-    let stream = async_stream(broker, task, after, through_input, d, frame);
+    let stream = task_events(broker, task, after, through_input, d).map(move |event| {
+        Ok::<_, Infallible>(match event {
+            Some(v) => Bytes::from(wire::sse_data(&frame(v))),
+            // Keep the connection alive through proxies.
+            None => Bytes::from_static(b": keep-alive\n\n"),
+        })
+    });
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-store")
@@ -362,20 +385,22 @@ fn task_stream(
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
-fn async_stream(
+/// A task's events as values (the bindings frame them): its snapshot first,
+/// then every event after `after` from the log, then live events, until it
+/// ends (or, unless `through_input`, needs input); `None` when 15 s pass
+/// without one (a keep-alive).
+fn task_events(
     broker: Arc<Broker>,
     task: A2aTask,
     after: u64,
     through_input: bool,
     d: Dialect,
-    frame: impl Fn(Value) -> Value + Send + 'static,
-) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
-    struct St<F> {
+) -> impl futures::Stream<Item = Option<Value>> + Send {
+    struct St {
         broker: Arc<Broker>,
         task: A2aTask,
         seq: u64,
         d: Dialect,
-        frame: F,
         live: Option<crate::tasks::Subscription>,
         pending: std::collections::VecDeque<Value>,
         started: bool,
@@ -387,7 +412,6 @@ fn async_stream(
         task,
         seq: after,
         d,
-        frame,
         pending: Default::default(),
         started: false,
         done: false,
@@ -395,8 +419,7 @@ fn async_stream(
     futures::stream::unfold(st, move |mut st| async move {
         loop {
             if let Some(v) = st.pending.pop_front() {
-                let line = wire::sse_data(&(st.frame)(v));
-                return Some((Ok(Bytes::from(line)), st));
+                return Some((Some(v), st));
             }
             if st.done {
                 return None;
@@ -444,8 +467,7 @@ fn async_stream(
                     }
                     st.done = true;
                 }
-                // Keep the connection alive through proxies.
-                Err(_) => return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), st)),
+                Err(_) => return Some((None, st)),
             }
         }
     })

@@ -25,7 +25,7 @@ fn rpc_err(id: &Value, e: &A2aError, d: Dialect) -> Response {
 }
 
 /// What an operation answers: a JSON value, or a stream.
-enum Answer {
+pub(super) enum Answer {
     Value(Value),
     /// A task's stream from the log position; `true`: it stays open while
     /// the task waits for input (a subscription), else it ends there.
@@ -132,7 +132,7 @@ fn int(v: Option<&Value>) -> Option<i64> {
     })
 }
 
-async fn run(
+pub(super) async fn run(
     gw: &Gateway,
     session: &Route,
     d: Dialect,

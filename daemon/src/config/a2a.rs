@@ -32,6 +32,8 @@ pub struct A2aConfig {
     pub sign_cards: bool,
     /// Push notifications (A2A `…PushNotificationConfig`).
     pub push: PushSettings,
+    /// The gRPC binding, on the gateway's port.
+    pub grpc: GrpcSettings,
     /// A `SendMessage` whose `messageId` the route already has a task for
     /// answers that task and runs nothing (a client's retry is safe). Off:
     /// every `SendMessage` makes a task, for clients that reuse message
@@ -54,6 +56,7 @@ impl Default for A2aConfig {
             public_url: None,
             sign_cards: true,
             push: PushSettings::default(),
+            grpc: GrpcSettings::default(),
             dedupe_message_ids: true,
             retention: None,
             idle_timeout_secs: 30,
@@ -81,6 +84,27 @@ impl Default for PushSettings {
         Self {
             enabled: true,
             allow: Vec::new(),
+        }
+    }
+}
+
+/// `a2a.grpc`: the gRPC binding (`lf.a2a.v1.A2AService`), served on the
+/// gateway's port (HTTP/2); a request names its route in `tenant`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrpcSettings {
+    pub enabled: bool,
+    /// The route of a request whose `tenant` is empty (a client that does
+    /// not read the card's interface); without it such a request is
+    /// refused.
+    pub default_route: Option<String>,
+}
+
+impl Default for GrpcSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            default_route: None,
         }
     }
 }

@@ -1,0 +1,321 @@
+//! The A2A gRPC binding (1.0: `lf.a2a.v1.A2AService`, generated from the
+//! specification's `proto/a2a.proto`), on the gateway's port: a request's
+//! message, as ProtoJSON, is what the other bindings' operations read
+//! (`rpc::run`), and their answers go back as the method's message. The
+//! route is the request's `tenant` (or `a2a.grpc.default_route`); tokens
+//! are checked per route; errors carry the spec's status codes and a
+//! `google.rpc.ErrorInfo`.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tonic::metadata::MetadataMap;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use super::envelope::Op;
+use super::error::A2aError;
+use super::rpc::{self, Answer};
+use super::wire::Dialect;
+use super::{Gateway, MAX_BODY_BYTES};
+use crate::supervisor::Route;
+
+/// The messages and service generated from `proto/a2a.proto` (`build.rs`).
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    missing_docs,
+    unreachable_pub
+)]
+pub mod pb {
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
+}
+
+use pb::a2a_service_server::{A2aService, A2aServiceServer};
+
+/// Where the service is routed on the gateway.
+pub const PATH: &str = "/lf.a2a.v1.A2AService/{*rest}";
+/// What every gRPC request's path starts with.
+pub const PREFIX: &str = "/lf.a2a.v1.A2AService/";
+
+/// The service, on the gateway's state.
+#[derive(Clone)]
+pub(super) struct Grpc {
+    gw: Gateway,
+    /// The route of a request that names no tenant.
+    default_route: Option<Arc<str>>,
+}
+
+/// The service to route at [`PATH`], its messages no larger than the other
+/// bindings' bodies.
+pub(super) fn service(gw: &Gateway, default_route: Option<&str>) -> A2aServiceServer<Grpc> {
+    A2aServiceServer::new(Grpc {
+        gw: gw.clone(),
+        default_route: default_route.map(Arc::from),
+    })
+    .max_decoding_message_size(MAX_BODY_BYTES)
+}
+
+type Events = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send>>;
+
+/// An A2A error as gRPC says it (the specification's table, 5.4), with
+/// `ErrorInfo` for the A2A-specific ones.
+pub(super) fn status(e: &A2aError) -> Status {
+    let code = match e {
+        A2aError::TaskNotFound(_) => Code::NotFound,
+        A2aError::MethodNotFound(_) => Code::Unimplemented,
+        A2aError::NotCancelable(_) | A2aError::ExtendedCardNotConfigured => {
+            Code::FailedPrecondition
+        }
+        A2aError::PushNotSupported | A2aError::Unsupported(_) | A2aError::Version(_) => {
+            Code::Unimplemented
+        }
+        A2aError::Parse(_)
+        | A2aError::InvalidRequest(_)
+        | A2aError::InvalidParams(_)
+        | A2aError::ContentType(_) => Code::InvalidArgument,
+        A2aError::Internal(_) => Code::Internal,
+    };
+    match e.reason() {
+        Some(reason) => Status::with_error_details(
+            code,
+            e.message(),
+            ErrorDetails::with_error_info(reason, "a2a-protocol.org", HashMap::new()),
+        ),
+        None => Status::new(code, e.message()),
+    }
+}
+
+fn from_json<R: DeserializeOwned>(v: Value) -> Result<R, Status> {
+    serde_json::from_value(v).map_err(|e| {
+        tracing::error!(error = %e, "an A2A answer does not fit its gRPC message");
+        Status::internal("the answer could not be encoded; see roostd's log")
+    })
+}
+
+impl Grpc {
+    /// The route a request is for, once its token opens it.
+    async fn route(&self, meta: &MetadataMap, tenant: &str) -> Result<Route, Status> {
+        let name = match (tenant, &self.default_route) {
+            ("", Some(default)) => default.as_ref(),
+            ("", None) => {
+                return Err(Status::invalid_argument(
+                    "set the request's tenant to the agent's route (the tenant of the GRPC \
+                     interface in its agent card)",
+                ));
+            }
+            (tenant, _) => tenant,
+        };
+        let route = super::route_of(&self.gw, name).await.ok_or_else(|| {
+            Status::not_found(format!(
+                "no agent at route '{name}': no session has had this name"
+            ))
+        })?;
+        let given = meta
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !self.gw.access.allows(&route.name, given) {
+            tracing::warn!(route = %route.name, "A2A gRPC request without a valid bearer token");
+            return Err(Status::unauthenticated(
+                "send `authorization: Bearer <token>` metadata with this agent's token (its \
+                 card's securitySchemes)",
+            ));
+        }
+        Ok(route)
+    }
+
+    /// Runs the operation the request asks for, as the other bindings do.
+    async fn run<Q: Serialize>(&self, op: Op, request: Request<Q>) -> Result<Answer, Status> {
+        let (meta, _, message) = request.into_parts();
+        if let Some(v) = meta.get("a2a-version").and_then(|v| v.to_str().ok())
+            && !matches!(Dialect::from_header(Some(v)), Ok(Dialect::V10))
+        {
+            return Err(status(&A2aError::Version(format!(
+                "A2A-Version '{v}' is not served over gRPC; this binding speaks 1.0"
+            ))));
+        }
+        let params = serde_json::to_value(&message)
+            .map_err(|e| Status::internal(format!("cannot read the request: {e}")))?;
+        let tenant = params
+            .get("tenant")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let route = self.route(&meta, &tenant).await?;
+        let headers = meta.into_headers();
+        rpc::run(&self.gw, &route, Dialect::V10, op, &params, &headers)
+            .await
+            .map_err(|e| status(&e))
+    }
+
+    async fn unary<Q: Serialize, R: DeserializeOwned>(
+        &self,
+        op: Op,
+        request: Request<Q>,
+    ) -> Result<Response<R>, Status> {
+        match self.run(op, request).await? {
+            Answer::Value(v) => from_json(v).map(Response::new),
+            Answer::Stream(..) => Err(Status::internal(
+                "the operation answered with a stream where a message belongs",
+            )),
+        }
+    }
+
+    async fn stream<Q: Serialize>(
+        &self,
+        op: Op,
+        request: Request<Q>,
+    ) -> Result<Response<Events>, Status> {
+        let events: Events = match self.run(op, request).await? {
+            Answer::Stream(task, after, through_input) => Box::pin(
+                super::task_events(
+                    Arc::clone(&self.gw.tasks),
+                    *task,
+                    after,
+                    through_input,
+                    Dialect::V10,
+                )
+                // Keep-alives are HTTP/2's business here.
+                .filter_map(futures::future::ready)
+                .map(from_json::<pb::StreamResponse>),
+            ),
+            Answer::Value(v) => Box::pin(futures::stream::once(async move { from_json(v) })),
+        };
+        Ok(Response::new(events))
+    }
+}
+
+#[tonic::async_trait]
+impl A2aService for Grpc {
+    async fn send_message(
+        &self,
+        r: Request<pb::SendMessageRequest>,
+    ) -> Result<Response<pb::SendMessageResponse>, Status> {
+        self.unary(Op::Send, r).await
+    }
+
+    type SendStreamingMessageStream = Events;
+
+    async fn send_streaming_message(
+        &self,
+        r: Request<pb::SendMessageRequest>,
+    ) -> Result<Response<Events>, Status> {
+        self.stream(Op::Stream, r).await
+    }
+
+    async fn get_task(&self, r: Request<pb::GetTaskRequest>) -> Result<Response<pb::Task>, Status> {
+        self.unary(Op::Get, r).await
+    }
+
+    async fn list_tasks(
+        &self,
+        r: Request<pb::ListTasksRequest>,
+    ) -> Result<Response<pb::ListTasksResponse>, Status> {
+        self.unary(Op::List, r).await
+    }
+
+    async fn cancel_task(
+        &self,
+        r: Request<pb::CancelTaskRequest>,
+    ) -> Result<Response<pb::Task>, Status> {
+        self.unary(Op::Cancel, r).await
+    }
+
+    type SubscribeToTaskStream = Events;
+
+    async fn subscribe_to_task(
+        &self,
+        r: Request<pb::SubscribeToTaskRequest>,
+    ) -> Result<Response<Events>, Status> {
+        self.stream(Op::Subscribe, r).await
+    }
+
+    async fn create_task_push_notification_config(
+        &self,
+        r: Request<pb::TaskPushNotificationConfig>,
+    ) -> Result<Response<pb::TaskPushNotificationConfig>, Status> {
+        self.unary(Op::PushCreate, r).await
+    }
+
+    async fn get_task_push_notification_config(
+        &self,
+        r: Request<pb::GetTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<pb::TaskPushNotificationConfig>, Status> {
+        self.unary(Op::PushGet, r).await
+    }
+
+    async fn list_task_push_notification_configs(
+        &self,
+        r: Request<pb::ListTaskPushNotificationConfigsRequest>,
+    ) -> Result<Response<pb::ListTaskPushNotificationConfigsResponse>, Status> {
+        self.unary(Op::PushList, r).await
+    }
+
+    async fn delete_task_push_notification_config(
+        &self,
+        r: Request<pb::DeleteTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<pbjson_types::Empty>, Status> {
+        self.run(Op::PushDelete, r).await?;
+        Ok(Response::new(pbjson_types::Empty {}))
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        r: Request<pb::GetExtendedAgentCardRequest>,
+    ) -> Result<Response<pb::AgentCard>, Status> {
+        self.unary(Op::ExtendedCard, r).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a2a_errors_take_the_specifications_grpc_codes_with_error_info() {
+        let s = status(&A2aError::TaskNotFound("no task 'x'".into()));
+        assert_eq!(s.code(), Code::NotFound);
+        assert_eq!(
+            s.get_details_error_info().map(|i| (i.reason, i.domain)),
+            Some(("TASK_NOT_FOUND".to_string(), "a2a-protocol.org".to_string()))
+        );
+        assert_eq!(
+            status(&A2aError::NotCancelable("x".into())).code(),
+            Code::FailedPrecondition
+        );
+        assert_eq!(
+            status(&A2aError::PushNotSupported).code(),
+            Code::Unimplemented
+        );
+        assert_eq!(
+            status(&A2aError::InvalidParams("x".into())).code(),
+            Code::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn messages_read_and_write_the_json_the_other_bindings_use() {
+        let json = serde_json::json!({
+            "tenant": "conformance",
+            "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+            "configuration": {"returnImmediately": true},
+        });
+        let request: pb::SendMessageRequest = serde_json::from_value(json.clone()).expect("reads");
+        assert_eq!(request.tenant, "conformance");
+        assert_eq!(serde_json::to_value(&request).expect("writes"), json);
+        let answer: pb::StreamResponse = serde_json::from_value(serde_json::json!({
+            "statusUpdate": {"taskId": "t", "contextId": "c",
+                             "status": {"state": "TASK_STATE_WORKING", "timestamp": "2026-12-01T00:00:00Z"}}
+        }))
+        .expect("an event reads");
+        assert!(answer.payload.is_some());
+    }
+}
