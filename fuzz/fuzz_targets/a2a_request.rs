@@ -23,7 +23,11 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else {
         return;
     };
-    let d = if sel & 1 == 0 { Dialect::V10 } else { Dialect::V03 };
+    let d = if sel & 1 == 0 {
+        Dialect::V10
+    } else {
+        Dialect::V03
+    };
     let ct = CONTENT_TYPES[usize::from(sel >> 1 & 3)];
     if sel & 0x80 == 0 {
         jsonrpc(d, ct, rest);
@@ -42,9 +46,14 @@ fn jsonrpc(d: Dialect, ct: Option<&[u8]>, body: &[u8]) {
     assert_eq!(format!("{first:?}"), format!("{again:?}"));
     match first {
         Ok(r) => {
-            assert_ne!(ct, Some(b"text/plain".as_slice()), "a non-JSON body was read");
+            assert_ne!(
+                ct,
+                Some(b"text/plain".as_slice()),
+                "a non-JSON body was read"
+            );
             assert!(r.params.is_object() && valid_id(&r.id));
-            let printed = json!({"jsonrpc": "2.0", "id": r.id, "method": r.op.method(d), "params": r.params});
+            let printed =
+                json!({"jsonrpc": "2.0", "id": r.id, "method": r.op.method(d), "params": r.params});
             let back = envelope::jsonrpc(d, None, printed.to_string().as_bytes())
                 .expect("a request written back reads again");
             assert_eq!(back, r);
@@ -53,7 +62,10 @@ fn jsonrpc(d: Dialect, ct: Option<&[u8]>, body: &[u8]) {
             assert!(valid_id(&id), "an error answered with id {id}");
             let rpc = e.rpc(d);
             assert!(rpc["code"].is_i64() && rpc["message"].is_string());
-            assert!(e.http_status().is_client_error(), "{e:?} is not the peer's fault");
+            assert!(
+                e.http_status().is_client_error(),
+                "{e:?} is not the peer's fault"
+            );
         }
     }
 }
@@ -81,10 +93,17 @@ fn http_json(sel: u8, ct: Option<&[u8]>, rest: &[u8]) {
                 assert_eq!(r.params["id"].as_str(), path.strip_prefix("tasks/"));
             }
             if matches!(r.op, Op::Send | Op::Stream) && !body.is_empty() {
-                assert_ne!(ct, Some(b"text/plain".as_slice()), "a non-JSON body was read");
+                assert_ne!(
+                    ct,
+                    Some(b"text/plain".as_slice()),
+                    "a non-JSON body was read"
+                );
             }
         }
-        Err(e) => assert!(e.http_status().is_client_error(), "{e:?} is not the peer's fault"),
+        Err(e) => assert!(
+            e.http_status().is_client_error(),
+            "{e:?} is not the peer's fault"
+        ),
     }
     // Every byte escaped decodes to the text that was escaped.
     let escaped: String = head.bytes().map(|b| format!("%{b:02X}")).collect();

@@ -43,7 +43,10 @@ fuzz_target!(|data: &[u8]| {
             .strip_prefix("data: ")
             .and_then(|f| f.strip_suffix("\n\n"))
             .expect("one data line and a blank line");
-        assert!(!line.contains(['\n', '\r']), "an event split in two: {frame:?}");
+        assert!(
+            !line.contains(['\n', '\r']),
+            "an event split in two: {frame:?}"
+        );
         let back: Value = serde_json::from_str(line).expect("the data line is JSON");
         assert_eq!(back, out);
         let body = match d {
@@ -69,8 +72,14 @@ fuzz_target!(|data: &[u8]| {
                 part: None,
                 ..
             } => {
-                assert_eq!(body["artifact"]["artifactId"].as_str(), Some(artifact_id.as_str()));
-                assert_eq!(body["artifact"]["parts"][0]["text"].as_str(), Some(text.as_str()));
+                assert_eq!(
+                    body["artifact"]["artifactId"].as_str(),
+                    Some(artifact_id.as_str())
+                );
+                assert_eq!(
+                    body["artifact"]["parts"][0]["text"].as_str(),
+                    Some(text.as_str())
+                );
             }
             EventKind::Reply { text } => {
                 assert_eq!(body["parts"][0]["text"].as_str(), Some(text.as_str()));
