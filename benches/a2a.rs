@@ -132,17 +132,23 @@ async fn grpc_client(
 
 /// [`level`] over gRPC.
 async fn grpc_level(endpoint: &str, tenant: &str, clients: usize, secs: u64) -> Figures {
+    run_clients(clients, secs, |id, stop| {
+        grpc_client(endpoint.to_string(), tenant.to_string(), id, stop)
+    })
+    .await
+}
+
+/// Runs `clients` clients (each made by `client(id, stop)`) for `secs`,
+/// then tells them to stop and adds up what each measured.
+async fn run_clients<F, C>(clients: usize, secs: u64, client: F) -> Figures
+where
+    F: Fn(usize, Arc<AtomicBool>) -> C,
+    C: Future<Output = Vec<Option<Duration>>> + Send + 'static,
+{
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
-        .map(|id| {
-            tokio::spawn(grpc_client(
-                endpoint.to_string(),
-                tenant.to_string(),
-                id,
-                Arc::clone(&stop),
-            ))
-        })
+        .map(|id| tokio::spawn(client(id, Arc::clone(&stop))))
         .collect();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     stop.store(true, Ordering::Relaxed);
@@ -172,26 +178,10 @@ impl Answer {
 }
 
 async fn level(addr: &str, path: &str, clients: usize, secs: u64, answer: Answer) -> Figures {
-    let stop = Arc::new(AtomicBool::new(false));
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|id| {
-            tokio::spawn(client(
-                addr.to_string(),
-                path.to_string(),
-                id,
-                Arc::clone(&stop),
-                answer,
-            ))
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut results = Vec::new();
-    for t in tasks {
-        results.extend(t.await.expect("client"));
-    }
-    figures(results, started.elapsed().as_secs_f64())
+    run_clients(clients, secs, |id, stop| {
+        client(addr.to_string(), path.to_string(), id, stop, answer)
+    })
+    .await
 }
 
 /// Throughput and percentiles of one level's requests (`None`: failed).

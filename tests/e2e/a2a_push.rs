@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
-use crate::a2a::{JSON, V1, http, message, rpc};
+use crate::a2a::{V1, http, message, rpc};
 use crate::harness::{Daemon, TEST_CONFIG, conformance, request};
 
 /// What the receiver was sent: (headers, body) per request.
@@ -119,6 +119,21 @@ fn push_config(url: &str) -> Value {
     json!({"url": url, "token": "tok-1", "authentication": {"scheme": "Bearer", "credentials": "cred-1"}})
 }
 
+/// Sends `text` as message `id` with a push config for `url`.
+async fn send_with_push(addr: &str, route: &str, id: &str, url: &str) -> Value {
+    rpc(
+        addr,
+        route,
+        Some("1.0"),
+        "SendMessage",
+        json!({
+            "message": message(id, "hello"),
+            "configuration": {"taskPushNotificationConfig": push_config(url)},
+        }),
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_event_reaches_the_receiver_in_order_with_its_credentials() {
     // The receiver fails the first deliveries: they are tried again.
@@ -129,17 +144,7 @@ async fn every_event_reaches_the_receiver_in_order_with_its_credentials() {
     // The SSRF guard: the same receiver by a name that is not listed is
     // refused; listed (127.0.0.1) it is taken.
     let unlisted = url.replace("127.0.0.1", "localhost");
-    let r = rpc(
-        &addr,
-        "pusher",
-        Some("1.0"),
-        "SendMessage",
-        json!({
-            "message": message("p-refused", "hello"),
-            "configuration": {"taskPushNotificationConfig": push_config(&unlisted)},
-        }),
-    )
-    .await;
+    let r = send_with_push(&addr, "pusher", "p-refused", &unlisted).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(
         r["error"]["message"]
@@ -148,17 +153,7 @@ async fn every_event_reaches_the_receiver_in_order_with_its_credentials() {
             .contains("a2a.push.allow"),
         "{r}"
     );
-    let r = rpc(
-        &addr,
-        "pusher",
-        Some("1.0"),
-        "SendMessage",
-        json!({
-            "message": message("p-1", "hello"),
-            "configuration": {"taskPushNotificationConfig": push_config(&url)},
-        }),
-    )
-    .await;
+    let r = send_with_push(&addr, "pusher", "p-1", &url).await;
     let task = r["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
     let task_id = task["id"].as_str().expect("id").to_string();
@@ -285,17 +280,7 @@ async fn every_event_reaches_the_receiver_in_order_with_its_credentials() {
 async fn queued_deliveries_survive_kill_9_and_push_can_be_turned_off() {
     let (receiver, url) = Receiver::start(503).await;
     let (mut daemon, addr) = serving("{push: {allow: [127.0.0.1]}}", "durable-push").await;
-    let r = rpc(
-        &addr,
-        "durable-push",
-        Some("1.0"),
-        "SendMessage",
-        json!({
-            "message": message("dp-1", "hello"),
-            "configuration": {"taskPushNotificationConfig": push_config(&url)},
-        }),
-    )
-    .await;
+    let r = send_with_push(&addr, "durable-push", "dp-1", &url).await;
     let task_id = r["result"]["task"]["id"]
         .as_str()
         .expect("task")
@@ -318,14 +303,6 @@ async fn queued_deliveries_survive_kill_9_and_push_can_be_turned_off() {
     // Off: the card says so and the methods answer PushNotificationNotSupported.
     let (_off, addr) = serving("{push: {enabled: false}}", "quiet").await;
     assert_eq!(push_capability(&addr, "quiet").await, false);
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": message("q-1", "hello"),
-        "configuration": {"taskPushNotificationConfig": push_config(&url)}}})
-    .to_string();
-    let (_, _, answer) = http(&addr, "POST", "/a2a/quiet", &[V1, JSON], &body).await;
-    assert_eq!(
-        serde_json::from_str::<Value>(&answer).expect("json")["error"]["code"],
-        -32003,
-        "{answer}"
-    );
+    let answer = send_with_push(&addr, "quiet", "q-1", &url).await;
+    assert_eq!(answer["error"]["code"], -32003, "{answer}");
 }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -133,8 +133,13 @@ fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Respon
     (status, axum::Json(body)).into_response()
 }
 
-async fn auth(State(gw): State<Gateway>, request: Request, next: Next) -> Response {
-    let path = request.uri().path();
+/// The route the auth layer looked up, handed to the handler so that it
+/// does not look again (a route whose session ended is a database read).
+#[derive(Clone)]
+struct Found(Route);
+
+async fn auth(State(gw): State<Gateway>, mut request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
     // gRPC requests name their route in the message: the service checks
     // their token (`grpc.rs`).
     if path.ends_with("/.well-known/agent-card.json")
@@ -152,7 +157,11 @@ async fn auth(State(gw): State<Gateway>, request: Request, next: Next) -> Respon
         .unwrap_or_default();
     let route = if gw.access.per_route() {
         match route_of(&gw, named).await {
-            Some(r) => r.name,
+            Some(r) => {
+                let name = r.name.clone();
+                request.extensions_mut().insert(Found(r));
+                name
+            }
             None => named.to_string(),
         }
     } else {
@@ -234,14 +243,28 @@ fn dialect(headers: &HeaderMap) -> Result<Dialect, wire::UnsupportedVersion> {
     Dialect::from_header(value)
 }
 
+/// The route a handler serves: the one the auth layer found, else looked
+/// up now.
+async fn found_or_look(
+    gw: &Gateway,
+    found: Option<Extension<Found>>,
+    route: &str,
+) -> Option<Route> {
+    match found {
+        Some(Extension(Found(r))) => Some(r),
+        None => route_of(gw, route).await,
+    }
+}
+
 async fn root(
     State(gw): State<Gateway>,
     Path(route): Path<String>,
+    found: Option<Extension<Found>>,
     method: Method,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(session) = route_of(&gw, &route).await else {
+    let Some(session) = found_or_look(&gw, found, &route).await else {
         return no_agent(&route);
     };
     if method != Method::POST {
@@ -257,6 +280,7 @@ async fn root(
 async fn rest(
     State(gw): State<Gateway>,
     Path((route, rest)): Path<(String, String)>,
+    found: Option<Extension<Found>>,
     method: Method,
     headers: HeaderMap,
     uri: axum::http::Uri,
@@ -275,7 +299,7 @@ async fn rest(
             Err(r) => r,
         };
     }
-    let Some(session) = route_of(&gw, &route).await else {
+    let Some(session) = found_or_look(&gw, found, &route).await else {
         return no_agent(&route);
     };
     rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await

@@ -24,8 +24,9 @@ pub const MAX_ATTEMPTS: u32 = 10;
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// How long one delivery may take (connect, send, answer).
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the outbox is looked at when nothing wakes the deliverer.
-const POLL: Duration = Duration::from_millis(250);
+/// Longest sleep of an idle deliverer (milliseconds): commits that queue
+/// deliveries wake it, so this is only a safety net.
+const MAX_SLEEP_MS: i64 = 60_000;
 /// Deliveries in flight at once.
 const IN_FLIGHT: u32 = 16;
 /// Longest push URL accepted.
@@ -235,10 +236,18 @@ pub async fn deliver(broker: Arc<Broker>, policy: Arc<PushPolicy>, stop: Cancell
             }
         };
         if due.is_empty() {
-            let next = broker.next_push_at().await.ok().flatten();
-            let wait = next
-                .map(|at| Duration::from_millis((at - now_ms()).clamp(0, 250) as u64))
-                .unwrap_or(POLL);
+            // Nothing due: sleep until the next retry, or until a commit
+            // queues deliveries (nothing polls an empty outbox).
+            let wait = match broker.next_push_at().await {
+                Ok(Some(at)) => {
+                    Duration::from_millis((at - now_ms()).clamp(1, MAX_SLEEP_MS) as u64)
+                }
+                Ok(None) => Duration::from_millis(MAX_SLEEP_MS as u64),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the push outbox");
+                    Duration::from_secs(1)
+                }
+            };
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = wake.notified() => {}

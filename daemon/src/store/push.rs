@@ -105,11 +105,23 @@ impl Store {
             .collect()
     }
 
+    /// Told after each commit that queued deliveries (an event of a task
+    /// with configs, or a config's backfill).
+    pub fn push_wake(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.tasks.push_wake()
+    }
+
     /// When the next delivery is due (unix ms), if any is queued.
     pub async fn next_push_at(&self) -> Result<Option<i64>, StoreError> {
-        let row = sqlx::query("SELECT MIN(next_at) AS at FROM push_outbox")
-            .fetch_one(&self.reader)
-            .await?;
+        // Each config's first delivery only: the rest wait behind it (a
+        // retry's backoff holds back the events queued after it).
+        let row = sqlx::query(
+            "SELECT MIN(o.next_at) AS at FROM push_outbox o WHERE NOT EXISTS \
+             (SELECT 1 FROM push_outbox p WHERE p.task_id = o.task_id \
+              AND p.config_id = o.config_id AND p.event_seq < o.event_seq)",
+        )
+        .fetch_one(&self.reader)
+        .await?;
         Ok(row.try_get("at")?)
     }
 

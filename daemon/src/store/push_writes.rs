@@ -3,6 +3,8 @@
 //! outbox's bookkeeping; and the deliveries queued with each event
 //! (`writes.rs` calls [`enqueue`] in the event's transaction).
 
+use std::cell::Cell;
+
 use rusqlite::{Connection, params};
 
 use super::now;
@@ -53,6 +55,19 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+thread_local! {
+    /// Deliveries were queued since [`take_queued`] last looked (only the
+    /// writer's thread writes here; a rolled-back transaction leaves it set,
+    /// which costs the deliverer one look).
+    static QUEUED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether deliveries were queued since the last call (the writer asks
+/// after each commit, and wakes the deliverer).
+pub(super) fn take_queued() -> bool {
+    QUEUED.with(|q| q.replace(false))
+}
+
 /// Applies a push write (on the writer's thread, in its transaction).
 pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u64> {
     Ok(match write {
@@ -76,11 +91,16 @@ pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u6
                     now()
                 ])?;
             if made > 0 && *backfill {
-                conn.prepare_cached(
-                    "INSERT INTO push_outbox (task_id, config_id, event_seq, next_at) \
-                     SELECT task_id, ?2, seq, ?3 FROM task_events WHERE task_id = ?1 ORDER BY seq",
-                )?
-                .execute(params![c.task_id, c.id, now_ms()])?;
+                let queued = conn
+                    .prepare_cached(
+                        "INSERT INTO push_outbox (task_id, config_id, event_seq, next_at) \
+                         SELECT task_id, ?2, seq, ?3 FROM task_events WHERE task_id = ?1 \
+                         ORDER BY seq",
+                    )?
+                    .execute(params![c.task_id, c.id, now_ms()])?;
+                if queued > 0 {
+                    QUEUED.with(|q| q.set(true));
+                }
             }
             made as u64
         }
@@ -111,12 +131,16 @@ pub(super) fn enqueue(
     first: i64,
     last: i64,
 ) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO push_outbox (task_id, config_id, event_seq, next_at) \
-         SELECT c.task_id, c.id, e.seq, ?4 FROM push_configs c \
-         JOIN task_events e ON e.task_id = c.task_id \
-         WHERE c.task_id = ?1 AND e.seq BETWEEN ?2 AND ?3 ORDER BY c.id, e.seq",
-    )?
-    .execute(params![task_id, first, last, now_ms()])?;
+    let queued = conn
+        .prepare_cached(
+            "INSERT INTO push_outbox (task_id, config_id, event_seq, next_at) \
+             SELECT c.task_id, c.id, e.seq, ?4 FROM push_configs c \
+             JOIN task_events e ON e.task_id = c.task_id \
+             WHERE c.task_id = ?1 AND e.seq BETWEEN ?2 AND ?3 ORDER BY c.id, e.seq",
+        )?
+        .execute(params![task_id, first, last, now_ms()])?;
+    if queued > 0 {
+        QUEUED.with(|q| q.set(true));
+    }
     Ok(())
 }

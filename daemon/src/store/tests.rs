@@ -448,3 +448,67 @@ async fn under_steady_writes_the_wal_starts_over_and_stays_short() {
     assert!(bounded < 8 << 20, "{bounded}");
     assert!(unbounded > 4 * bounded, "{unbounded} vs {bounded}");
 }
+
+#[sqlx::test(migrations = "../migrations")]
+async fn push_deliveries_wake_the_deliverer_and_a_retry_holds_back_its_config(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    insert(&store, "ses_1", "hello", &request()).await;
+    store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
+    let wake = store.push_wake();
+    let working = EventKind::Status {
+        state: TaskState::Working,
+        message: None,
+    };
+    // No config: an event queues nothing and wakes nobody.
+    store
+        .append_task_event("tsk_a", &working)
+        .await
+        .expect("event");
+    let idle = tokio::time::timeout(std::time::Duration::from_millis(50), wake.notified()).await;
+    assert!(idle.is_err(), "nothing was queued");
+    assert_eq!(store.next_push_at().await.expect("read"), None);
+    let config = PushConfig {
+        task_id: "tsk_a".into(),
+        id: "cfg".into(),
+        url: "http://127.0.0.1:9/hook".into(),
+        token: None,
+        auth_scheme: None,
+        auth_credentials: None,
+    };
+    assert!(
+        store
+            .create_push_config(&config, true)
+            .await
+            .expect("config")
+    );
+    tokio::time::timeout(std::time::Duration::from_secs(5), wake.notified())
+        .await
+        .expect("the backfill wakes the deliverer");
+    store
+        .append_task_event("tsk_a", &working)
+        .await
+        .expect("event");
+    tokio::time::timeout(std::time::Duration::from_secs(5), wake.notified())
+        .await
+        .expect("an event of a task with a config wakes the deliverer");
+    // The config's first delivery is due; the ones behind it wait for it.
+    let due = store.due_pushes(now_ms(), 16).await.expect("due");
+    assert_eq!(due.len(), 1, "{due:?}");
+    let later = now_ms() + 600_000;
+    store
+        .push_retry(due[0].outbox_id, later, "refused")
+        .await
+        .expect("retry");
+    assert!(
+        store
+            .due_pushes(now_ms(), 16)
+            .await
+            .expect("due")
+            .is_empty()
+    );
+    assert_eq!(
+        store.next_push_at().await.expect("read"),
+        Some(later),
+        "the next look is at the retry, not at the events queued behind it"
+    );
+}

@@ -108,6 +108,9 @@ struct Backlog {
 struct Inner {
     queue: Mutex<Backlog>,
     wake: Condvar,
+    /// Told after a commit that queued push deliveries (the deliverer
+    /// waits on it instead of polling).
+    pushes: Arc<tokio::sync::Notify>,
 }
 
 impl Inner {
@@ -182,6 +185,7 @@ impl TaskWriter {
         let shared = Arc::new(Inner {
             queue: Mutex::new(Backlog::default()),
             wake: Condvar::new(),
+            pushes: Arc::default(),
         });
         let thread = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -189,6 +193,11 @@ impl TaskWriter {
             .spawn(move || serve(&thread, &conn, durability, &frames))
             .map_err(|e| WriteError::Thread(Arc::new(e)))?;
         Ok(Self(Arc::new(Handle(shared))))
+    }
+
+    /// Told after each commit that queued push deliveries.
+    pub(super) fn push_wake(&self) -> Arc<tokio::sync::Notify> {
+        Arc::clone(&(self.0).0.pushes)
     }
 
     /// Commits `ops` (with whatever else is waiting) and answers for each, in order.
@@ -369,6 +378,9 @@ fn run(shared: &Inner, conn: &Connection, synced: &mut Option<bool>, frames: &Wa
             }
         }
         commit(conn, &mut group);
+        if super::push_writes::take_queued() {
+            shared.pushes.notify_one();
+        }
         let (now, every) = (frames.get(), frames.restart_at());
         if now < every {
             next_checkpoint = every;

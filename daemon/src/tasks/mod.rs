@@ -136,8 +136,6 @@ pub struct Broker {
     /// taken: a launch's list of stored tasks leaves them out, so a task is
     /// never both in that list and in the inbox.
     handed: Mutex<HashSet<TaskId>>,
-    /// Wakes the push deliverer (`push.rs`).
-    pushes: Arc<tokio::sync::Notify>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -153,7 +151,6 @@ impl Broker {
             running: Mutex::default(),
             waiting: Mutex::default(),
             handed: Mutex::default(),
-            pushes: Arc::default(),
         }
     }
 

@@ -15,11 +15,7 @@ impl Broker {
         config: &PushConfig,
         backfill: bool,
     ) -> Result<bool, StoreError> {
-        let made = self.store.create_push_config(config, backfill).await?;
-        if made {
-            self.pushes.notify_one();
-        }
-        Ok(made)
+        self.store.create_push_config(config, backfill).await
     }
 
     pub async fn push_configs(&self, task_id: &str) -> Result<Vec<PushConfig>, StoreError> {
@@ -58,8 +54,9 @@ impl Broker {
         self.store.push_retry(outbox_id, next_at, error).await
     }
 
-    /// Woken when a config is made (its backfill is due at once).
+    /// Woken after a commit that queued deliveries (an event of a task with
+    /// configs, or a new config's backfill).
     pub fn push_wake(&self) -> Arc<tokio::sync::Notify> {
-        Arc::clone(&self.pushes)
+        self.store.push_wake()
     }
 }
