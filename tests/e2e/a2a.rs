@@ -297,6 +297,19 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
         serde_json::from_str::<Value>(&body).expect("json")["error"]["details"][0]["reason"],
         "TASK_NOT_FOUND"
     );
+    // Each refusal is a log line, in either binding.
+    let log = daemon.log();
+    for what in [
+        "binding=\"jsonrpc\" code=-32700",
+        "binding=\"jsonrpc\" code=-32601",
+        "binding=\"http+json\" code=-32001",
+    ] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("A2A request refused") && l.contains(what)),
+            "no refusal logged with {what}"
+        );
+    }
     let big = "x".repeat(2 * 1024 * 1024);
     let (status, _, _) = http(&addr, "POST", "/a2a/helper", &[V1, JSON], &big).await;
     assert_eq!(status, 413, "oversized bodies are refused");

@@ -179,6 +179,25 @@ async fn grpc_routes_by_tenant_and_answers_bad_input_with_the_bindings_errors() 
     let a = call(&addr, "SendMessage", send_request("", "g-6"), &[]).await;
     assert_eq!(a.status, "0", "{a:?}");
     assert!(daemon.client.health().await.is_ok());
+    // Each refusal has its log line, also those tonic makes before any
+    // handler runs (unknown method, malformed or oversized message).
+    let log = daemon.log();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("A2A request refused") && l.contains("binding=\"grpc\""))
+        .collect();
+    for what in [
+        "code=NotFound",
+        "method=NoSuchMethod code=Unimplemented",
+        "code=OutOfRange",
+    ] {
+        assert!(
+            refused.iter().any(|l| l.contains(what)),
+            "no refusal logged with {what}: {refused:#?}"
+        );
+    }
+    // The six above and the unknown task's.
+    assert_eq!(refused.len(), 7, "one line per refusal: {refused:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

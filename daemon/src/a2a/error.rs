@@ -103,8 +103,15 @@ impl A2aError {
         e
     }
 
+    /// One log line for a refused request (the gRPC binding logs its own,
+    /// `grpc::log_refusals`).
+    pub fn log_refusal(&self, binding: &'static str) {
+        tracing::info!(binding, code = self.code(), message = %self.message(), "A2A request refused");
+    }
+
     /// The HTTP+JSON error response (`google.rpc.Status` shape).
     pub fn http(&self) -> Response {
+        self.log_refusal("http+json");
         let status = self.http_status();
         let mut e = json!({
             "code": status.as_u16(),

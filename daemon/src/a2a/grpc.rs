@@ -93,6 +93,29 @@ pub(super) fn status(e: &A2aError) -> Status {
     }
 }
 
+/// Logs each refused gRPC call, whoever refused it: the service's
+/// handlers, or tonic before them (a malformed frame, an oversized
+/// message, an unknown method), which answer trailers-only.
+pub(super) async fn log_refusals(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let method = request
+        .uri()
+        .path()
+        .strip_prefix(PREFIX)
+        .unwrap_or_default()
+        .to_string();
+    let response = next.run(request).await;
+    if let Some(refused) = Status::from_header_map(response.headers())
+        && refused.code() != Code::Ok
+    {
+        let (code, message) = (refused.code(), refused.message());
+        tracing::info!(binding = "grpc", %method, ?code, message, "A2A request refused");
+    }
+    response
+}
+
 fn from_json<R: DeserializeOwned>(v: Value) -> Result<R, Status> {
     serde_json::from_value(v).map_err(|e| {
         tracing::error!(error = %e, "an A2A answer does not fit its gRPC message");

@@ -106,9 +106,13 @@ pub fn app(parts: GatewayParts) -> Router {
     };
     let mut router = Router::new();
     if let Some(settings) = &parts.grpc {
-        router = router.route_service(
-            grpc::PATH,
-            grpc::service(&gw, settings.default_route.as_deref()),
+        router = router.merge(
+            Router::new()
+                .route_service(
+                    grpc::PATH,
+                    grpc::service(&gw, settings.default_route.as_deref()),
+                )
+                .layer(middleware::from_fn(grpc::log_refusals)),
         );
     }
     router

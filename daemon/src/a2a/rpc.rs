@@ -21,6 +21,7 @@ fn rpc_ok(id: &Value, result: Value) -> Response {
 }
 
 fn rpc_err(id: &Value, e: &A2aError, d: Dialect) -> Response {
+    e.log_refusal("jsonrpc");
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "error": e.rpc(d)})).into_response()
 }
 
