@@ -10,7 +10,7 @@ and title, read from `DIR/tck/requirements/*.py`; the TCK is not imported.
 
 Prints Markdown on stdout: a summary by level (MUST, SHOULD, MAY), then one
 table per area with each requirement's level, its overall result, and its
-result on JSON-RPC and on HTTP+JSON. Cells: `pass`, `FAIL`, `skipped`,
+result on JSON-RPC, HTTP+JSON and gRPC. Cells: `pass`, `FAIL`, `skipped`,
 `not tested` (the TCK has no test for it), `—` (no test of it ran on that
 binding).
 Standard library only.
@@ -44,10 +44,9 @@ AREAS = [
 ]
 OTHER = 'Other'
 
-# roostd serves these two bindings; the report's `grpc` results (all skipped,
-# roostd has no gRPC binding) and `agent_card` results (the card is checked
-# once, not per binding) show in the Result column only.
-TRANSPORTS = [('jsonrpc', 'JSON-RPC'), ('http_json', 'HTTP+JSON')]
+# roostd serves these three bindings; the report's `agent_card` results (the
+# card is checked once, not per binding) show in the Result column only.
+TRANSPORTS = [('jsonrpc', 'JSON-RPC'), ('http_json', 'HTTP+JSON'), ('grpc', 'gRPC')]
 
 CELL = {'PASS': 'pass', 'FAIL': 'FAIL', 'SKIPPED': 'skipped', 'NOT TESTED': 'not tested'}
 
