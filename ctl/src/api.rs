@@ -42,6 +42,57 @@ impl std::str::FromStr for RestartPolicy {
     }
 }
 
+/// Whether and how a session takes tasks (`lifecycle.task_acceptance` of
+/// a manifest, or `roostctl start --lifecycle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskAcceptance {
+    /// Runs a pre-seeded `task.md` if there is one; takes no A2A tasks.
+    None,
+    /// One task (`task.md`, or the first A2A task), then the session ends.
+    #[default]
+    Single,
+    /// Task after task, up to `queue_depth` waiting.
+    Queue,
+}
+
+impl std::str::FromStr for TaskAcceptance {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Self::None),
+            "single" => Ok(Self::Single),
+            "queue" => Ok(Self::Queue),
+            other => Err(format!(
+                "unknown lifecycle '{other}': use one of none, single, queue"
+            )),
+        }
+    }
+}
+
+/// What a `queue` session does after a task (`lifecycle.after_task`, or
+/// `roostctl start --after-task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AfterTask {
+    /// The session ends.
+    #[default]
+    Exit,
+    /// It waits for the next task until stopped.
+    Sleep,
+}
+
+impl std::str::FromStr for AfterTask {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "exit" => Ok(Self::Exit),
+            "sleep" => Ok(Self::Sleep),
+            other => Err(format!("unknown after-task '{other}': use exit or sleep")),
+        }
+    }
+}
+
 /// Where a session is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -117,6 +168,25 @@ pub struct StartRequest {
     /// (agent capsules run it as their first task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// `lifecycle.task_acceptance` for this session, over the manifest's
+    /// (capsules that take A2A tasks: agents and A2A handlers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<TaskAcceptance>,
+    /// `lifecycle.after_task` for this session, over the manifest's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_task: Option<AfterTask>,
+    /// `MURMUR_JOB_ID` in the capsule's, its tools' and its hooks'
+    /// environment (the job this session is part of).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// For an agent's hooks only: `MURMUR_EVAL_CONFIG` (an evaluation's
+    /// configuration, JSON), `MURMUR_CASE_ID` and `MURMUR_DATASET_ID`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_config: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_id: Option<String>,
 }
 
 /// One session as the API reports it.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::api::{RestartPolicy, Session, StartRequest};
+use crate::api::{AfterTask, RestartPolicy, Session, StartRequest, TaskAcceptance};
 use crate::client::{Client, ClientError, absolutize};
 use crate::paths;
 
@@ -32,4 +32,40 @@ pub enum CliError {
     Bundle(#[from] crate::artifact::BundleError),
     #[error(transparent)]
     Registry(#[from] crate::artifact::LayoutError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_takes_a_lifecycle_an_after_task_and_a_job_id_and_names_the_choices() {
+        let cli = Cli::try_parse_from([
+            "roostctl",
+            "start",
+            "caps/helper",
+            "--lifecycle",
+            "queue",
+            "--after-task",
+            "sleep",
+            "--job-id",
+            "job-7",
+        ])
+        .expect("parses");
+        let Command::Start {
+            lifecycle,
+            after_task,
+            job_id,
+            ..
+        } = cli.command
+        else {
+            panic!("a start");
+        };
+        assert_eq!(lifecycle, Some(TaskAcceptance::Queue));
+        assert_eq!(after_task, Some(AfterTask::Sleep));
+        assert_eq!(job_id.as_deref(), Some("job-7"));
+        let bad = Cli::try_parse_from(["roostctl", "start", "x", "--lifecycle", "forever"])
+            .expect_err("refused");
+        assert!(bad.to_string().contains("none, single, queue"), "{bad}");
+    }
 }

@@ -206,6 +206,12 @@ impl CapsuleManifest {
                     }
                 }
                 if let Some(l) = &raw.lifecycle {
+                    if l.conversation_mode.is_some() {
+                        return Err(invalid(
+                            "lifecycle.conversation_mode",
+                            "applies to agent capsules (with `inference:`) only; remove it".into(),
+                        ));
+                    }
                     if l.queue_depth == 0 {
                         return Err(invalid(
                             "lifecycle.queue_depth",

@@ -53,6 +53,12 @@ pub enum StageError {
         manifest.display()
     )]
     LifecycleWithoutHandler { manifest: PathBuf },
+    #[error(
+        "--lifecycle and --after-task apply to agents and to script capsules that serve A2A \
+         tasks; {} is a script capsule that does not export murmur:a2a/handler@0.1.0",
+        manifest.display()
+    )]
+    LifecycleOverrideWithoutTasks { manifest: PathBuf },
 }
 
 pub use crate::tasks::model::MAX_TASK_BYTES;
@@ -175,7 +181,14 @@ pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Stage
     let program = match (script, &manifest.kind) {
         (Some(prepared), CapsuleKind::Script { lifecycle, .. }) => {
             match (prepared.serves_a2a(), lifecycle) {
-                (true, l) => Program::Handler(prepared, l.clone().unwrap_or_default()),
+                (true, l) => {
+                    Program::Handler(prepared, l.clone().unwrap_or_default().overridden(&request))
+                }
+                (false, None) if request.lifecycle.is_some() || request.after_task.is_some() => {
+                    return Err(StageError::LifecycleOverrideWithoutTasks {
+                        manifest: manifest.manifest_path.clone(),
+                    });
+                }
                 (false, None) => Program::Script(prepared),
                 (false, Some(_)) => {
                     return Err(StageError::LifecycleWithoutHandler {
@@ -185,9 +198,10 @@ pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Stage
             }
         }
         (None, CapsuleKind::Agent(spec)) => {
-            let plan = agent_plan(spec, &artifacts, &manifest.manifest_path, &|name| {
+            let mut plan = agent_plan(spec, &artifacts, &manifest.manifest_path, &|name| {
                 std::env::var(name)
             })?;
+            plan.spec.lifecycle = plan.spec.lifecycle.overridden(&request);
             Program::Agent(Arc::new(plan))
         }
         _ => unreachable!("scripts, and only scripts, are prepared above"),

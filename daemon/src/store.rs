@@ -3,7 +3,8 @@
 //! `session_writes.rs` says), agent tasks and token use (`agent_tasks.rs`),
 //! A2A tasks and their event logs (`a2a_tasks.rs`, `writes.rs`), push
 //! notification configs and their outbox (`push.rs`, written as
-//! `push_writes.rs` says), all written
+//! `push_writes.rs` says), agents' conversations per context
+//! (`conversations.rs`), all written
 //! by the one writer thread (`writer.rs`), in a WAL database with embedded
 //! migrations; rows are read back in `rows.rs`.
 
@@ -19,6 +20,7 @@ use crate::tasks::model::TaskState;
 mod a2a_tasks;
 mod agent_tasks;
 mod checkpointer;
+mod conversations;
 mod push;
 mod push_writes;
 mod rows;
@@ -30,6 +32,7 @@ mod writes;
 
 pub use agent_tasks::{NewAgentTask, TaskEnd};
 use checkpointer::Checkpointer;
+pub use conversations::Conversation;
 pub use push::{PushConfig, PushDelivery, now_ms};
 pub use sessions::{NewSession, Resumable, StopReason};
 use writer::{TaskWriter, WriteOp};

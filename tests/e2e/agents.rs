@@ -101,12 +101,12 @@ pub(crate) fn with_task(dir: &Path, task: &str) -> StartRequest {
     }
 }
 
-async fn run(daemon: &Daemon, req: StartRequest) -> Session {
+pub(crate) async fn run(daemon: &Daemon, req: StartRequest) -> Session {
     let session = daemon.client.start(&req).await.expect("start");
     daemon.client.wait(&session.id).await.expect("wait")
 }
 
-async fn trace(daemon: &Daemon, id: &str) -> Vec<Value> {
+pub(crate) async fn trace(daemon: &Daemon, id: &str) -> Vec<Value> {
     let bytes = daemon.client.trace(id).await.expect("trace");
     String::from_utf8(bytes.to_vec())
         .expect("utf-8")
@@ -115,7 +115,7 @@ async fn trace(daemon: &Daemon, id: &str) -> Vec<Value> {
         .collect()
 }
 
-fn events<'a>(trace: &'a [Value], name: &str) -> Vec<&'a Value> {
+pub(crate) fn events<'a>(trace: &'a [Value], name: &str) -> Vec<&'a Value> {
     trace.iter().filter(|e| e["event"] == name).collect()
 }
 
@@ -331,6 +331,9 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
             wait: true,
             task: None,
             task_file: Some(task_file),
+            lifecycle: None,
+            after_task: None,
+            job_id: None,
             json: true,
         }),
         &mut out,

@@ -1,7 +1,8 @@
 //! A scripted OpenAI-compatible Chat Completions server on loopback: it answers
 //! each request with what the test's script returns (text, tool calls, usage,
 //! an optional delay), streamed as server-sent events when asked, and records
-//! every request it was sent.
+//! every request it was sent. Like a strict HTTP/1.1 server, it refuses a
+//! request body without `Content-Length` (411).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -182,6 +183,15 @@ impl MockLlm {
 }
 
 async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    // Strict, as many servers and proxies are: a request body must say its
+    // length (one sent chunked is refused, not read as empty).
+    if !headers.contains_key(header::CONTENT_LENGTH) {
+        return (
+            StatusCode::LENGTH_REQUIRED,
+            "send the request body with Content-Length",
+        )
+            .into_response();
+    }
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
     };

@@ -35,6 +35,16 @@ pub enum Command {
         /// Read the task from a file (`-` for stdin).
         #[arg(long)]
         task_file: Option<PathBuf>,
+        /// Take tasks this way, over the manifest's lifecycle.task_acceptance:
+        /// none, single or queue.
+        #[arg(long, value_name = "MODE")]
+        lifecycle: Option<TaskAcceptance>,
+        /// After a task, over the manifest's lifecycle.after_task: exit or sleep.
+        #[arg(long, value_name = "WHAT")]
+        after_task: Option<AfterTask>,
+        /// A job id, as MURMUR_JOB_ID in the capsule's, tools' and hooks' environment.
+        #[arg(long)]
+        job_id: Option<String>,
         #[arg(long)]
         json: bool,
     },

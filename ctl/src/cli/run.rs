@@ -20,6 +20,9 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             wait,
             task,
             task_file,
+            lifecycle,
+            after_task,
+            job_id,
             json,
         } => {
             let task = match (task, task_file) {
@@ -33,6 +36,10 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
                 workdir: workdir.map(|w| absolute(&w)).transpose()?,
                 restart,
                 task,
+                lifecycle,
+                after_task,
+                job_id,
+                ..StartRequest::default()
             };
             start(out, &client, &request, wait, json).await
         }

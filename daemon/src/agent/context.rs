@@ -21,12 +21,12 @@ impl AgentRun<'_> {
         // hooks: they run under their own deadline, not the cancelled token.
         let stopped_spec;
         let spec = if self.stop.is_cancelled() {
-            let mut fresh = self.tool_spec.clone();
+            let mut fresh = self.hook_spec.clone();
             fresh.stop = CancellationToken::new();
             stopped_spec = fresh;
             &stopped_spec
         } else {
-            &self.tool_spec
+            &self.hook_spec
         };
         let mut first = None;
         for (name, hook, manifest) in &self.plan.hooks {

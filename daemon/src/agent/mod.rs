@@ -1,6 +1,7 @@
 //! Agent capsules: the host-run tool-use loop. A launch and its task loop
 //! per lifecycle (`run.rs`), the turns of one task (`turns.rs`: driver call,
 //! tool dispatch, token budget, continuation), compaction (`compaction.rs`),
+//! the conversation per A2A context (`conversation.rs`),
 //! the tools the model sees (`tools.rs`), hooks, the system prompt,
 //! `MURMUR.md` and checkpoints (`context.rs`), and `trace.jsonl`. It reaches
 //! guests only through [`crate::runtime`] and the database only through
@@ -9,6 +10,7 @@
 pub mod checkpoint;
 mod compaction;
 mod context;
+mod conversation;
 pub mod driver;
 pub mod murmur_md;
 mod run;
@@ -27,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::SessionArtifacts;
 use crate::ids::SessionId;
-use crate::manifest::{AgentSpec, TaskAcceptance};
+use crate::manifest::{AgentSpec, ConversationMode, TaskAcceptance};
 use crate::policy::CapabilityPolicy;
 use crate::runtime::Target;
 use crate::runtime::{PreparedHook, PreparedTool, Runtime, SessionTools, ToolSpec};
@@ -145,8 +147,13 @@ pub struct AgentRun<'a> {
     pub tool_spec: ToolSpec,
     /// The same, plus the API key: driver calls.
     pub driver_spec: ToolSpec,
+    /// The same, plus an evaluation's variables when the start request
+    /// has them (`MURMUR_EVAL_CONFIG`, …): hook calls.
+    pub hook_spec: ToolSpec,
     pub capsule: String,
     pub version: String,
+    /// The session's name: its A2A route, what conversations are kept by.
+    pub route: String,
     pub session_id: SessionId,
     pub url: String,
     /// What the capsule sees as `.` (where `task.md` and `checkpoints/` are).
@@ -205,6 +212,12 @@ struct AgentState {
     /// The current task's tokens and model calls so far.
     task_used: Usage,
     task_turns: u32,
+    /// The current task's context's earlier messages, and its size in
+    /// tokens at their last turn (`conversation.rs`).
+    history: Vec<Message>,
+    history_tokens: u64,
+    /// What a completed task's turns left: its messages and context size.
+    finished: Option<(Vec<Message>, u64)>,
     /// A2A tasks for this session (none for `task_acceptance: none`).
     queue: crate::tasks::Queue,
 }

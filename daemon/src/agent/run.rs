@@ -53,6 +53,9 @@ impl AgentRun<'_> {
             used: self.used_before,
             task_used: Usage::default(),
             task_turns: 0,
+            history: Vec::new(),
+            history_tokens: 0,
+            finished: None,
             queue: Box::pin(crate::tasks::Queue::open(
                 &self.broker,
                 &self.session_id,
@@ -247,11 +250,23 @@ impl AgentRun<'_> {
         {
             tracing::warn!(%error, task_id = %task_id, "cannot record task");
         }
+        // An A2A task in a context with earlier tasks starts from them.
+        let conversation =
+            recorded && self.plan.spec.conversation() == ConversationMode::PerContext;
+        let history = if conversation {
+            Box::pin(self.load_conversation(state, &context_id)).await
+        } else {
+            state.history.clear();
+            state.history_tokens = 0;
+            0
+        };
         let fields = json!({
             "task_id": task_id, "context_id": context_id,
             "source": input.source, "input_bytes": input_bytes,
         });
-        state.trace.event("task_start", fields.clone()).await;
+        let mut traced = fields.clone();
+        traced["history_messages"] = json!(history);
+        state.trace.event("task_start", traced).await;
         Box::pin(self.hook(state, "task-start", fields, Some(&task_id))).await;
         tracing::info!(task_id = %task_id, source = input.source, input_bytes, "task started");
 
@@ -266,6 +281,10 @@ impl AgentRun<'_> {
             () = self.stop.cancelled() => Err(TaskFailure::Stopped),
             () = cancel.cancelled() => Err(TaskFailure::Canceled),
         };
+        if conversation && result.is_ok() {
+            Box::pin(self.save_conversation(state, &context_id)).await;
+        }
+        state.finished = None;
         let outcome = TaskOutcome {
             result,
             usage: state.task_used,

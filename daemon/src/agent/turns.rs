@@ -43,8 +43,11 @@ impl AgentRun<'_> {
     ) -> Result<Option<String>, TaskFailure> {
         let spec = &self.plan.spec;
         let fail = |e: TurnError| Err(TaskFailure::Failed(e.to_string()));
-        let mut messages = vec![Message::user(task.clone())];
-        let mut context_tokens = 0u64;
+        // The context's earlier messages (none unless its conversation is
+        // kept), then the task.
+        let mut messages = std::mem::take(&mut state.history);
+        messages.push(Message::user(task.clone()));
+        let mut context_tokens = state.history_tokens;
         loop {
             // A spent budget stops the session before it pays for another call.
             if let Err(e) = self.check_budget(state) {
@@ -119,6 +122,7 @@ impl AgentRun<'_> {
                 return fail(e);
             }
             if response.tool_calls.is_empty() {
+                state.finished = Some((messages, context_tokens));
                 return Ok(response.text);
             }
             for call in &response.tool_calls {

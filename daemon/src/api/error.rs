@@ -60,7 +60,9 @@ impl From<SupervisorError> for ApiError {
         let message = error.to_string();
         match error {
             SupervisorError::Stage(stage) => match stage {
-                StageError::RelativePath { .. } | StageError::Name(_) => {
+                StageError::RelativePath { .. }
+                | StageError::Name(_)
+                | StageError::LifecycleOverrideWithoutTasks { .. } => {
                     Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
                 }
                 StageError::Manifest(_) | StageError::LifecycleWithoutHandler { .. } => Self::new(

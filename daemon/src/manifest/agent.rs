@@ -94,29 +94,26 @@ pub(super) struct RawInference {
 pub(super) struct RawContext {
     #[serde(default)]
     max_tokens: Option<u64>,
+    #[serde(default)]
+    conversation: Option<ConversationMode>,
 }
 
-/// Whether and how a session takes tasks (`lifecycle.task_acceptance`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskAcceptance {
-    /// Runs a pre-seeded `task.md` if there is one; takes no A2A tasks.
-    None,
-    /// One task (`task.md`, or the first A2A task), then the session ends.
-    #[default]
-    Single,
-    /// Task after task, up to `queue_depth` waiting.
-    Queue,
+/// Whether an agent's task sees the earlier tasks of its A2A context
+/// (`context.conversation`; the seed's `lifecycle.conversation_mode` is its
+/// alias).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConversationMode {
+    /// The context's completed tasks' messages come first (kept in the
+    /// store, so they outlive a restart).
+    PerContext,
+    /// Each task starts with its own message only.
+    PerTask,
 }
 
-/// What a `queue` session does after a task (`lifecycle.after_task`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AfterTask {
-    #[default]
-    Exit,
-    Sleep,
-}
+/// `lifecycle.task_acceptance` and `lifecycle.after_task`: the API's types,
+/// which a start request may also give.
+pub use roost_ctl::api::{AfterTask, TaskAcceptance};
 
 /// `lifecycle:`.
 #[derive(Debug, Clone, Deserialize)]
@@ -134,6 +131,9 @@ pub struct Lifecycle {
     /// only; an agent runs one at a time).
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
+    /// The seed's name for `context.conversation` (agents only).
+    #[serde(default)]
+    pub conversation_mode: Option<ConversationMode>,
 }
 
 /// The lifecycle's rules, decided here only.
@@ -148,6 +148,18 @@ impl Lifecycle {
     /// tasks run one at a time and a failed one fails the session.
     pub fn ends_after_task(&self) -> bool {
         self.task_acceptance == TaskAcceptance::Single || self.after_task == AfterTask::Exit
+    }
+
+    /// This lifecycle with a start request's overrides.
+    pub fn overridden(&self, request: &roost_ctl::api::StartRequest) -> Self {
+        let mut l = self.clone();
+        if let Some(acceptance) = request.lifecycle {
+            l.task_acceptance = acceptance;
+        }
+        if let Some(after) = request.after_task {
+            l.after_task = after;
+        }
+        l
     }
 
     /// How many A2A tasks may wait for the session; `None`: it takes none.
@@ -168,6 +180,7 @@ impl Default for Lifecycle {
             queue_depth: default_queue_depth(),
             input_timeout_secs: default_input_timeout(),
             concurrency: default_concurrency(),
+            conversation_mode: None,
         }
     }
 }
@@ -220,8 +233,23 @@ pub struct AgentSpec {
     pub max_total_tokens: Option<u64>,
     /// `context.max_tokens` (0: unknown, no compaction).
     pub context_tokens: u64,
+    /// `context.conversation` as written (see [`AgentSpec::conversation`]).
+    pub conversation: Option<ConversationMode>,
     pub lifecycle: Lifecycle,
     pub trace: TraceSpec,
+}
+
+impl AgentSpec {
+    /// Whether a task sees its context's earlier tasks: as written, else
+    /// `per_context` for `queue` sessions (which take task after task) and
+    /// `per_task` for the others.
+    pub fn conversation(&self) -> ConversationMode {
+        self.conversation
+            .unwrap_or(match self.lifecycle.task_acceptance {
+                TaskAcceptance::Queue => ConversationMode::PerContext,
+                TaskAcceptance::None | TaskAcceptance::Single => ConversationMode::PerTask,
+            })
+    }
 }
 
 /// Default `inference.max_turns`.
@@ -345,6 +373,15 @@ pub(super) fn agent_spec(
     if s.lifecycle.queue_depth == 0 {
         return Err(("lifecycle.queue_depth", "must be at least 1".into()));
     }
+    let conversation = match (s.context.conversation, s.lifecycle.conversation_mode) {
+        (Some(a), Some(b)) if a != b => {
+            return Err((
+                "context.conversation",
+                "and lifecycle.conversation_mode (its older name) disagree; keep one".into(),
+            ));
+        }
+        (a, b) => a.or(b),
+    };
     Ok(AgentSpec {
         transport,
         endpoint: inf.endpoint,
@@ -358,6 +395,7 @@ pub(super) fn agent_spec(
         compaction_model: compaction.model,
         max_total_tokens,
         context_tokens: s.context.max_tokens.unwrap_or(0),
+        conversation,
         lifecycle: s.lifecycle,
         trace: s.trace,
     })

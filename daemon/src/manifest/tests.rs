@@ -259,3 +259,37 @@ fn the_a2a_section_is_checked_and_its_description_defaults_to_the_manifests() {
         assert!(err.contains(says), "{section}: {err}");
     }
 }
+
+#[test]
+fn the_conversation_is_kept_per_context_for_queue_agents_unless_the_manifest_says() {
+    let load = |extra: &str| {
+        let dir = capsule_dir(&format!("{AGENT}{extra}"));
+        match CapsuleManifest::load(dir.path()).map(|m| m.kind) {
+            Ok(CapsuleKind::Agent(spec)) => Ok(spec.conversation()),
+            Ok(_) => panic!("an agent"),
+            Err(e) => Err(e.to_string()),
+        }
+    };
+    assert_eq!(load(""), Ok(ConversationMode::PerTask));
+    assert_eq!(
+        load("lifecycle: {task_acceptance: queue}\n"),
+        Ok(ConversationMode::PerContext)
+    );
+    assert_eq!(
+        load("lifecycle: {task_acceptance: queue}\ncontext: {conversation: per_task}\n"),
+        Ok(ConversationMode::PerTask)
+    );
+    // The seed's name for it.
+    assert_eq!(
+        load("lifecycle: {conversation_mode: per_context}\n"),
+        Ok(ConversationMode::PerContext)
+    );
+    let both =
+        load("lifecycle: {conversation_mode: per_context}\ncontext: {conversation: per_task}\n");
+    assert!(both.is_err_and(|e| e.contains("disagree")));
+    let bad = load("context: {conversation: forever}\n");
+    assert!(
+        bad.is_err_and(|e| e.contains("per_context")),
+        "names the choices"
+    );
+}

@@ -280,6 +280,8 @@ impl SessionTask {
         let inbox = self.launch_inbox();
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
+        let mut hook_spec = tool_spec.clone();
+        hook_spec.env.extend(self.eval_env());
         let task_slot = tool_spec.task.clone().unwrap_or_default();
         let run = AgentRun {
             plan: Arc::clone(plan),
@@ -291,8 +293,10 @@ impl SessionTask {
             allowlist: self.staged.allowlist.clone(),
             tool_spec,
             driver_spec,
+            hook_spec,
             capsule: self.staged.manifest.name.clone(),
             version: self.staged.manifest.version.clone(),
+            route: self.name.clone(),
             session_id: self.id.clone(),
             url: self.capsule_url(),
             workdir: self.workdir.clone(),

@@ -415,6 +415,20 @@ impl SessionTask {
         format!("{}/a2a/{}", self.shared.a2a_base, self.name)
     }
 
+    /// An evaluation's variables from the start request, for an agent's
+    /// hooks only (its model and tools never see them).
+    pub(super) fn eval_env(&self) -> Vec<(String, String)> {
+        let r = &self.staged.request;
+        [
+            ("MURMUR_EVAL_CONFIG", &r.eval_config),
+            ("MURMUR_CASE_ID", &r.case_id),
+            ("MURMUR_DATASET_ID", &r.dataset_id),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value.clone()?)))
+        .collect()
+    }
+
     /// Allow-listed host variables first, then identity variables so a manifest
     /// can never shadow them.
     pub(super) fn guest_env(&self) -> Vec<(String, String)> {
@@ -432,6 +446,9 @@ impl SessionTask {
             ("MURMUR_SESSION_ID".to_string(), self.id.to_string()),
             ("MURMUR_CAPSULE_URL".to_string(), self.capsule_url()),
         ]);
+        if let Some(job) = &self.staged.request.job_id {
+            env.push(("MURMUR_JOB_ID".to_string(), job.clone()));
+        }
         // Agents' tools and hooks see the model's name, never its endpoint,
         // config or key (the driver's own environment adds those).
         if let Program::Agent(plan) = &self.staged.program {

@@ -59,7 +59,12 @@ pub fn post(
     headers: &[(String, String)],
     body: &[u8],
 ) -> Result<IncomingResponse, String> {
-    let request = outgoing_request(url, headers)?;
+    // The body's length goes in the head: a strict HTTP/1.1 server (Python's
+    // `http.server`, many proxies) does not read a chunked request body.
+    let mut headers = headers.to_vec();
+    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
+    headers.push(("content-length".into(), body.len().to_string()));
+    let request = outgoing_request(url, &headers)?;
     let outgoing = request
         .body()
         .map_err(|()| "cannot open the request body".to_string())?;

@@ -1,8 +1,10 @@
 //! Test hook (`murmur:hook/handler@0.1.0`): records every event kind in
-//! `./hook-events.txt`. On `stage` it refuses capsules whose name starts with
-//! `reject`; for capsules named `hookcompact*` it answers `compaction` with a
-//! summary; for `badhook*` it fails `task-start`, and for `slowhook*` it spins
-//! on `task-start` until its deadline.
+//! `./hook-events.txt`, and on `session-start` the start request's
+//! variables it sees (`MURMUR_JOB_ID`, the evaluation's) in
+//! `./hook-env.txt`. On `stage` it refuses capsules whose name starts with
+//! `reject`; for capsules named `hookcompact*` it answers `compaction` with
+//! a summary; for `badhook*` it fails `task-start`, and for `slowhook*` it
+//! spins on `task-start` until its deadline.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -22,6 +24,19 @@ impl Guest for Hook {
     fn handle(event: Event) -> Result<Option<String>, String> {
         if event.kind == "stage" && capsule_is(&event.payload, "reject") {
             return Err("capsules named reject-* may not be staged here".into());
+        }
+        if event.kind == "session-start" {
+            // What a start request gave hooks (`--job-id`, an evaluation's ids).
+            let seen: String = [
+                "MURMUR_JOB_ID",
+                "MURMUR_EVAL_CONFIG",
+                "MURMUR_CASE_ID",
+                "MURMUR_DATASET_ID",
+            ]
+            .iter()
+            .filter_map(|name| Some(format!("{name}={}\n", std::env::var(name).ok()?)))
+            .collect();
+            std::fs::write("hook-env.txt", seen).map_err(|e| e.to_string())?;
         }
         let line = format!("{}\n", event.kind);
         let mut old = std::fs::read_to_string("hook-events.txt").unwrap_or_default();
