@@ -4,7 +4,7 @@
 //! A2A tasks and their event logs (`a2a_tasks.rs`, `writes.rs`), push
 //! notification configs and their outbox (`push.rs`, written as
 //! `push_writes.rs` says), agents' conversations per context
-//! (`conversations.rs`), all written
+//! (`conversations.rs`, written as `conversation_writes.rs` says), all written
 //! by the one writer thread (`writer.rs`), in a WAL database with embedded
 //! migrations; rows are read back in `rows.rs`.
 
@@ -20,6 +20,7 @@ use crate::tasks::model::TaskState;
 mod a2a_tasks;
 mod agent_tasks;
 mod checkpointer;
+mod conversation_writes;
 mod conversations;
 mod push;
 mod push_writes;

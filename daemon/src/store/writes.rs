@@ -57,7 +57,7 @@ pub(super) enum WriteOp {
     /// A push config's change, or the outbox's bookkeeping.
     Push(super::push_writes::PushWrite),
     /// An agent's conversation in a context, replaced.
-    Conversation(super::conversations::SaveConversation),
+    Conversation(super::conversation_writes::SaveConversation),
     /// Panics on the thread (tests of its recovery).
     #[cfg(test)]
     Panic,
@@ -147,7 +147,7 @@ pub(super) fn apply(
         }
         WriteOp::Session(write) => Some(super::session_writes::apply(conn, write)?),
         WriteOp::Push(write) => Some(super::push_writes::apply(conn, write)?),
-        WriteOp::Conversation(save) => Some(super::conversations::save(conn, save)?),
+        WriteOp::Conversation(save) => Some(super::conversation_writes::save(conn, save)?),
         WriteOp::DeleteSession { id } => {
             let deleted = conn
                 .prepare_cached(
@@ -333,7 +333,7 @@ fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
 /// were the last of.
 fn with_orphans(conn: &Connection, deleted: u64) -> rusqlite::Result<u64> {
     if deleted > 0 {
-        super::conversations::drop_orphans(conn)?;
+        super::conversation_writes::drop_orphans(conn)?;
     }
     Ok(deleted)
 }
