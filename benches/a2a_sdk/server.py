@@ -32,7 +32,7 @@ With --grpc-port G, the gRPC binding too (lf.a2a.v1.A2AService on
 127.0.0.1:G, plain HTTP/2), on the same handler and task store.
 
 Usage: server.py --port P [--path /a2a/sdk] [--token T] [--grpc-port G]
-                 [--log-level warning]
+                 [--protocol-version 0.3] [--log-level warning]
 """
 
 from __future__ import annotations
@@ -181,7 +181,9 @@ class ConformanceExecutor(AgentExecutor):
         await updater.cancel()
 
 
-def build_card(base_url: str, bearer: bool = False) -> AgentCard:
+def build_card(
+    base_url: str, bearer: bool = False, version: str = PROTOCOL_VERSION_1_0
+) -> AgentCard:
     card = AgentCard(
         name='conformance',
         description='Echo agent with the behaviour of roost\'s conformance '
@@ -191,12 +193,12 @@ def build_card(base_url: str, bearer: bool = False) -> AgentCard:
             AgentInterface(
                 url=base_url,
                 protocol_binding=TransportProtocol.JSONRPC,
-                protocol_version=PROTOCOL_VERSION_1_0,
+                protocol_version=version,
             ),
             AgentInterface(
                 url=base_url,
                 protocol_binding=TransportProtocol.HTTP_JSON,
-                protocol_version=PROTOCOL_VERSION_1_0,
+                protocol_version=version,
             ),
         ],
         capabilities=AgentCapabilities(
@@ -259,12 +261,13 @@ def build_app(
     path: str = '',
     token: str | None = None,
     grpc_port: int | None = None,
+    version: str = PROTOCOL_VERSION_1_0,
 ):
     path = path.rstrip('/')
     if path and not path.startswith('/'):
         path = '/' + path
     base_url = f'http://127.0.0.1:{port}{path}'
-    card = build_card(base_url, bearer=bool(token))
+    card = build_card(base_url, bearer=bool(token), version=version)
     handler = DefaultRequestHandler(
         agent_executor=ConformanceExecutor(),
         task_store=InMemoryTaskStore(),
@@ -332,10 +335,19 @@ def main() -> None:
         default=None,
         help='also serve the gRPC binding (plain HTTP/2) on this port',
     )
+    parser.add_argument(
+        '--protocol-version',
+        default=PROTOCOL_VERSION_1_0,
+        help='the A2A version the card declares for its interfaces (0.3: a '
+        "peer that follows the card speaks 0.3's message/send, which the "
+        'JSON-RPC endpoint serves through the compat adapter)',
+    )
     parser.add_argument('--log-level', default='warning')
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level.upper())
-    app = build_app(args.port, args.path, args.token, args.grpc_port)
+    app = build_app(
+        args.port, args.path, args.token, args.grpc_port, args.protocol_version
+    )
     uvicorn.run(
         app,
         host='127.0.0.1',

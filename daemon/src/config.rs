@@ -54,10 +54,22 @@ pub struct DaemonConfig {
     pub a2a: A2aConfig,
     pub store: StoreConfig,
     pub retention: Retention,
+    /// What roostd's outgoing HTTPS trusts (model servers through drivers,
+    /// A2A peers, registries).
+    pub tls: TlsConfig,
     /// What the file said that still works but should change (logged at
     /// start-up).
     #[serde(skip)]
     pub deprecations: Vec<String>,
+}
+
+/// `tls:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// A PEM file of CA certificates trusted besides the system's store
+    /// and the web roots (an internal CA in front of a model server).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The database.
@@ -273,6 +285,7 @@ impl Default for DaemonConfig {
             a2a: A2aConfig::default(),
             store: StoreConfig::default(),
             retention: Retention::default(),
+            tls: TlsConfig::default(),
             deprecations: Vec::new(),
         }
     }

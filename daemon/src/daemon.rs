@@ -43,6 +43,8 @@ pub enum DaemonError {
     CardKey(#[from] crate::a2a::signing::SigningError),
     #[error("cannot resume sessions: {0}")]
     Resume(#[from] SupervisorError),
+    #[error("tls.ca_file: {0}")]
+    CaFile(#[from] crate::http_client::CaFileError),
 }
 
 /// Runs roostd until `shutdown` is cancelled, then stops sessions and exits.
@@ -50,6 +52,10 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let started = Instant::now();
     let notifier = Notifier::from_env();
     create_private_dir(&config.state_dir)?;
+    if let Some(path) = &config.tls.ca_file {
+        let count = crate::http_client::trust_ca_file(path)?;
+        tracing::info!(ca_file = %path.display(), certificates = count, "trusting tls.ca_file for outgoing HTTPS");
+    }
     let store = Store::open(&config.state_dir.join("roost.db"), config.store.sync).await?;
     let interrupted = store.interrupt_live().await?;
     if interrupted > 0 {
@@ -109,6 +115,12 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         };
         route_tokens.insert(name.clone(), own);
     }
+    // What roostd sends to peers elsewhere (`a2a.peers`), read once.
+    let mut peer_tokens = Vec::new();
+    for (i, peer) in config.a2a.peers.iter().enumerate() {
+        let what = format!("a2a.peers[{i}].token_file");
+        peer_tokens.push((peer.url.clone(), read_token(Some(&peer.token_file), &what)?));
+    }
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
     let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
@@ -140,6 +152,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
         runtime,
         metrics,
         format!("http://{a2a_addr}"),
+        peer_tokens,
     )));
     let recovered = supervisor.shared().tasks.recover().await?;
     if recovered > 0 {
@@ -315,6 +328,7 @@ pub fn wire(
     runtime: crate::runtime::Runtime,
     metrics: Arc<crate::metrics::Metrics>,
     a2a_base: String,
+    peer_tokens: Vec<(String, Arc<str>)>,
 ) -> crate::supervisor::SharedParts {
     let location = config.registry_location();
     let registry = crate::registry::open(&location).unwrap_or_else(|error| {
@@ -343,6 +357,7 @@ pub fn wire(
         a2a_base.clone(),
         Arc::clone(&routes),
         Arc::clone(&tasks),
+        peer_tokens,
     )));
     crate::supervisor::SharedParts {
         config,

@@ -8,7 +8,6 @@
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -21,8 +20,11 @@ use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 mod body;
+mod connect;
 pub use body::ResponseBody;
 use body::framing;
+use connect::connect;
+pub use connect::{CaFileError, trust_ca_file};
 
 /// Longest wait to connect, for the head, and between two reads of an
 /// `exchange`; its whole deadline grows with what it may read
@@ -68,7 +70,7 @@ pub enum HttpError {
     Write(io::Error),
     #[error("cannot read the response: {0}")]
     Read(io::Error),
-    #[error("only http:// URLs are supported here")]
+    #[error("only http:// and https:// URLs are supported")]
     NotHttp,
     #[error("cannot build the request: {0}")]
     Request(#[source] http::Error),
@@ -76,6 +78,33 @@ pub enum HttpError {
     TooLarge(u64),
     #[error("no answer within {}s", .0.as_secs())]
     Timeout(Duration),
+    #[error("the proxy (HTTPS_PROXY or HTTP_PROXY in roostd's environment): {0}")]
+    Proxy(String),
+}
+
+/// A query value: `%XX` escapes and `+` for a space; a `%` without two hex
+/// digits after it is kept as it is.
+pub fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let escaped = (b == b'%')
+            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
+            .flatten();
+        match (b, escaped) {
+            (_, Some((hi, lo))) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 2;
+            }
+            (b'+', None) => out.push(b' '),
+            (b, None) => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Deadlines of one request: to connect, to the response head (sending the
@@ -103,7 +132,7 @@ pub async fn exchange(
     max_bytes: u64,
 ) -> Result<HttpReply, HttpError> {
     let uri: http::Uri = url.parse().map_err(|_| HttpError::Uri("cannot parse it"))?;
-    if uri.scheme_str() != Some("http") {
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
         return Err(HttpError::NotHttp);
     }
     let mut request = http::Request::builder()
@@ -195,9 +224,10 @@ where
     let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
     // Connecting and writing are boxed, and the request's parts are dropped
     // once written: what stays while the answer is awaited is small.
-    let stream = tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls, addr)))
-        .await
-        .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
+    let (stream, proxy) =
+        tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls, addr)))
+            .await
+            .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
     let mut conn = Conn {
         stream,
         buf: BytesMut::new(),
@@ -209,6 +239,7 @@ where
             parts,
             authority.as_str(),
             body,
+            proxy,
         ))
         .await?;
         read_head(&mut conn).await
@@ -231,46 +262,6 @@ where
 enum Socket {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-async fn connect(
-    host: &str,
-    port: u16,
-    tls: bool,
-    addr: Option<std::net::SocketAddr>,
-) -> Result<Socket, HttpError> {
-    let tcp = match addr {
-        Some(addr) => TcpStream::connect(addr).await,
-        None => TcpStream::connect((host, port)).await,
-    }
-    .map_err(HttpError::Connect)?;
-    // Heads and bodies go out as separate writes; do not let Nagle hold them.
-    let _ = tcp.set_nodelay(true);
-    if !tls {
-        return Ok(Socket::Plain(tcp));
-    }
-    let name = rustls::pki_types::ServerName::try_from(host.to_string())
-        .map_err(|_| HttpError::ServerName(host.to_string()))?;
-    let stream = tokio_rustls::TlsConnector::from(tls_config())
-        .connect(name, tcp)
-        .await
-        .map_err(HttpError::Tls)?;
-    Ok(Socket::Tls(Box::new(stream)))
-}
-
-/// Web PKI roots, built once.
-fn tls_config() -> Arc<rustls::ClientConfig> {
-    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    Arc::clone(CONFIG.get_or_init(|| {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        Arc::new(
-            rustls::ClientConfig::builder()
-                .with_root_certificates(roots)
-                .with_no_client_auth(),
-        )
-    }))
 }
 
 impl Socket {
@@ -301,6 +292,7 @@ async fn write_request<B>(
     parts: http::request::Parts,
     authority: &str,
     mut body: B,
+    proxy: Option<&connect::Proxy>,
 ) -> Result<(), HttpError>
 where
     B: Body<Data = Bytes> + Unpin,
@@ -310,8 +302,16 @@ where
     let mut head = Vec::with_capacity(256);
     head.extend_from_slice(parts.method.as_str().as_bytes());
     head.push(b' ');
+    if proxy.is_some() {
+        // Through a proxy, plain HTTP names the whole URL.
+        head.extend_from_slice(b"http://");
+        head.extend_from_slice(authority.as_bytes());
+    }
     head.extend_from_slice(target.as_bytes());
     head.extend_from_slice(b" HTTP/1.1\r\n");
+    if let Some(auth) = proxy.and_then(|p| p.authorization.as_deref()) {
+        header_line(&mut head, "proxy-authorization", auth.as_bytes());
+    }
     if !parts.headers.contains_key(HOST) {
         header_line(&mut head, HOST.as_str(), authority.as_bytes());
     }

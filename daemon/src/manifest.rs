@@ -240,6 +240,8 @@ impl CapsuleManifest {
                 };
                 let spec = agent_spec(sections, &raw.artifacts, &policy, &manifest_dir)
                     .map_err(|(field, m)| invalid(field, m))?;
+                offered_or_refused(&spec, &raw.artifacts, &policy, &raw.tools)
+                    .map_err(|(field, m)| invalid(field, m))?;
                 CapsuleKind::Agent(Box::new(spec))
             }
             (None, None) => {
@@ -279,6 +281,44 @@ impl CapsuleManifest {
             card,
         })
     }
+}
+
+/// An agent's shell binaries and skills are offered to the model only when
+/// `tools:` lists them; one it does not list is refused rather than
+/// silently not offered (the seed offers them).
+fn offered_or_refused(
+    spec: &AgentSpec,
+    artifacts: &[ArtifactRef],
+    policy: &CapabilityPolicy,
+    tools: &[String],
+) -> Result<(), (&'static str, String)> {
+    let listed = |name: &str| tools.iter().any(|t| t == name);
+    if let Some(binary) = policy.shell_allow.iter().find(|b| !listed(b)) {
+        return Err((
+            "tools",
+            format!(
+                "does not list '{binary}', which capabilities.shell.allow allows: add it to \
+                 `tools:` to offer it to the model, or remove it from shell.allow"
+            ),
+        ));
+    }
+    let prompt = match &spec.system_prompt {
+        SystemPrompt::Artifact(name) => Some(name.as_str()),
+        _ => None,
+    };
+    if let Some(skill) = artifacts.iter().find(|a| {
+        a.runtime == ArtifactRuntime::Skill && !listed(&a.name) && prompt != Some(a.name.as_str())
+    }) {
+        return Err((
+            "tools",
+            format!(
+                "does not list the skill '{}': add it to `tools:` to offer it to the model, or \
+                 remove it from `artifacts:`",
+                skill.name
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn script_component(component: &str, manifest_dir: &Path) -> Result<PathBuf, String> {

@@ -397,7 +397,7 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
 }
 
 /// The `data:` payloads of a server-sent-event body.
-fn sse_events(body: &str) -> Vec<Value> {
+pub(crate) fn sse_events(body: &str) -> Vec<Value> {
     body.lines()
         .filter_map(|l| l.strip_prefix("data: "))
         .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("{e}: {d}")))

@@ -207,6 +207,13 @@ impl Daemon {
             .arg(&self.socket)
             .env("RUST_LOG", "info,roostd=debug")
             .env_remove("NOTIFY_SOCKET")
+            // A test that wants a proxy sets one.
+            .env_remove("HTTP_PROXY")
+            .env_remove("http_proxy")
+            .env_remove("HTTPS_PROXY")
+            .env_remove("https_proxy")
+            .env_remove("NO_PROXY")
+            .env_remove("no_proxy")
             .env_remove("WATCHDOG_USEC")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -5,8 +5,10 @@
 mod a2a;
 mod a2a_card;
 mod a2a_grpc;
+mod a2a_peers;
 mod a2a_push;
 mod a2a_script;
+mod agent_paths;
 mod agents;
 mod api_errors;
 mod artifacts;

@@ -1,13 +1,16 @@
 //! Outgoing A2A (`murmur:message/send`): a peer hosted by this daemon is
 //! reached in-process through the broker (same durability as a request from
-//! outside); any other gets a JSON-RPC 1.0 `SendMessage` over HTTP. Either way
-//! the call returns once the peer has accepted the task.
+//! outside); any other gets JSON-RPC over HTTP or HTTPS — 1.0's
+//! `SendMessage`, or 0.3's `message/send` when its card says 0.3 — with the
+//! token roostd's config has for it (`a2a.peers`). Either way the call
+//! returns once the peer has accepted the task.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::wire;
+use super::wire::{self, Dialect};
 use crate::http_client::HttpError;
 use crate::runtime::{OutMessage, Outbox, SendError, SentTask};
 use crate::supervisor::Routes;
@@ -24,7 +27,19 @@ pub enum RemoteError {
     #[error("answered {0} without JSON")]
     NotJson(http::StatusCode),
     #[error("refused the message ({code}): {message}")]
-    Refused { code: Value, message: String },
+    Refused { code: i64, message: String },
+    #[error(
+        "answered {status}: {}",
+        if *configured {
+            "it refused the token roostd has for it (a2a.peers in roostd's config)"
+        } else {
+            "it wants credentials; give roostd a token for it (a2a.peers in roostd's config)"
+        }
+    )]
+    Unauthorized {
+        status: http::StatusCode,
+        configured: bool,
+    },
     #[error("answered {0} with neither a task nor a message")]
     NoTask(http::StatusCode),
 }
@@ -36,14 +51,57 @@ pub struct Peers {
     /// Live sessions on this daemon, by route (no database read).
     routes: Arc<Routes>,
     broker: Arc<Broker>,
+    /// `a2a.peers`: (URL prefix, bearer token), longest prefix first.
+    credentials: Vec<(String, Arc<str>)>,
+    /// The dialect each peer speaks, once known (its card, or a 1.0 send it
+    /// did not know).
+    dialects: Mutex<HashMap<String, Dialect>>,
 }
 
+/// Peers whose dialect is remembered at most (then it is learned again).
+const MAX_KNOWN_PEERS: usize = 1024;
+
 impl Peers {
-    pub fn new(base: String, routes: Arc<Routes>, broker: Arc<Broker>) -> Self {
+    pub fn new(
+        base: String,
+        routes: Arc<Routes>,
+        broker: Arc<Broker>,
+        mut credentials: Vec<(String, Arc<str>)>,
+    ) -> Self {
+        credentials.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
         Self {
             base,
             routes,
             broker,
+            credentials,
+            dialects: Mutex::default(),
+        }
+    }
+
+    /// The token configured for `peer_url`: the longest `a2a.peers` URL it
+    /// starts with, at a path boundary (`https://a.example` is not a prefix
+    /// of `https://a.example.evil`).
+    fn token_for(&self, peer_url: &str) -> Option<&str> {
+        self.credentials
+            .iter()
+            .find(|(prefix, _)| {
+                peer_url.strip_prefix(prefix.as_str()).is_some_and(|rest| {
+                    prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?'])
+                })
+            })
+            .map(|(_, token)| &**token)
+    }
+
+    fn known_dialect(&self, peer_url: &str) -> Option<Dialect> {
+        self.dialects.lock().ok()?.get(peer_url).copied()
+    }
+
+    fn learn_dialect(&self, peer_url: &str, dialect: Dialect) {
+        if let Ok(mut known) = self.dialects.lock() {
+            if known.len() >= MAX_KNOWN_PEERS {
+                known.clear();
+            }
+            known.insert(peer_url.to_string(), dialect);
         }
     }
 
@@ -90,7 +148,7 @@ impl Outbox for Peers {
         if let Some(route) = self.local_route(peer_url) {
             return self.local(route, m).await;
         }
-        remote(peer_url, m)
+        self.remote(peer_url, &m)
             .await
             .map_err(|source| SendError::Remote {
                 peer: peer_url.to_string(),
@@ -99,35 +157,154 @@ impl Outbox for Peers {
     }
 }
 
-/// `SendMessage` to a peer elsewhere, returning as soon as it has the task.
-async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, RemoteError> {
-    let mut message = json!({
-        "messageId": m.message_id, "role": "ROLE_USER", "parts": [{"text": m.text}],
-    });
+impl Peers {
+    /// A message to a peer elsewhere, in the dialect it speaks: its card's,
+    /// else 1.0, and 0.3 once a 1.0 `SendMessage` was unknown to it.
+    async fn remote(&self, peer_url: &str, m: &OutMessage) -> Result<SentTask, RemoteError> {
+        let token = self.token_for(peer_url);
+        let dialect = match self.known_dialect(peer_url) {
+            Some(d) => d,
+            None => {
+                let d = card_dialect(peer_url).await.unwrap_or(Dialect::V10);
+                self.learn_dialect(peer_url, d);
+                d
+            }
+        };
+        let sent = match remote(peer_url, m, dialect, token).await {
+            Err(RemoteError::Refused { code, .. }) if dialect == Dialect::V10 && code == -32601 => {
+                tracing::info!(peer = %peer_url, "the peer does not know A2A 1.0's SendMessage; sending 0.3's message/send");
+                self.learn_dialect(peer_url, Dialect::V03);
+                (Dialect::V03, remote(peer_url, m, Dialect::V03, token).await)
+            }
+            other => (dialect, other),
+        };
+        if let (d, Ok(task)) = &sent {
+            let dialect = match d {
+                Dialect::V10 => "1.0",
+                Dialect::V03 => "0.3",
+            };
+            tracing::debug!(peer = %peer_url, dialect, task_id = %task.task_id, credentials = token.is_some(), "A2A message taken by a peer elsewhere");
+        }
+        sent.1
+    }
+}
+
+/// The dialect a peer's agent card says it speaks (`None`: no card):
+/// 1.0 when an interface says 1.x, else 0.3 when the card is 0.3's.
+async fn card_dialect(peer_url: &str) -> Option<Dialect> {
+    let base = peer_url.trim_end_matches('/');
+    let origin_end = base
+        .find("://")
+        .map(|i| i + 3)
+        .and_then(|i| base[i..].find('/').map(|j| i + j))
+        .unwrap_or(base.len());
+    let mut urls = vec![format!("{base}{CARD_PATH}")];
+    if origin_end < base.len() {
+        urls.push(format!("{}{CARD_PATH}", &base[..origin_end]));
+    }
+    for url in urls {
+        let Ok(reply) =
+            crate::http_client::exchange(http::Method::GET, &url, &[], Vec::new(), MAX_REPLY_BYTES)
+                .await
+        else {
+            continue;
+        };
+        let Ok(card) = serde_json::from_slice::<Value>(&reply.body) else {
+            continue;
+        };
+        if !reply.status.is_success() {
+            continue;
+        }
+        let says_1x = card["supportedInterfaces"].as_array().is_some_and(|i| {
+            i.iter().any(|i| {
+                i["protocolVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("1."))
+            })
+        });
+        let says_03 = card["protocolVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("0."))
+            || card["supportedInterfaces"].as_array().is_some_and(|i| {
+                !i.is_empty()
+                    && i.iter().all(|i| {
+                        i["protocolVersion"]
+                            .as_str()
+                            .is_some_and(|v| v.starts_with("0."))
+                    })
+            });
+        return Some(if !says_1x && says_03 {
+            Dialect::V03
+        } else {
+            Dialect::V10
+        });
+    }
+    None
+}
+
+/// Where an agent card is, under an agent's URL or at its origin.
+const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// One send to a peer elsewhere, returning as soon as it has the task:
+/// 1.0's `SendMessage` (`returnImmediately`) or 0.3's `message/send`
+/// (`blocking: false`), with the peer's token if roostd has one for it.
+async fn remote(
+    peer_url: &str,
+    m: &OutMessage,
+    dialect: Dialect,
+    token: Option<&str>,
+) -> Result<SentTask, RemoteError> {
+    let (method, mut message, configuration) = match dialect {
+        Dialect::V10 => (
+            "SendMessage",
+            json!({"messageId": m.message_id, "role": "ROLE_USER", "parts": [{"text": m.text}]}),
+            json!({"returnImmediately": true}),
+        ),
+        Dialect::V03 => (
+            "message/send",
+            json!({"kind": "message", "messageId": m.message_id, "role": "user",
+                   "parts": [{"kind": "text", "text": m.text}]}),
+            json!({"blocking": false}),
+        ),
+    };
     if let Some(context) = &m.context_id {
         message["contextId"] = json!(context);
     }
     let request = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": message, "configuration": {"returnImmediately": true}},
+        "jsonrpc": "2.0", "id": 1, "method": method,
+        "params": {"message": message, "configuration": configuration},
     });
+    let authorization = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("traceparent", m.traceparent.as_str()),
+    ];
+    if dialect == Dialect::V10 {
+        headers.push(("a2a-version", "1.0"));
+    }
+    if let Some(value) = &authorization {
+        headers.push(("authorization", value));
+    }
     let reply = crate::http_client::exchange(
         http::Method::POST,
         peer_url,
-        &[
-            ("content-type", "application/json"),
-            ("a2a-version", "1.0"),
-            ("traceparent", &m.traceparent),
-        ],
+        &headers,
         request.to_string().into_bytes(),
         MAX_REPLY_BYTES,
     )
     .await?;
+    if reply.status == http::StatusCode::UNAUTHORIZED || reply.status == http::StatusCode::FORBIDDEN
+    {
+        return Err(RemoteError::Unauthorized {
+            status: reply.status,
+            configured: token.is_some(),
+        });
+    }
     let body: Value =
         serde_json::from_slice(&reply.body).map_err(|_| RemoteError::NotJson(reply.status))?;
     if let Some(error) = body.get("error") {
         return Err(RemoteError::Refused {
-            code: error["code"].clone(),
+            code: error["code"].as_i64().unwrap_or_default(),
             message: error["message"]
                 .as_str()
                 .unwrap_or("no message")
@@ -135,7 +312,13 @@ async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, RemoteError> 
         });
     }
     let result = &body["result"];
-    if let Some(task) = result.get("task") {
+    // 1.0 wraps the answer (`task` or `message`); 0.3 is it, with a `kind`.
+    let (task, message) = match result["kind"].as_str() {
+        Some("task") => (Some(result), None),
+        Some("message") => (None, Some(result)),
+        _ => (result.get("task"), result.get("message")),
+    };
+    if let Some(task) = task {
         let state = task["status"]["state"].as_str().unwrap_or_default();
         return Ok(SentTask {
             task_id: task["id"].as_str().unwrap_or_default().to_string(),
@@ -144,7 +327,7 @@ async fn remote(peer_url: &str, m: OutMessage) -> Result<SentTask, RemoteError> 
                 .map_or_else(|| state.to_string(), |s| s.as_str().to_string()),
         });
     }
-    if let Some(message) = result.get("message") {
+    if let Some(message) = message {
         // Answered with a message and no task: nothing is left to follow.
         return Ok(SentTask {
             task_id: message["taskId"].as_str().unwrap_or_default().to_string(),

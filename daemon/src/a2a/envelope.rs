@@ -234,30 +234,8 @@ fn json_content(content_type: Option<&[u8]>) -> Result<(), A2aError> {
     )))
 }
 
-/// A query value: `%XX` escapes and `+` for a space; a `%` without two hex
-/// digits after it is kept as it is.
-pub fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let escaped = (b == b'%')
-            .then(|| Some((hex(*bytes.get(i + 1)?)?, hex(*bytes.get(i + 2)?)?)))
-            .flatten();
-        match (b, escaped) {
-            (_, Some((hi, lo))) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 2;
-            }
-            (b'+', None) => out.push(b' '),
-            (b, None) => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+/// A query value, decoded (`%XX`, `+` for a space).
+pub use crate::http_client::percent_decode;
 
 #[cfg(test)]
 mod tests {

@@ -271,6 +271,7 @@ mod tests {
             runtime,
             metrics,
             "http://127.0.0.1:7420".into(),
+            Vec::new(),
         )));
         app(ApiState {
             supervisor,

@@ -46,6 +46,23 @@ pub struct A2aConfig {
     /// one before it ends (`--a2a-idle-timeout-secs`, or upstream's
     /// `MURMUR_A2A_TIMEOUT_SECS` in roostd's environment; default 30).
     pub idle_timeout_secs: u64,
+    /// The credentials roostd sends to A2A peers elsewhere when a guest
+    /// sends them a message (`murmur:message/send`): the entry whose `url`
+    /// is the longest prefix of the peer's URL.
+    pub peers: Vec<PeerConfig>,
+}
+
+/// `a2a.peers[]`: what roostd sends to one peer (never a capsule's own
+/// secret: capsules name the peer, roostd adds its credentials).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// The peer's A2A URL, or a prefix of such URLs ending in `/`
+    /// (`https://agents.example.com/`).
+    pub url: String,
+    /// File holding the bearer token sent as `Authorization: Bearer …`
+    /// (the same rules as `a2a.token_file`).
+    pub token_file: PathBuf,
 }
 
 impl Default for A2aConfig {
@@ -58,6 +75,7 @@ impl Default for A2aConfig {
             push: PushSettings::default(),
             grpc: GrpcSettings::default(),
             dedupe_message_ids: true,
+            peers: Vec::new(),
             retention: None,
             idle_timeout_secs: 30,
         }
@@ -143,6 +161,10 @@ impl A2aConfig {
                     }
                 })
                 .map_err(|m| ConfigError::Invalid(format!("a2a.public_url: {m}")))?;
+        }
+        for peer in &self.peers {
+            crate::manifest::a2a::url(&peer.url)
+                .map_err(|m| ConfigError::Invalid(format!("a2a.peers: url {m}")))?;
         }
         for (name, route) in &self.routes {
             crate::manifest::validate_name(name).map_err(|m| {

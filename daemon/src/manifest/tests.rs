@@ -92,6 +92,7 @@ fn bad_name_version_and_component_are_explained() {
 
 const AGENT: &str = "name: agent\nversion: 0.1.0\n\
     artifacts:\n  - {name: drv, version: 1.0.0, runtime: driver}\n  - {name: tips, version: 1.0.0, runtime: skill}\n\
+    tools: [tips]\n\
     capabilities: {network: {allow: [\"http://127.0.0.1:11434\"]}}\n\
     inference:\n  endpoint: http://127.0.0.1:11434/v1\n  model: llama3.1\n  driver: {artifact: drv, config: {stream: false}}\n";
 
@@ -171,6 +172,17 @@ fn agent_mistakes_name_the_field_and_the_fix() {
         (
             ("model: llama3.1", "model: m\n  colour: red"),
             "unknown field `colour`",
+        ),
+        (
+            ("tools: [tips]", "tools: []"),
+            "does not list the skill 'tips'",
+        ),
+        (
+            (
+                "capabilities: {network",
+                "capabilities: {shell: {allow: [ls]}, network",
+            ),
+            "does not list 'ls', which capabilities.shell.allow allows",
         ),
         (
             ("11434/v1", "9999/v1"),

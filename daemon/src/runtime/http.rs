@@ -153,5 +153,6 @@ fn wasi_error(e: ClientError) -> HttpError {
         ClientError::NotHttp | ClientError::Request(_) => HttpError::HttpRequestUriInvalid,
         ClientError::TooLarge(size) => HttpError::HttpResponseBodySize(Some(size)),
         ClientError::Timeout(_) => HttpError::ConnectionReadTimeout,
+        ClientError::Proxy(why) => HttpError::InternalError(Some(format!("proxy: {why}"))),
     }
 }

@@ -14,6 +14,7 @@ impl murmur::message::send::Host for GuestState {
         peer_url: String,
         message: murmur::message::send::Message,
     ) -> Result<murmur::message::send::TaskResult, String> {
+        let peer_url = peer_address(&peer_url)?;
         let uri: http::Uri = peer_url
             .parse()
             .map_err(|_| format!("'{peer_url}' is not a URL; give the peer's A2A base URL"))?;
@@ -73,4 +74,52 @@ fn traceparent(task: Option<&Arc<dyn TaskIo>>, session_id: &str) -> String {
     // The last 16 hex digits of a v7 uuid are random.
     let span = uuid::Uuid::now_v7().simple().to_string();
     format!("00-{trace_id}-{}-01", &span[16..])
+}
+
+/// The URL a guest names a peer by: an `http://` or `https://` URL as it
+/// is, or the seed's `host:port` (a peer that serves A2A at its root) as
+/// `http://host:port/`.
+fn peer_address(given: &str) -> Result<String, String> {
+    let given = given.trim();
+    if given.starts_with("http://") || given.starts_with("https://") {
+        return Ok(given.to_string());
+    }
+    if given.contains("://") {
+        return Err(format!(
+            "'{given}': a peer is reached over http:// or https://, or named host:port"
+        ));
+    }
+    let authority: http::uri::Authority = given.parse().map_err(|_| {
+        format!("'{given}' is neither a URL nor host:port; give the peer's A2A URL")
+    })?;
+    if authority.port_u16().is_none() || authority.as_str().contains('@') {
+        return Err(format!(
+            "'{given}' is neither a URL nor host:port; give the peer's A2A URL"
+        ));
+    }
+    Ok(format!("http://{authority}/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peer_address;
+
+    #[test]
+    fn a_peer_is_a_url_or_the_seeds_host_and_port() {
+        assert_eq!(
+            peer_address("https://agents.example/a2a/x").as_deref(),
+            Ok("https://agents.example/a2a/x")
+        );
+        assert_eq!(
+            peer_address("localhost:8080").as_deref(),
+            Ok("http://localhost:8080/")
+        );
+        assert_eq!(
+            peer_address("127.0.0.1:9100").as_deref(),
+            Ok("http://127.0.0.1:9100/")
+        );
+        for bad in ["ftp://x/", "just-a-name", "user@host:80", "host:port"] {
+            assert!(peer_address(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -1,7 +1,8 @@
 //! Test tool (`murmur:tool/run@0.1.0`): echoes its input. `data` of `spin` loops
 //! forever (deadline tests), `panic` panics, `chunks` streams two text chunks,
 //! `fetch:<authority>` makes a wasi:http GET to `http://<authority>/` and
-//! answers with the outcome.
+//! answers with the outcome; `{"ask": "<prompt>"}` emits a thinking chunk,
+//! asks the A2A client for input (`murmur:task/task`) and answers with it.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -26,6 +27,24 @@ impl Guest for Tool {
                 murmur::text::chunks::emit_chunk("chunk-two\n");
             }
             _ => {}
+        }
+        // `{"ask": "<prompt>"}`: thinks aloud, asks the A2A client, answers
+        // with what it said.
+        if let Some(prompt) = data
+            .split_once(r#""ask":""#)
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(prompt, _)| prompt)
+        {
+            murmur::text::chunks::emit_thinking_chunk("considering what to ask");
+            let answer = murmur::task::task::request_input(prompt);
+            return ToolResult {
+                status: Status::Passed,
+                summary: Some("asked".into()),
+                data: Some(format!("the client said: {answer}")),
+                data_path: None,
+                truncated: false,
+                metadata: Vec::new(),
+            };
         }
         if let Some(authority) = data.strip_prefix("fetch:") {
             let outcome = fetch(authority);
