@@ -236,6 +236,7 @@ async fn main() {
         policy: Arc::clone(&policy),
         log: LogSink::new(&workdir.join("logs"), 1 << 20),
         tools: Some(tools),
+        notes: None,
     };
     rt.run_script(&prepared, launch, CancellationToken::new())
         .await

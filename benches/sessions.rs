@@ -67,6 +67,7 @@ async fn floor(iterations: usize) -> (Duration, Duration) {
             policy: Arc::clone(&policy),
             log: log.clone(),
             tools: None,
+            notes: None,
         };
         let t = Instant::now();
         runtime

@@ -1,9 +1,10 @@
 //! roostd's one outgoing HTTP/1.1 client: guests' wasi-http requests (through
-//! `runtime::http`), registry fetches and A2A messages to peers. One
-//! connection per request, like wasi-http's default; written for a daemon
-//! that keeps hundreds of requests parked on slow model servers, so a request
-//! waiting for its answer holds a socket and its parse state, and no buffer
-//! until bytes arrive.
+//! `runtime::http`), registry fetches and A2A messages to peers. Connections
+//! are made as `connect.rs` says (proxy, TLS trust) and kept alive between
+//! requests to the same server (`pool.rs`); written for a daemon that keeps
+//! hundreds of requests parked on slow model servers, so a request waiting
+//! for its answer holds a socket and its parse state, and no buffer until
+//! bytes arrive.
 
 use std::future::poll_fn;
 use std::io;
@@ -21,6 +22,7 @@ use tokio::net::TcpStream;
 
 mod body;
 mod connect;
+mod pool;
 pub use body::ResponseBody;
 use body::framing;
 use connect::connect;
@@ -224,13 +226,26 @@ where
     let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
     // Connecting and writing are boxed, and the request's parts are dropped
     // once written: what stays while the answer is awaited is small.
-    let (stream, proxy) =
-        tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls, addr)))
-            .await
-            .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
-    let mut conn = Conn {
-        stream,
-        buf: BytesMut::new(),
+    // An idle connection to the same server is reused (never for a
+    // caller-checked address: that check is per request).
+    let server = addr.is_none().then(|| pool::Server {
+        tls,
+        host: host.to_string(),
+        port,
+    });
+    let proxy = connect::plain_proxy(host, tls, addr);
+    let mut conn = match server.as_ref().and_then(pool::take) {
+        Some(conn) => conn,
+        None => {
+            let stream =
+                tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls, addr)))
+                    .await
+                    .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
+            Conn {
+                stream,
+                buf: BytesMut::new(),
+            }
+        }
     };
     let head_only = parts.method == Method::HEAD;
     let exchange = async {
@@ -248,11 +263,21 @@ where
         .await
         .map_err(|_| HttpError::FirstByteTimeout(timeouts.first_byte))??;
     let framing = framing(head_only, status, &headers)?;
+    // Kept for the next request once read to the end, unless the server
+    // ends it (`Connection: close`, or a body that runs to the close).
+    let closes = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")));
+    let reuse = server.filter(|_| !closes && framing != body::Framing::UntilClose);
     let mut response = http::Response::new(ResponseBody {
-        conn,
+        conn: Some(conn),
         framing,
         timeout: timeouts.between_bytes,
         sleep: None,
+        reuse,
+        failed: false,
     });
     *response.status_mut() = status;
     *response.headers_mut() = headers;

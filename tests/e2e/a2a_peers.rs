@@ -141,3 +141,104 @@ async fn a_peer_whose_card_says_0_3_is_sent_0_3s_message_send() {
     assert_eq!(state, "TASK_STATE_COMPLETED", "{said}");
     assert!(daemon.log().contains("dialect=\"1.0\""), "{}", daemon.log());
 }
+
+/// The caller's task `call <peer> <secs> <text>`, streamed: its answer (or
+/// error) and the working status messages it showed meanwhile.
+async fn call(addr: &str, id: &str, what: &str) -> (String, String, Vec<String>) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": {
+        "message": message(id, &format!("call {what}"))}})
+    .to_string();
+    let (status, _, body) = crate::a2a::http(
+        addr,
+        "POST",
+        "/a2a/caller",
+        &[crate::a2a::V1, crate::a2a::JSON],
+        &body,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let events = crate::a2a::sse_events(&body);
+    let statuses: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e["result"].get("statusUpdate"))
+        .map(|u| &u["status"])
+        .collect();
+    let shown: Vec<String> = statuses
+        .iter()
+        .filter(|s| s["state"] == "TASK_STATE_WORKING")
+        .filter_map(|s| s["message"]["parts"][0]["text"].as_str())
+        .map(str::to_string)
+        .collect();
+    let last = statuses.last().expect("a final status");
+    let answer: String = events
+        .iter()
+        .rev()
+        .find_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .unwrap_or_else(|| {
+            last["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+        })
+        .to_string();
+    (
+        last["state"].as_str().unwrap_or_default().to_string(),
+        answer,
+        shown,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_waits_for_the_peers_answer_here_and_elsewhere_and_shows_what_it_streams() {
+    let sdk = SdkPeer::start(&[]).await;
+    let daemon = Daemon::start_with(TEST_CONFIG, &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let receiver = conformance(daemon.root.path(), "receiver", SERVE, "");
+    daemon
+        .client
+        .start(&request(&receiver))
+        .await
+        .expect("receiver");
+    let caller = crate::harness::capsule(
+        daemon.root.path(),
+        "caller",
+        "caller",
+        &format!(
+            "lifecycle: {{task_acceptance: queue, after_task: sleep, concurrency: 4}}\n\
+             capabilities:\n  network:\n    allow: [\"http://{addr}\", \"http://127.0.0.1:{}\"]\n",
+            sdk.port
+        ),
+    );
+    daemon
+        .client
+        .start(&request(&caller))
+        .await
+        .expect("caller");
+
+    // A peer on this daemon: its answer, and its streamed text shown on the
+    // caller's task as it came.
+    let (state, answer, shown) = call(
+        &addr,
+        "c-1",
+        &format!("http://{addr}/a2a/receiver 20 hello"),
+    )
+    .await;
+    assert_eq!(state, "TASK_STATE_COMPLETED", "{answer}");
+    assert_eq!(answer, "completed: echo: hello");
+    assert!(shown.contains(&"echo: hello".to_string()), "{shown:?}");
+
+    // The SDK's server, by host:port: five ticks streamed, then the answer.
+    let (state, answer, shown) =
+        call(&addr, "c-2", &format!("127.0.0.1:{} 20 slow", sdk.port)).await;
+    assert_eq!(state, "TASK_STATE_COMPLETED", "{answer}\n{}", daemon.log());
+    assert_eq!(answer, "completed: echo: slow");
+    for tick in 1..=5 {
+        assert!(shown.contains(&format!("tick {tick}")), "{shown:?}");
+    }
+    // A peer that asks a question: the wait is over, with the question.
+    let (_, answer, _) = call(&addr, "c-3", &format!("127.0.0.1:{} 20 ask", sdk.port)).await;
+    assert_eq!(answer, "input-required: what next?");
+    // A peer slower than the wait: the error names its task.
+    let (state, answer, _) = call(&addr, "c-4", &format!("127.0.0.1:{} 1 sleep", sdk.port)).await;
+    assert_eq!(state, "TASK_STATE_FAILED", "{answer}");
+    assert!(answer.contains("did not end within 1 s"), "{answer}");
+}

@@ -216,38 +216,51 @@ async fn remote_peer() -> (String, tokio::sync::oneshot::Receiver<String>) {
     let addr = listener.local_addr().expect("addr").to_string();
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
-        let (mut stream, _) = listener.accept().await.expect("accept");
-        let mut raw = Vec::new();
-        let mut buf = [0u8; 4096];
-        // Headers, then a Content-Length body.
+        // roostd asks for the peer's card first (it has none: 404), then
+        // sends; each on a connection of its own.
         loop {
-            let n = stream.read(&mut buf).await.expect("read");
-            raw.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&raw).to_string();
-            if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                let len = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
-                    })
-                    .unwrap_or(0);
-                if body.len() >= len || n == 0 {
-                    break;
+            let (mut stream, _) = listener.accept().await.expect("accept");
+            let mut raw = Vec::new();
+            let mut buf = [0u8; 4096];
+            // Headers, then a Content-Length body.
+            loop {
+                let n = stream.read(&mut buf).await.expect("read");
+                raw.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&raw).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len || n == 0 {
+                        break;
+                    }
                 }
             }
+            if raw.starts_with(b"GET ") {
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    )
+                    .await;
+                continue;
+            }
+            let body = json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {
+                "id": "remote-1", "contextId": "remote-ctx",
+                "status": {"state": "TASK_STATE_SUBMITTED"}}}})
+            .to_string();
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(reply.as_bytes()).await.expect("write");
+            let _ = tx.send(String::from_utf8_lossy(&raw).into_owned());
+            break;
         }
-        let body = json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {
-            "id": "remote-1", "contextId": "remote-ctx",
-            "status": {"state": "TASK_STATE_SUBMITTED"}}}})
-        .to_string();
-        let reply = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(reply.as_bytes()).await.expect("write");
-        let _ = tx.send(String::from_utf8_lossy(&raw).into_owned());
     });
     (addr, rx)
 }
@@ -349,6 +362,42 @@ async fn capsules_send_to_peers_in_the_same_daemon_and_elsewhere_with_their_trac
             .unwrap_or_default()
             .contains("network policy"),
         "{denied}"
+    );
+
+    // The script capsule's trace has each send, with the task it was for,
+    // and the refusal.
+    let sessions = daemon.client.list(false).await.expect("list");
+    let sender = sessions
+        .iter()
+        .find(|s| s.name == "sender")
+        .expect("sender");
+    let trace = String::from_utf8(
+        daemon
+            .client
+            .trace(&sender.id)
+            .await
+            .expect("trace")
+            .to_vec(),
+    )
+    .expect("utf-8");
+    let events: Vec<Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let sends: Vec<&Value> = events.iter().filter(|e| e["event"] == "a2a_send").collect();
+    assert_eq!(sends.len(), 2, "{trace}");
+    assert_eq!(sends[0]["message_id"], "fwd-1-fwd");
+    assert_eq!(sends[0]["peer_task_id"], peer_task.as_str());
+    assert_eq!(sends[1]["peer_task_id"], "remote-1");
+    assert!(
+        sends.iter().all(|e| e["caller_task_id"].is_string()),
+        "{trace}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "denied" && e["kind"] == "network"),
+        "{trace}"
     );
 }
 

@@ -7,14 +7,19 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
 
 use serde_json::{Value, json};
 
 use super::wire::{self, Dialect};
 use crate::http_client::HttpError;
-use crate::runtime::{OutMessage, Outbox, SendError, SentTask};
+use crate::runtime::{OutMessage, Outbox, PeerAnswer, SendError, SentTask};
 use crate::supervisor::Routes;
 use crate::tasks::{Broker, NewTask};
+
+mod call;
 
 /// Largest answer read from a peer.
 const MAX_REPLY_BYTES: u64 = 1 << 20;
@@ -42,6 +47,13 @@ pub enum RemoteError {
     },
     #[error("answered {0} with neither a task nor a message")]
     NoTask(http::StatusCode),
+    #[error("its stream ended before its task did")]
+    StreamEnded,
+    #[error("its stream is not server-sent events of JSON-RPC answers: {0}")]
+    NotAStream(String),
+    /// The caller's wait ran out (`Outbox::call` says so with the wait).
+    #[error("its task {task_id} did not end in time")]
+    Deadline { task_id: String },
 }
 
 /// Delivers guests' messages to peers.
@@ -94,6 +106,19 @@ impl Peers {
 
     fn known_dialect(&self, peer_url: &str) -> Option<Dialect> {
         self.dialects.lock().ok()?.get(peer_url).copied()
+    }
+
+    /// The dialect a peer speaks: as learned, else as its card says (1.0
+    /// without one).
+    async fn dialect_of(&self, peer_url: &str) -> Dialect {
+        match self.known_dialect(peer_url) {
+            Some(d) => d,
+            None => {
+                let d = card_dialect(peer_url).await.unwrap_or(Dialect::V10);
+                self.learn_dialect(peer_url, d);
+                d
+            }
+        }
     }
 
     fn learn_dialect(&self, peer_url: &str, dialect: Dialect) {
@@ -155,6 +180,28 @@ impl Outbox for Peers {
                 source: Box::new(source),
             })
     }
+
+    async fn call(
+        &self,
+        peer_url: &str,
+        m: OutMessage,
+        wait: Duration,
+        progress: UnboundedSender<String>,
+    ) -> Result<PeerAnswer, SendError> {
+        if let Some(route) = self.local_route(peer_url) {
+            return self.call_local(route, m, wait, progress).await;
+        }
+        match self.call_remote(peer_url, &m, wait, progress).await {
+            Err(RemoteError::Deadline { task_id }) => Err(SendError::Deadline {
+                task_id,
+                secs: wait.as_secs(),
+            }),
+            other => other.map_err(|source| SendError::Remote {
+                peer: peer_url.to_string(),
+                source: Box::new(source),
+            }),
+        }
+    }
 }
 
 impl Peers {
@@ -162,14 +209,7 @@ impl Peers {
     /// else 1.0, and 0.3 once a 1.0 `SendMessage` was unknown to it.
     async fn remote(&self, peer_url: &str, m: &OutMessage) -> Result<SentTask, RemoteError> {
         let token = self.token_for(peer_url);
-        let dialect = match self.known_dialect(peer_url) {
-            Some(d) => d,
-            None => {
-                let d = card_dialect(peer_url).await.unwrap_or(Dialect::V10);
-                self.learn_dialect(peer_url, d);
-                d
-            }
-        };
+        let dialect = self.dialect_of(peer_url).await;
         let sent = match remote(peer_url, m, dialect, token).await {
             Err(RemoteError::Refused { code, .. }) if dialect == Dialect::V10 && code == -32601 => {
                 tracing::info!(peer = %peer_url, "the peer does not know A2A 1.0's SendMessage; sending 0.3's message/send");
@@ -245,6 +285,40 @@ async fn card_dialect(peer_url: &str) -> Option<Dialect> {
 /// Where an agent card is, under an agent's URL or at its origin.
 const CARD_PATH: &str = "/.well-known/agent-card.json";
 
+/// A guest's message as the dialect writes it: one text part, the role user.
+fn message_json(m: &OutMessage, dialect: Dialect) -> Value {
+    let mut message = match dialect {
+        Dialect::V10 => {
+            json!({"messageId": m.message_id, "role": "ROLE_USER", "parts": [{"text": m.text}]})
+        }
+        Dialect::V03 => json!({"kind": "message", "messageId": m.message_id, "role": "user",
+                   "parts": [{"kind": "text", "text": m.text}]}),
+    };
+    if let Some(context) = &m.context_id {
+        message["contextId"] = json!(context);
+    }
+    message
+}
+
+/// The headers of a JSON-RPC request to a peer.
+fn rpc_headers<'a>(
+    m: &'a OutMessage,
+    dialect: Dialect,
+    authorization: Option<&'a str>,
+) -> Vec<(&'static str, &'a str)> {
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("traceparent", m.traceparent.as_str()),
+    ];
+    if dialect == Dialect::V10 {
+        headers.push(("a2a-version", "1.0"));
+    }
+    if let Some(value) = authorization {
+        headers.push(("authorization", value));
+    }
+    headers
+}
+
 /// One send to a peer elsewhere, returning as soon as it has the task:
 /// 1.0's `SendMessage` (`returnImmediately`) or 0.3's `message/send`
 /// (`blocking: false`), with the peer's token if roostd has one for it.
@@ -254,37 +328,16 @@ async fn remote(
     dialect: Dialect,
     token: Option<&str>,
 ) -> Result<SentTask, RemoteError> {
-    let (method, mut message, configuration) = match dialect {
-        Dialect::V10 => (
-            "SendMessage",
-            json!({"messageId": m.message_id, "role": "ROLE_USER", "parts": [{"text": m.text}]}),
-            json!({"returnImmediately": true}),
-        ),
-        Dialect::V03 => (
-            "message/send",
-            json!({"kind": "message", "messageId": m.message_id, "role": "user",
-                   "parts": [{"kind": "text", "text": m.text}]}),
-            json!({"blocking": false}),
-        ),
+    let (method, configuration) = match dialect {
+        Dialect::V10 => ("SendMessage", json!({"returnImmediately": true})),
+        Dialect::V03 => ("message/send", json!({"blocking": false})),
     };
-    if let Some(context) = &m.context_id {
-        message["contextId"] = json!(context);
-    }
     let request = json!({
         "jsonrpc": "2.0", "id": 1, "method": method,
-        "params": {"message": message, "configuration": configuration},
+        "params": {"message": message_json(m, dialect), "configuration": configuration},
     });
     let authorization = token.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("traceparent", m.traceparent.as_str()),
-    ];
-    if dialect == Dialect::V10 {
-        headers.push(("a2a-version", "1.0"));
-    }
-    if let Some(value) = &authorization {
-        headers.push(("authorization", value));
-    }
+    let headers = rpc_headers(m, dialect, authorization.as_deref());
     let reply = crate::http_client::exchange(
         http::Method::POST,
         peer_url,

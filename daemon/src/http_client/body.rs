@@ -67,12 +67,31 @@ pub(super) fn framing(
     })
 }
 
-/// A response body read from its connection as the reader asks for it.
+/// A response body read from its connection as the reader asks for it;
+/// read to the end, the connection goes back to the pool for the next
+/// request to the server (`reuse`).
 pub struct ResponseBody {
-    pub(super) conn: Conn,
+    /// `None` once given back.
+    pub(super) conn: Option<Conn>,
     pub(super) framing: Framing,
     pub(super) timeout: Duration,
     pub(super) sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+    pub(super) reuse: Option<super::pool::Server>,
+    /// An error ended it: the connection is not reused.
+    pub(super) failed: bool,
+}
+
+impl Drop for ResponseBody {
+    fn drop(&mut self) {
+        if let (Some(server), Some(conn), Framing::Done, false) = (
+            self.reuse.take(),
+            self.conn.take(),
+            &self.framing,
+            self.failed,
+        ) {
+            super::pool::give(server, conn);
+        }
+    }
 }
 
 /// The next piece of body already in the buffer, `Some(None)` at the end,
@@ -171,7 +190,7 @@ impl std::fmt::Debug for ResponseBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ResponseBody")
             .field("framing", &self.framing)
-            .field("buffered", &self.conn.buf.len())
+            .field("buffered", &self.conn.as_ref().map_or(0, |c| c.buf.len()))
             .finish()
     }
 }
@@ -185,10 +204,14 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, HttpError>>> {
         let this = self.get_mut();
+        let Some(conn) = this.conn.as_mut() else {
+            return Poll::Ready(None);
+        };
         loop {
-            match decode(&mut this.framing, &mut this.conn.buf) {
+            match decode(&mut this.framing, &mut conn.buf) {
                 Err(e) => {
                     this.framing = Framing::Done;
+                    this.failed = true;
                     return Poll::Ready(Some(Err(e)));
                 }
                 Ok(Some(Some(data))) => {
@@ -202,10 +225,11 @@ impl Body for ResponseBody {
                 Ok(Some(None)) => return Poll::Ready(None),
                 Ok(None) => {}
             }
-            match this.conn.poll_fill(cx) {
+            match conn.poll_fill(cx) {
                 Poll::Ready(Ok(0)) => {
                     let complete = this.framing == Framing::UntilClose;
                     this.framing = Framing::Done;
+                    this.failed = true;
                     return if complete {
                         Poll::Ready(None)
                     } else {
@@ -215,6 +239,7 @@ impl Body for ResponseBody {
                 Poll::Ready(Ok(_)) => {}
                 Poll::Ready(Err(e)) => {
                     this.framing = Framing::Done;
+                    this.failed = true;
                     return Poll::Ready(Some(Err(HttpError::Read(e))));
                 }
                 Poll::Pending => {
@@ -224,6 +249,7 @@ impl Body for ResponseBody {
                         .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
                     ready!(sleep.as_mut().poll(cx));
                     this.framing = Framing::Done;
+                    this.failed = true;
                     return Poll::Ready(Some(Err(HttpError::ReadTimeout(timeout))));
                 }
             }

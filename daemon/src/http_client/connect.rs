@@ -116,19 +116,30 @@ fn proxies() -> &'static Proxies {
     })
 }
 
+/// The proxy a plain HTTP request to `host` goes through (its request line
+/// then names the whole URL): none for HTTPS (tunneled) or a checked address.
+pub(super) fn plain_proxy(
+    host: &str,
+    tls: bool,
+    addr: Option<std::net::SocketAddr>,
+) -> Option<&'static Proxy> {
+    (addr.is_none() && !tls)
+        .then(|| proxies().for_target(host, false))
+        .flatten()
+}
+
 /// Largest answer to a `CONNECT` read.
 const MAX_CONNECT_HEAD: usize = 8 * 1024;
 
 /// A connection to `host:port` (to `addr` when the caller resolved and
 /// checked it: then never through a proxy, which would resolve the host
-/// again); with the proxy an HTTP request goes through, whose request line
-/// must then be in absolute form.
+/// again), through the proxy [`plain_proxy`] names for plain HTTP.
 pub(super) async fn connect(
     host: &str,
     port: u16,
     tls: bool,
     addr: Option<std::net::SocketAddr>,
-) -> Result<(Socket, Option<&'static Proxy>), HttpError> {
+) -> Result<Socket, HttpError> {
     let proxy = match addr {
         Some(_) => None,
         None => proxies().for_target(host, tls),
@@ -142,7 +153,7 @@ pub(super) async fn connect(
     // Heads and bodies go out as separate writes; do not let Nagle hold them.
     let _ = tcp.set_nodelay(true);
     if !tls {
-        return Ok((Socket::Plain(tcp), proxy));
+        return Ok(Socket::Plain(tcp));
     }
     let tcp = match proxy {
         Some(p) => tunnel(tcp, host, port, p).await?,
@@ -154,7 +165,7 @@ pub(super) async fn connect(
         .connect(name, tcp)
         .await
         .map_err(HttpError::Tls)?;
-    Ok((Socket::Tls(Box::new(stream)), None))
+    Ok(Socket::Tls(Box::new(stream)))
 }
 
 /// Asks the proxy for a tunnel to `host:port` (`CONNECT`).

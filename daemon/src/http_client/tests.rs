@@ -1,6 +1,8 @@
 //! Unit tests of `http_client.rs`.
 
 use super::*;
+use std::sync::Arc;
+
 use http_body_util::{Empty, StreamBody};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
@@ -310,4 +312,88 @@ fn a_garbage_status_line_is_refused_as_soon_as_it_is_in() {
     let mut buf = BytesMut::from(garbage);
     let err = head_step(&mut buf, &mut HeadScan::default()).expect_err("refused");
     assert!(err.to_string().contains("malformed"), "{err}");
+}
+
+/// A keep-alive server: answers each request on a connection with `body`
+/// (and `Connection: close` when `close`), counting the connections.
+async fn keep_alive(close: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut chunk = [0u8; 1024];
+                loop {
+                    let Ok(n) = socket.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        seen.drain(..end + 4);
+                        let answer = if close {
+                            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                        } else {
+                            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                        };
+                        if socket.write_all(answer.as_bytes()).await.is_err() || close {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (url, accepted)
+}
+
+#[tokio::test]
+async fn a_connection_read_to_the_end_serves_the_next_request_to_its_server() {
+    use std::sync::atomic::Ordering;
+    let (url, accepted) = keep_alive(false).await;
+    for _ in 0..3 {
+        let reply = exchange(Method::GET, &format!("{url}/"), &[], Vec::new(), 1024)
+            .await
+            .expect("answered");
+        assert_eq!(reply.body, b"ok");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "one connection, reused");
+    // A response cut short (its body not read) gives nothing back.
+    let response = send(get(&url), TIMEOUTS).await.expect("head");
+    drop(response);
+    let reply = exchange(Method::GET, &format!("{url}/"), &[], Vec::new(), 1024)
+        .await
+        .expect("answered");
+    assert_eq!(reply.body, b"ok");
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        2,
+        "the unread one was not kept"
+    );
+
+    // `Connection: close`: never kept.
+    let (url, accepted) = keep_alive(true).await;
+    for _ in 0..2 {
+        exchange(Method::GET, &format!("{url}/"), &[], Vec::new(), 1024)
+            .await
+            .expect("answered");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    let server = pool::Server {
+        tls: false,
+        host: "127.0.0.1".into(),
+        port: url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port"),
+    };
+    assert_eq!(pool::idle(&server), 0);
 }

@@ -17,6 +17,7 @@ wasmtime::component::bindgen!({
             import murmur:tool-registry/invoke@0.1.0;
             import murmur:artifact-manager/manage@0.1.0;
             import murmur:message/send@0.1.0;
+            import murmur:peer/call@0.1.0;
             import murmur:text/chunks@0.1.0;
             import murmur:task/task@0.1.0;
             import murmur:a2a/io@0.1.0;
@@ -40,6 +41,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     murmur::text::chunks::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::task::task::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::message::send::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::peer::call::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::a2a::io::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     Ok(())
 }

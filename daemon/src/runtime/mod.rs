@@ -151,6 +151,9 @@ pub struct ScriptLaunch {
     pub log: LogSink,
     /// The session's tools and artifact manager (`invoke`, `manage`).
     pub tools: Option<Arc<SessionTools>>,
+    /// Where the capsule's sends and policy denials are noted for its
+    /// trace.
+    pub notes: Option<Arc<Notes>>,
 }
 
 /// A message a guest sends to an A2A peer (`murmur:message/send`).
@@ -172,11 +175,32 @@ pub struct SentTask {
     pub state: String,
 }
 
+/// How a peer's task ended (`murmur:peer/call`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerAnswer {
+    pub task_id: String,
+    pub context_id: String,
+    /// 0.3 spelling: `completed`, `failed`, `canceled`, `rejected`,
+    /// `input-required`.
+    pub state: String,
+    /// The answer's text, else the last status message.
+    pub text: String,
+}
+
 /// Delivers guests' A2A messages (the gateway's client; peers hosted by this
 /// daemon are reached in-process). The network policy is checked before.
 #[async_trait::async_trait]
 pub trait Outbox: Send + Sync {
     async fn send(&self, peer_url: &str, message: OutMessage) -> Result<SentTask, SendError>;
+    /// Sends and waits up to `wait` for the peer's task to end or to need
+    /// input; the text the peer streams meanwhile goes to `progress`.
+    async fn call(
+        &self,
+        peer_url: &str,
+        message: OutMessage,
+        wait: std::time::Duration,
+        progress: tokio::sync::mpsc::UnboundedSender<String>,
+    ) -> Result<PeerAnswer, SendError>;
 }
 
 /// Why a guest's message did not reach its peer.
@@ -193,6 +217,11 @@ pub enum SendError {
         #[source]
         source: PortError,
     },
+    #[error(
+        "the peer's task {task_id} did not end within {secs} s (it goes on; ask the peer for it \
+         by that id, or call again with a longer timeout)"
+    )]
+    Deadline { task_id: String, secs: u64 },
 }
 
 /// The shareable part of the runtime: what a host call needs to run a tool.

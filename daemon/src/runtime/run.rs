@@ -105,7 +105,7 @@ impl ScriptLaunch {
             log: self.log.clone(),
             stop,
             tools: self.tools.clone(),
-            notes: None,
+            notes: self.notes.clone(),
             task,
         }
     }

@@ -21,6 +21,7 @@ use crate::metrics::SessionOutcome;
 use crate::runtime::{GuestFailure, ScriptLaunch, SessionTools, ToolSpec};
 use crate::staging::{Program, Staged};
 use crate::store::{NewSession, StopReason};
+use setup::trace_notes;
 
 mod setup;
 
@@ -237,6 +238,7 @@ impl SessionTask {
             Program::Agent(plan) => return Box::pin(self.run_agent(plan, tools, spec)).await,
         };
         tracing::info!(sha256 = prepared.sha256(), "running capsule");
+        let notes = Arc::new(crate::runtime::Notes::default());
         let launch = ScriptLaunch {
             tools,
             session_id: self.id.clone(),
@@ -246,17 +248,22 @@ impl SessionTask {
             memory_bytes: self.staged.memory_bytes,
             policy: Arc::clone(&self.staged.policy),
             log,
+            notes: Some(Arc::clone(&notes)),
         };
+        let mut trace = self.script_trace();
         if let Some(lifecycle) = lifecycle {
-            return Box::pin(self.serve_tasks(prepared, lifecycle, launch)).await;
+            return Box::pin(self.serve_tasks(prepared, lifecycle, launch, &notes, &mut trace))
+                .await;
         }
-        Box::pin(
+        let end = Box::pin(
             self.shared
                 .runtime
                 .run_script(prepared, launch, self.stop.clone()),
         )
         .await
-        .into()
+        .into();
+        trace_notes(&notes, &mut trace).await;
+        end
     }
 
     /// One launch of an agent capsule: the host-run tool-use loop.
@@ -321,6 +328,8 @@ impl SessionTask {
         prepared: &Arc<crate::runtime::PreparedCapsule>,
         lifecycle: &crate::manifest::Lifecycle,
         launch: ScriptLaunch,
+        notes: &crate::runtime::Notes,
+        trace: &mut crate::agent::trace::Trace,
     ) -> RunEnd {
         use crate::tasks::{Next, Outcome, Queue};
         let broker = &self.shared.tasks;
@@ -363,6 +372,7 @@ impl SessionTask {
             let room = !closed && running.len() < concurrency;
             tokio::select! {
                 Some(outcome) = futures::StreamExt::next(&mut running), if !running.is_empty() => {
+                    trace_notes(notes, trace).await;
                     match outcome {
                         Some(Outcome::Stopped) => end = Some(RunEnd::Stopped),
                         Some(Outcome::Failed(e)) if ends => end = Some(RunEnd::Failed(e)),
@@ -381,6 +391,7 @@ impl SessionTask {
         }
         // Tasks still running see the stop (or finish) before the launch ends.
         while futures::StreamExt::next(&mut running).await.is_some() {}
+        trace_notes(notes, trace).await;
         let end = end.unwrap_or(RunEnd::Completed);
         queue
             .release(

@@ -1,6 +1,7 @@
-//! `murmur:message/send`: a guest's message to an A2A peer, checked against
-//! the network allow-list, delivered through the [`Outbox`](super::super::Outbox)
-//! with the current task's trace.
+//! `murmur:message/send` and `murmur:peer/call`: a guest's message to an A2A
+//! peer, checked against the network allow-list, delivered through the
+//! [`Outbox`](super::super::Outbox) with the current task's trace; `call`
+//! also waits for the peer's answer, passing on what it streams.
 
 use std::sync::Arc;
 
@@ -8,13 +9,11 @@ use super::super::bindings::murmur;
 use super::super::{Note, OutMessage, TaskIo, trace_id_of};
 use super::GuestState;
 
-impl murmur::message::send::Host for GuestState {
-    async fn send(
-        &mut self,
-        peer_url: String,
-        message: murmur::message::send::Message,
-    ) -> Result<murmur::message::send::TaskResult, String> {
-        let peer_url = peer_address(&peer_url)?;
+impl GuestState {
+    /// The peer a guest named, as a URL the network policy allows (else the
+    /// error the guest gets, logged and noted as a denial).
+    fn allowed_peer(&mut self, given: &str) -> Result<String, String> {
+        let peer_url = peer_address(given)?;
         let uri: http::Uri = peer_url
             .parse()
             .map_err(|_| format!("'{peer_url}' is not a URL; give the peer's A2A base URL"))?;
@@ -27,10 +26,60 @@ impl murmur::message::send::Host for GuestState {
                 "network policy: '{peer_url}' is not in capabilities.network.allow"
             ));
         }
-        let outbox = self
-            .outbox
+        Ok(peer_url)
+    }
+
+    fn outbox(&self) -> Result<Arc<dyn super::super::Outbox>, String> {
+        self.outbox
             .clone()
-            .ok_or("this daemon has no A2A gateway to send through")?;
+            .ok_or_else(|| "this daemon has no A2A gateway to send through".to_string())
+    }
+
+    /// Logs a send (or why it failed) and notes it for the trace, with
+    /// the caller's task.
+    fn sent(
+        &self,
+        what: &'static str,
+        peer_url: &str,
+        message_id: &str,
+        outcome: Result<serde_json::Value, &str>,
+    ) {
+        let mut fields = match outcome {
+            Ok(fields) => {
+                tracing::info!(session_id = %self.hooks.session_id, peer = %peer_url,
+                    task_id = %fields["peer_task_id"].as_str().unwrap_or_default(),
+                    traceparent = %fields["traceparent"].as_str().unwrap_or_default(),
+                    "A2A message sent");
+                fields
+            }
+            Err(error) => {
+                tracing::warn!(session_id = %self.hooks.session_id, peer = %peer_url, error,
+                    "A2A message not sent");
+                serde_json::json!({"error": error})
+            }
+        };
+        if let Some(notes) = &self.hooks.notes {
+            fields["peer"] = serde_json::json!(peer_url);
+            fields["message_id"] = serde_json::json!(message_id);
+            if let Some(task) = &self.task {
+                fields["caller_task_id"] = serde_json::json!(task.task_id());
+            }
+            notes.push(Note {
+                event: what,
+                fields,
+            });
+        }
+    }
+}
+
+impl murmur::message::send::Host for GuestState {
+    async fn send(
+        &mut self,
+        peer_url: String,
+        message: murmur::message::send::Message,
+    ) -> Result<murmur::message::send::TaskResult, String> {
+        let peer_url = self.allowed_peer(&peer_url)?;
+        let outbox = self.outbox()?;
         let traceparent = traceparent(self.task.as_ref(), &self.hooks.session_id);
         let sent = outbox
             .send(
@@ -43,23 +92,95 @@ impl murmur::message::send::Host for GuestState {
                 },
             )
             .await
-            .map_err(|e| e.to_string())?;
-        tracing::info!(session_id = %self.hooks.session_id, peer = %peer_url,
-            task_id = %sent.task_id, %traceparent, "A2A message sent");
-        if let Some(notes) = &self.hooks.notes {
-            notes.push(Note {
-                event: "a2a_send",
-                fields: serde_json::json!({
-                    "peer": peer_url, "message_id": message.message_id,
-                    "peer_task_id": sent.task_id, "peer_context_id": sent.context_id,
-                    "state": sent.state, "traceparent": traceparent,
-                }),
-            });
-        }
+            .map_err(|e| e.to_string());
+        let sent = match sent {
+            Ok(sent) => sent,
+            Err(error) => {
+                self.sent("a2a_send", &peer_url, &message.message_id, Err(&error));
+                return Err(error);
+            }
+        };
+        self.sent(
+            "a2a_send",
+            &peer_url,
+            &message.message_id,
+            Ok(serde_json::json!({
+                "peer_task_id": sent.task_id, "peer_context_id": sent.context_id,
+                "state": sent.state, "traceparent": traceparent,
+            })),
+        );
         Ok(murmur::message::send::TaskResult {
             task_id: sent.task_id,
             context_id: sent.context_id,
             state: sent.state,
+        })
+    }
+}
+
+/// Longest wait of a `call` (and the wait of `timeout-secs: 0`).
+const MAX_CALL: u32 = 3600;
+const DEFAULT_CALL: u32 = 300;
+
+impl murmur::peer::call::Host for GuestState {
+    async fn call(
+        &mut self,
+        peer_url: String,
+        message: murmur::message::send::Message,
+        timeout_secs: u32,
+    ) -> Result<murmur::peer::call::Answer, String> {
+        let peer_url = self.allowed_peer(&peer_url)?;
+        let outbox = self.outbox()?;
+        let traceparent = traceparent(self.task.as_ref(), &self.hooks.session_id);
+        let secs = match timeout_secs {
+            0 => DEFAULT_CALL,
+            n => n.min(MAX_CALL),
+        };
+        let (progress, mut streamed) = tokio::sync::mpsc::unbounded_channel();
+        let call = outbox.call(
+            &peer_url,
+            OutMessage {
+                message_id: message.message_id.clone(),
+                context_id: message.context_id,
+                text: message.text,
+                traceparent: traceparent.clone(),
+            },
+            std::time::Duration::from_secs(u64::from(secs)),
+            progress,
+        );
+        tokio::pin!(call);
+        // The peer's streamed text reaches the caller's own task as it comes.
+        let answer = loop {
+            tokio::select! {
+                answer = &mut call => break answer,
+                Some(text) = streamed.recv() => {
+                    if let Some(task) = &self.task {
+                        task.chunk(&text, true).await;
+                    }
+                }
+            }
+        };
+        let answer = match answer.map_err(|e| e.to_string()) {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.sent("a2a_call", &peer_url, &message.message_id, Err(&error));
+                return Err(error);
+            }
+        };
+        self.sent(
+            "a2a_call",
+            &peer_url,
+            &message.message_id,
+            Ok(serde_json::json!({
+                "peer_task_id": answer.task_id, "peer_context_id": answer.context_id,
+                "state": answer.state, "answer_bytes": answer.text.len(),
+                "traceparent": traceparent,
+            })),
+        );
+        Ok(murmur::peer::call::Answer {
+            task_id: answer.task_id,
+            context_id: answer.context_id,
+            state: answer.state,
+            text: answer.text,
         })
     }
 }

@@ -415,6 +415,17 @@ impl SessionTask {
         format!("{}/a2a/{}", self.shared.a2a_base, self.name)
     }
 
+    /// A script capsule's `trace.jsonl`: its A2A sends and calls, and what
+    /// the network policy refused (an agent's loop keeps its own).
+    pub(super) fn script_trace(&self) -> crate::agent::trace::Trace {
+        crate::agent::trace::Trace::new(
+            &self.workdir,
+            &self.bookkeeping,
+            &self.id,
+            self.shared.config.retention.trace.max_bytes,
+        )
+    }
+
     /// An evaluation's variables from the start request, for an agent's
     /// hooks only (its model and tools never see them).
     pub(super) fn eval_env(&self) -> Vec<(String, String)> {
@@ -456,4 +467,19 @@ impl SessionTask {
         }
         env
     }
+}
+
+/// Moves what a script capsule's guests noted into its trace, written out.
+pub(super) async fn trace_notes(
+    notes: &crate::runtime::Notes,
+    trace: &mut crate::agent::trace::Trace,
+) {
+    let taken = notes.take();
+    if taken.is_empty() {
+        return;
+    }
+    for note in taken {
+        trace.event(note.event, note.fields).await;
+    }
+    trace.flush().await;
 }
