@@ -2,7 +2,9 @@
 //! official Python SDK's server: the seed's `host:port` names a peer, roostd
 //! adds the token its config has for the peer (the control: the same send
 //! without it is refused by the peer), and a peer whose card says 0.3 is
-//! spoken to in 0.3.
+//! spoken to in 0.3; `murmur:peer/call` waits for the answer of a peer on
+//! the same daemon, of the SDK's server, and of another roostd whose route
+//! takes only its own token.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -214,9 +216,10 @@ async fn call_waits_for_the_peers_answer_here_and_elsewhere_and_shows_what_it_st
         .await
         .expect("caller");
 
-    // A peer on this daemon: its answer, and its streamed text shown on the
-    // caller's task as it came.
-    let (state, answer, shown) = call(
+    // A peer on this daemon: its answer (what it streams is shown only if
+    // it streams after the call has begun to follow it: this one answers
+    // at once).
+    let (state, answer, _) = call(
         &addr,
         "c-1",
         &format!("http://{addr}/a2a/receiver 20 hello"),
@@ -224,7 +227,6 @@ async fn call_waits_for_the_peers_answer_here_and_elsewhere_and_shows_what_it_st
     .await;
     assert_eq!(state, "TASK_STATE_COMPLETED", "{answer}");
     assert_eq!(answer, "completed: echo: hello");
-    assert!(shown.contains(&"echo: hello".to_string()), "{shown:?}");
 
     // The SDK's server, by host:port: five ticks streamed, then the answer.
     let (state, answer, shown) =
@@ -241,4 +243,84 @@ async fn call_waits_for_the_peers_answer_here_and_elsewhere_and_shows_what_it_st
     let (state, answer, _) = call(&addr, "c-4", &format!("127.0.0.1:{} 1 sleep", sdk.port)).await;
     assert_eq!(state, "TASK_STATE_FAILED", "{answer}");
     assert!(answer.contains("did not end within 1 s"), "{answer}");
+}
+
+/// A token file (0600) holding `token`.
+fn token_file(dir: &std::path::Path, name: &str, token: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, token).expect("token");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_roostd_takes_sends_and_calls_with_the_route_token_roostd_has_for_it() {
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let route_token = "receiver-route-token-0123456789";
+    // The far daemon: its route takes only its own token.
+    let far_token = token_file(secrets.path(), "route.token", route_token);
+    let far = Daemon::start_with(
+        &format!(
+            "{TEST_CONFIG}a2a: {{routes: {{receiver: {{token_file: \"{}\"}}}}}}\n",
+            far_token.display()
+        ),
+        &[],
+    )
+    .await;
+    let far_addr = far.client.health().await.expect("health").a2a_addr;
+    let receiver = conformance(far.root.path(), "receiver", SERVE, "");
+    far.client
+        .start(&request(&receiver))
+        .await
+        .expect("receiver");
+
+    // The near daemon has the token for that route.
+    let near_token = token_file(secrets.path(), "peer.token", route_token);
+    let near = Daemon::start_with(
+        &format!(
+            "{TEST_CONFIG}a2a: {{peers: [{{url: \"http://{far_addr}/a2a/receiver\", token_file: \"{}\"}}]}}\n",
+            near_token.display()
+        ),
+        &[],
+    )
+    .await;
+    let near_addr = near.client.health().await.expect("health").a2a_addr;
+    let caller = crate::harness::capsule(
+        near.root.path(),
+        "caller",
+        "caller",
+        &format!(
+            "lifecycle: {{task_acceptance: queue, after_task: sleep}}\n\
+             capabilities:\n  network:\n    allow: [\"http://{far_addr}\"]\n"
+        ),
+    );
+    near.client.start(&request(&caller)).await.expect("caller");
+    let (state, answer, shown) = call(
+        &near_addr,
+        "r-1",
+        &format!("http://{far_addr}/a2a/receiver 20 hello far"),
+    )
+    .await;
+    assert_eq!(state, "TASK_STATE_COMPLETED", "{answer}\n{}", near.log());
+    assert_eq!(answer, "completed: echo: hello far");
+    assert!(shown.contains(&"echo: hello far".to_string()), "{shown:?}");
+
+    // The control: the same route without the token is refused.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message("x-1", "no token")}})
+    .to_string();
+    let (status, _, body) = crate::a2a::http(
+        &far_addr,
+        "POST",
+        "/a2a/receiver",
+        &[crate::a2a::V1, crate::a2a::JSON],
+        &body,
+    )
+    .await;
+    assert_eq!(status, 401, "refused without the token: {body}");
+    assert!(
+        !near.log().contains(route_token),
+        "the token is never logged"
+    );
 }

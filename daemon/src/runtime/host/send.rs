@@ -151,14 +151,21 @@ impl murmur::peer::call::Host for GuestState {
         // The peer's streamed text reaches the caller's own task as it comes.
         let answer = loop {
             tokio::select! {
-                answer = &mut call => break answer,
+                biased;
                 Some(text) = streamed.recv() => {
                     if let Some(task) = &self.task {
                         task.chunk(&text, true).await;
                     }
                 }
+                answer = &mut call => break answer,
             }
         };
+        // What came with the end is passed on too, before the answer.
+        while let Ok(text) = streamed.try_recv() {
+            if let Some(task) = &self.task {
+                task.chunk(&text, true).await;
+            }
+        }
         let answer = match answer.map_err(|e| e.to_string()) {
             Ok(answer) => answer,
             Err(error) => {
