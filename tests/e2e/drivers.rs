@@ -297,3 +297,55 @@ async fn the_driver_goes_through_the_proxy_roostds_environment_names() {
     front.abort();
     proxy.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_speaks_the_responses_api_and_sends_only_what_is_new() {
+    let mock = MockLlm::start(|seen| {
+        if seen.body.get("previous_response_id").is_none() {
+            Reply::tools(&[("echo-tool", r#"{"text":"hi"}"#)]).id("resp-1")
+        } else {
+            Reply::text("done via responses").id("resp-2")
+        }
+    })
+    .await;
+    let daemon = agent_daemon().await;
+    let dir = agent(daemon.root.path(), "respondent", &mock, "", "");
+    let manifest = dir.join("murmur.yaml");
+    let text = std::fs::read_to_string(&manifest)
+        .expect("manifest")
+        .replacen(
+            "  driver: {artifact: openai-driver}\n",
+            "  driver: {artifact: openai-driver, config: {api: responses}}\n",
+            1,
+        );
+    std::fs::write(&manifest, text).expect("manifest");
+    let s = run(&daemon, with_task(&dir, "Use a tool.")).await;
+    assert_eq!(s.state, SessionState::Completed, "{s:?}\n{}", daemon.log());
+    let t = trace(&daemon, &s.id).await;
+    assert_eq!(events(&t, "task_end")[0]["answer"], "done via responses");
+
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 2);
+    let first = &seen[0].body;
+    assert_eq!(
+        first["input"],
+        serde_json::json!([{"role": "user", "content": "Use a tool."}])
+    );
+    assert!(
+        first["instructions"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "{first}"
+    );
+    assert_eq!(first["tools"][0]["type"], "function");
+    assert!(first["tools"][0]["name"].is_string(), "{first}");
+    // The server keeps the conversation: the second turn sends the tool's
+    // result only, after the first response.
+    let second = &seen[1].body;
+    assert_eq!(second["previous_response_id"], "resp-1");
+    assert_eq!(
+        second["input"],
+        serde_json::json!([{"type": "function_call_output", "call_id": "call_0",
+                            "output": "{\"text\":\"hi\"}"}])
+    );
+}

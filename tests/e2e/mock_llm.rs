@@ -150,6 +150,7 @@ impl MockLlm {
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
+            .route("/v1/responses", post(respond))
             .with_state(Arc::clone(&inner));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -214,6 +215,51 @@ async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Byt
     } else {
         axum::Json(whole(&reply)).into_response()
     }
+}
+
+/// The Responses API (`POST /v1/responses`): the same script, answered as
+/// `output` items; the request is recorded as it came (its `input` items,
+/// `previous_response_id`).
+async fn respond(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !headers.contains_key(header::CONTENT_LENGTH) {
+        return (
+            StatusCode::LENGTH_REQUIRED,
+            "send the request body with Content-Length",
+        )
+            .into_response();
+    }
+    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
+        return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
+    };
+    let seen = Seen {
+        authorization: headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string),
+        body,
+    };
+    let reply = (inner.script)(&seen);
+    inner.seen.lock().expect("lock").push(seen);
+    let mut output: Vec<Value> = Vec::new();
+    if let Some(text) = &reply.text {
+        output.push(json!({"type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": text}]}));
+    }
+    for (i, (name, arguments)) in reply.tool_calls.iter().enumerate() {
+        output.push(
+            json!({"type": "function_call", "call_id": format!("call_{i}"),
+            "name": name, "arguments": arguments}),
+        );
+    }
+    axum::Json(json!({
+        "id": reply.id.clone().unwrap_or_else(|| "resp-mock".into()),
+        "object": "response",
+        "status": "completed",
+        "output": output,
+        "usage": {"input_tokens": reply.input_tokens, "output_tokens": reply.output_tokens,
+                  "total_tokens": reply.input_tokens + reply.output_tokens},
+    }))
+    .into_response()
 }
 
 fn finish_reason(reply: &Reply) -> &'static str {

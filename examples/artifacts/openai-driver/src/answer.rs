@@ -68,6 +68,78 @@ impl Answer {
         Ok(answer)
     }
 
+    /// Reads a Responses API response: its `output` items (messages, function
+    /// calls, reasoning summaries), `usage` and `status`.
+    pub fn from_responses(
+        response: &Value,
+        emit: &mut impl FnMut(Piece<'_>),
+    ) -> Result<Self, String> {
+        check_error(response)?;
+        let mut answer = Self {
+            id: str_at(response, "id").map(str::to_string),
+            ..Self::default()
+        };
+        let output = response["output"]
+            .as_array()
+            .ok_or("inference endpoint answered without output")?;
+        for item in output {
+            match str_at(item, "type") {
+                Some("message") => {
+                    for part in item["content"].as_array().into_iter().flatten() {
+                        if let Some(text) = str_at(part, "text") {
+                            answer.text.push_str(text);
+                        }
+                    }
+                }
+                Some("function_call") => {
+                    let slot = answer.calls.len() as u64;
+                    answer.calls.insert(
+                        slot,
+                        CallParts {
+                            id: str_at(item, "call_id").map(str::to_string),
+                            name: str_at(item, "name").unwrap_or_default().to_string(),
+                            arguments: str_at(item, "arguments").unwrap_or_default().to_string(),
+                        },
+                    );
+                }
+                Some("reasoning") => {
+                    for part in item["summary"].as_array().into_iter().flatten() {
+                        if let Some(text) = str_at(part, "text") {
+                            emit(Piece::Thinking(text));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !answer.text.is_empty() {
+            emit(Piece::Text(&answer.text));
+        }
+        let truncated = str_at(response, "status") == Some("incomplete")
+            && response["incomplete_details"]["reason"] == "max_output_tokens";
+        answer.finish_reason = Some(
+            if !answer.calls.is_empty() {
+                "tool_calls"
+            } else if truncated {
+                "length"
+            } else {
+                "stop"
+            }
+            .to_string(),
+        );
+        let usage = &response["usage"];
+        if let (Some(input_tokens), Some(output_tokens)) = (
+            usage["input_tokens"].as_u64(),
+            usage["output_tokens"].as_u64(),
+        ) {
+            answer.usage = Some(Usage {
+                input_tokens,
+                output_tokens,
+            });
+        }
+        Ok(answer)
+    }
+
     /// Adds one streamed chunk; `emit` gets its text and reasoning deltas.
     pub fn apply_chunk(
         &mut self,

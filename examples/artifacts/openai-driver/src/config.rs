@@ -21,6 +21,11 @@ pub struct DriverConfig {
     pub max_tokens: Option<u64>,
     /// The server keeps conversations (`previous_response_id`).
     pub continuation: bool,
+    /// Which API: `chat_completions` (`POST <endpoint>/chat/completions`) or
+    /// `responses` (`POST <endpoint>/responses`, the server keeps the
+    /// conversation: each turn sends only what is new, with
+    /// `previous_response_id`).
+    pub api: Api,
     /// Extra request headers; they replace the driver's own of the same name.
     pub headers: BTreeMap<String, String>,
 }
@@ -32,6 +37,7 @@ impl Default for DriverConfig {
             temperature: None,
             max_tokens: None,
             continuation: false,
+            api: Api::ChatCompletions,
             headers: BTreeMap::new(),
         }
     }
@@ -48,10 +54,18 @@ impl DriverConfig {
             Category::Syntax | Category::Eof => format!("{CONFIG_VAR} is not valid JSON: {e}"),
             _ => format!(
                 "{CONFIG_VAR} is not a valid driver config: {e} \
-                 (a JSON object with stream, temperature, max_tokens, continuation, headers)"
+                 (a JSON object with stream, temperature, max_tokens, continuation, api, headers)"
             ),
         })
     }
+}
+
+/// The API the driver speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    ChatCompletions,
+    Responses,
 }
 
 /// The model server and how to talk to it.
@@ -92,9 +106,12 @@ impl Settings {
         })
     }
 
-    /// `<endpoint>/chat/completions`.
-    pub fn chat_url(&self) -> String {
-        format!("{}/chat/completions", self.endpoint)
+    /// `<endpoint>/chat/completions`, or `<endpoint>/responses`.
+    pub fn url(&self) -> String {
+        match self.config.api {
+            Api::ChatCompletions => format!("{}/chat/completions", self.endpoint),
+            Api::Responses => format!("{}/responses", self.endpoint),
+        }
     }
 
     /// Request headers: JSON in, events or JSON out, the key if any, then the
@@ -135,7 +152,7 @@ mod tests {
     #[test]
     fn defaults_and_trailing_slash() {
         let s = settings(&[(ENDPOINT_VAR, "http://127.0.0.1:11434/v1/")]).expect("valid");
-        assert_eq!(s.chat_url(), "http://127.0.0.1:11434/v1/chat/completions");
+        assert_eq!(s.url(), "http://127.0.0.1:11434/v1/chat/completions");
         assert_eq!(s.config, DriverConfig::default());
         assert!(s.config.stream);
         assert_eq!(s.api_key, None);

@@ -1,6 +1,7 @@
 //! The OpenAI-compatible inference driver (`runtime: driver`): answers a driver
-//! request (docs/drivers.md) by calling `POST <endpoint>/chat/completions` over
-//! wasi:http, streaming text through `murmur:text/chunks`.
+//! request (docs/drivers.md) by calling `POST <endpoint>/chat/completions` (or,
+//! with `api: responses`, `POST <endpoint>/responses`) over wasi:http,
+//! streaming text through `murmur:text/chunks`.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -15,7 +16,7 @@ mod request;
 mod sse;
 
 use answer::{Answer, ChatStream, Piece, clip, parse_json};
-use config::{MODEL_VAR, Settings};
+use config::{Api, MODEL_VAR, Settings};
 use exports::murmur::tool::run::{Guest, Status, ToolInput, ToolResult};
 use murmur::text::chunks;
 use request::DriverRequest;
@@ -57,9 +58,15 @@ fn drive(data: Option<&str>) -> Result<(Answer, Vec<(String, String)>), String> 
     let model = request
         .model_or(settings.model.as_deref())
         .ok_or_else(|| format!("no model: set inference.model in murmur.yaml ({MODEL_VAR})"))?;
-    let stream = settings.config.stream && request.stream;
-    let body = request.chat_body(model, &settings.config, stream);
-    let url = settings.chat_url();
+    let responses = settings.config.api == Api::Responses;
+    // The Responses API is spoken whole (one JSON answer).
+    let stream = settings.config.stream && request.stream && !responses;
+    let body = if responses {
+        request.responses_body(model, &settings.config)
+    } else {
+        request.chat_body(model, &settings.config, stream)
+    };
+    let url = settings.url();
     let response = http::post(&url, &settings.headers(stream), body.to_string().as_bytes())?;
 
     let status = response.status();
@@ -72,14 +79,19 @@ fn drive(data: Option<&str>) -> Result<(Answer, Vec<(String, String)>), String> 
             emit_piece(piece);
         }
     };
-    let answer = if stream && !http::is_json(&response) {
+    let answer = if responses {
+        let body = http::read_to_end(response, &url, usize::MAX)?;
+        Answer::from_responses(&parse_json(&body, "an answer")?, &mut emit)?
+    } else if stream && !http::is_json(&response) {
         read_stream(response, &url, &mut emit)?
     } else {
         read_whole(response, &url, &mut emit)?
     };
 
+    // The Responses API keeps the conversation: the next turn goes on from
+    // this response.
     let metadata = match &answer.id {
-        Some(id) if settings.config.continuation => {
+        Some(id) if settings.config.continuation || responses => {
             vec![("continuation_id".to_string(), id.clone())]
         }
         _ => Vec::new(),

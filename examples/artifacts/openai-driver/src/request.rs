@@ -118,6 +118,34 @@ impl DriverRequest {
         Value::Object(body)
     }
 
+    /// The Responses API's body: the system prompt as `instructions`, the
+    /// messages as input items, and the continuation as
+    /// `previous_response_id` (the server keeps the conversation).
+    pub fn responses_body(&self, model: &str, config: &DriverConfig) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), model.into());
+        if let Some(system) = self.system.as_deref().filter(|s| !s.is_empty()) {
+            body.insert("instructions".into(), system.into());
+        }
+        let input: Vec<Value> = self.messages.iter().flat_map(response_items).collect();
+        body.insert("input".into(), input.into());
+        if !self.tools.is_empty() {
+            let tools = self.tools.iter().map(response_tool).collect::<Vec<_>>();
+            body.insert("tools".into(), tools.into());
+        }
+        body.insert("stream".into(), false.into());
+        if let Some(temperature) = config.temperature {
+            body.insert("temperature".into(), temperature.into());
+        }
+        if let Some(max_tokens) = config.max_tokens.or(self.limits.max_output_tokens) {
+            body.insert("max_output_tokens".into(), max_tokens.into());
+        }
+        if let Some(id) = self.continuation_id.as_deref().filter(|id| !id.is_empty()) {
+            body.insert("previous_response_id".into(), id.into());
+        }
+        Value::Object(body)
+    }
+
     /// The continuation id to send, when the config says the server keeps conversations.
     fn continuation(&self, config: &DriverConfig) -> Option<&str> {
         self.continuation_id
@@ -157,6 +185,40 @@ fn chat_message(message: &Message) -> Value {
         }),
         role => json!({"role": role, "content": content.unwrap_or_default()}),
     }
+}
+
+/// One message as Responses API input items: a tool call and a tool result
+/// are items of their own.
+fn response_items(message: &Message) -> Vec<Value> {
+    let content = message.content.as_deref().unwrap_or_default();
+    match message.role.as_str() {
+        "tool" => vec![json!({
+            "type": "function_call_output",
+            "call_id": message.tool_call_id.as_deref().unwrap_or_default(),
+            "output": content,
+        })],
+        "assistant" => {
+            let text =
+                (!content.is_empty()).then(|| json!({"role": "assistant", "content": content}));
+            text.into_iter()
+                .chain(message.tool_calls.iter().map(|call| {
+                    json!({
+                        "type": "function_call", "call_id": call.id, "name": call.name,
+                        "arguments": non_empty_arguments(&call.arguments),
+                    })
+                }))
+                .collect()
+        }
+        role => vec![json!({"role": role, "content": content})],
+    }
+}
+
+fn response_tool(tool: &ToolSpec) -> Value {
+    let schema = tool
+        .input_schema
+        .clone()
+        .unwrap_or_else(|| json!({"type": "object"}));
+    json!({"type": "function", "name": tool.name, "description": tool.description, "parameters": schema})
 }
 
 fn chat_tool_call(call: &ToolCall) -> Value {
