@@ -19,14 +19,15 @@ impl AgentRun<'_> {
         let payload = payload.to_string();
         // After a stop the end-of-task and end-of-session events still reach
         // hooks: they run under their own deadline, not the cancelled token.
+        let hook_spec = self.hook_spec.as_ref().unwrap_or(&self.tool_spec);
         let stopped_spec;
         let spec = if self.stop.is_cancelled() {
-            let mut fresh = self.hook_spec.clone();
+            let mut fresh = hook_spec.clone();
             fresh.stop = CancellationToken::new();
             stopped_spec = fresh;
             &stopped_spec
         } else {
-            &self.hook_spec
+            hook_spec
         };
         let mut first = None;
         for (name, hook, manifest) in &self.plan.hooks {

@@ -147,9 +147,10 @@ pub struct AgentRun<'a> {
     pub tool_spec: ToolSpec,
     /// The same, plus the API key: driver calls.
     pub driver_spec: ToolSpec,
-    /// The same, plus an evaluation's variables when the start request
-    /// has them (`MURMUR_EVAL_CONFIG`, …): hook calls.
-    pub hook_spec: ToolSpec,
+    /// `tool_spec` plus an evaluation's variables, when the start request
+    /// has them (`MURMUR_EVAL_CONFIG`, …): hook calls (`None`: hooks use
+    /// `tool_spec`; a waiting session keeps no second copy).
+    pub hook_spec: Option<ToolSpec>,
     pub capsule: String,
     pub version: String,
     /// The session's name: its A2A route, what conversations are kept by.

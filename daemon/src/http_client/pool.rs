@@ -53,10 +53,13 @@ pub(super) fn take(server: &Server) -> Option<Conn> {
 
 /// Keeps `conn` for the next request to `server` (if it is clean and open,
 /// and there is room).
-pub(super) fn give(server: Server, conn: Conn) {
+pub(super) fn give(server: Server, mut conn: Conn) {
     if !conn.buf.is_empty() || !open(&conn) {
         return;
     }
+    // An idle connection, and a request waiting on it later, hold no
+    // buffer until bytes arrive.
+    conn.buf = bytes::BytesMut::new();
     let mut idle = pool();
     idle.retain(|_, conns| {
         conns.retain(|(_, since)| since.elapsed() < IDLE);

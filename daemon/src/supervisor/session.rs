@@ -287,8 +287,12 @@ impl SessionTask {
         let inbox = self.launch_inbox();
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
-        let mut hook_spec = tool_spec.clone();
-        hook_spec.env.extend(self.eval_env());
+        let eval = self.eval_env();
+        let hook_spec = (!eval.is_empty()).then(|| {
+            let mut spec = tool_spec.clone();
+            spec.env.extend(eval);
+            spec
+        });
         let task_slot = tool_spec.task.clone().unwrap_or_default();
         let run = AgentRun {
             plan: Arc::clone(plan),

@@ -59,12 +59,7 @@ pub fn post(
     headers: &[(String, String)],
     body: &[u8],
 ) -> Result<IncomingResponse, String> {
-    // The body's length goes in the head: a strict HTTP/1.1 server (Python's
-    // `http.server`, many proxies) does not read a chunked request body.
-    let mut headers = headers.to_vec();
-    headers.retain(|(name, _)| !name.eq_ignore_ascii_case("content-length"));
-    headers.push(("content-length".into(), body.len().to_string()));
-    let request = outgoing_request(url, &headers)?;
+    let request = outgoing_request(url, headers, body.len())?;
     let outgoing = request
         .body()
         .map_err(|()| "cannot open the request body".to_string())?;
@@ -76,10 +71,23 @@ pub fn post(
     sent.map(|()| response)
 }
 
-fn outgoing_request(url: &str, headers: &[(String, String)]) -> Result<OutgoingRequest, String> {
+/// The request's head: `headers`, and the body's length (a strict HTTP/1.1
+/// server — Python's `http.server`, many proxies — does not read a chunked
+/// request body).
+fn outgoing_request(
+    url: &str,
+    headers: &[(String, String)],
+    body_len: usize,
+) -> Result<OutgoingRequest, String> {
     let target = split_url(url)?;
     let fields = Fields::new();
+    fields
+        .append("content-length", body_len.to_string().as_bytes())
+        .map_err(|e| format!("request header `content-length` was refused: {e:?}"))?;
     for (name, value) in headers {
+        if name.eq_ignore_ascii_case("content-length") {
+            continue;
+        }
         // Never show the value: it may be the API key.
         fields
             .append(name, value.as_bytes())
