@@ -183,25 +183,33 @@ impl MockLlm {
     }
 }
 
-async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+/// The request as recorded, once it is one a strict server reads: a
+/// body with its `Content-Length`, of JSON.
+fn received(headers: &HeaderMap, body: &Bytes) -> Result<Seen, (StatusCode, &'static str)> {
     // Strict, as many servers and proxies are: a request body must say its
     // length (one sent chunked is refused, not read as empty).
     if !headers.contains_key(header::CONTENT_LENGTH) {
-        return (
+        return Err((
             StatusCode::LENGTH_REQUIRED,
             "send the request body with Content-Length",
-        )
-            .into_response();
+        ));
     }
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
+    let Ok(body) = serde_json::from_slice::<Value>(body) else {
+        return Err((StatusCode::BAD_REQUEST, "request body is not JSON"));
     };
-    let seen = Seen {
+    Ok(Seen {
         authorization: headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string),
         body,
+    })
+}
+
+async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    let seen = match received(&headers, &body) {
+        Ok(seen) => seen,
+        Err(refused) => return refused.into_response(),
     };
     let reply = (inner.script)(&seen);
     let stream = seen.body["stream"] == true;
@@ -221,22 +229,9 @@ async fn complete(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Byt
 /// `output` items; the request is recorded as it came (its `input` items,
 /// `previous_response_id`).
 async fn respond(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
-    if !headers.contains_key(header::CONTENT_LENGTH) {
-        return (
-            StatusCode::LENGTH_REQUIRED,
-            "send the request body with Content-Length",
-        )
-            .into_response();
-    }
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return (StatusCode::BAD_REQUEST, "request body is not JSON").into_response();
-    };
-    let seen = Seen {
-        authorization: headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string),
-        body,
+    let seen = match received(&headers, &body) {
+        Ok(seen) => seen,
+        Err(refused) => return refused.into_response(),
     };
     let reply = (inner.script)(&seen);
     inner.seen.lock().expect("lock").push(seen);

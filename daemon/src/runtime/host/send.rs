@@ -36,26 +36,29 @@ impl GuestState {
     }
 
     /// Logs a send (or why it failed) and notes it for the trace, with
-    /// the caller's task.
-    fn sent(
+    /// the caller's task; the outcome, with the error as the guest sees it.
+    fn record<T>(
         &self,
         what: &'static str,
         peer_url: &str,
         message_id: &str,
-        outcome: Result<serde_json::Value, &str>,
-    ) {
-        let mut fields = match outcome {
-            Ok(fields) => {
+        outcome: Result<T, super::super::SendError>,
+        fields_of: impl FnOnce(&T) -> serde_json::Value,
+    ) -> Result<T, String> {
+        let (mut fields, result) = match outcome {
+            Ok(done) => {
+                let fields = fields_of(&done);
                 tracing::info!(session_id = %self.hooks.session_id, peer = %peer_url,
                     task_id = %fields["peer_task_id"].as_str().unwrap_or_default(),
                     traceparent = %fields["traceparent"].as_str().unwrap_or_default(),
                     "A2A message sent");
-                fields
+                (fields, Ok(done))
             }
             Err(error) => {
-                tracing::warn!(session_id = %self.hooks.session_id, peer = %peer_url, error,
-                    "A2A message not sent");
-                serde_json::json!({"error": error})
+                let error = error.to_string();
+                tracing::warn!(session_id = %self.hooks.session_id, peer = %peer_url,
+                    error = %error, "A2A message not sent");
+                (serde_json::json!({"error": error}), Err(error))
             }
         };
         if let Some(notes) = &self.hooks.notes {
@@ -69,6 +72,7 @@ impl GuestState {
                 fields,
             });
         }
+        result
     }
 }
 
@@ -91,24 +95,13 @@ impl murmur::message::send::Host for GuestState {
                     traceparent: traceparent.clone(),
                 },
             )
-            .await
-            .map_err(|e| e.to_string());
-        let sent = match sent {
-            Ok(sent) => sent,
-            Err(error) => {
-                self.sent("a2a_send", &peer_url, &message.message_id, Err(&error));
-                return Err(error);
-            }
-        };
-        self.sent(
-            "a2a_send",
-            &peer_url,
-            &message.message_id,
-            Ok(serde_json::json!({
+            .await;
+        let sent = self.record("a2a_send", &peer_url, &message.message_id, sent, |sent| {
+            serde_json::json!({
                 "peer_task_id": sent.task_id, "peer_context_id": sent.context_id,
                 "state": sent.state, "traceparent": traceparent,
-            })),
-        );
+            })
+        })?;
         Ok(murmur::message::send::TaskResult {
             task_id: sent.task_id,
             context_id: sent.context_id,
@@ -166,23 +159,12 @@ impl murmur::peer::call::Host for GuestState {
                 task.chunk(&text, true).await;
             }
         }
-        let answer = match answer.map_err(|e| e.to_string()) {
-            Ok(answer) => answer,
-            Err(error) => {
-                self.sent("a2a_call", &peer_url, &message.message_id, Err(&error));
-                return Err(error);
-            }
-        };
-        self.sent(
-            "a2a_call",
-            &peer_url,
-            &message.message_id,
-            Ok(serde_json::json!({
-                "peer_task_id": answer.task_id, "peer_context_id": answer.context_id,
-                "state": answer.state, "answer_bytes": answer.text.len(),
-                "traceparent": traceparent,
-            })),
-        );
+        let answer = self.record("a2a_call", &peer_url, &message.message_id, answer, |a| {
+            serde_json::json!({
+                "peer_task_id": a.task_id, "peer_context_id": a.context_id,
+                "state": a.state, "answer_bytes": a.text.len(), "traceparent": traceparent,
+            })
+        })?;
         Ok(murmur::peer::call::Answer {
             task_id: answer.task_id,
             context_id: answer.context_id,
