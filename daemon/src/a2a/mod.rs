@@ -143,7 +143,7 @@ fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Respon
 struct Found(Route);
 
 async fn auth(State(gw): State<Gateway>, mut request: Request, next: Next) -> Response {
-    let path = request.uri().path().to_string();
+    let path = request.uri().path();
     // gRPC requests name their route in the message: the service checks
     // their token (`grpc.rs`).
     if path.ends_with("/.well-known/agent-card.json")
@@ -159,18 +159,16 @@ async fn auth(State(gw): State<Gateway>, mut request: Request, next: Next) -> Re
         .strip_prefix("/a2a/")
         .map(|rest| rest.split('/').next().unwrap_or_default())
         .unwrap_or_default();
-    let route = if gw.access.per_route() {
-        match route_of(&gw, named).await {
-            Some(r) => {
-                let name = r.name.clone();
-                request.extensions_mut().insert(Found(r));
-                name
-            }
-            None => named.to_string(),
-        }
-    } else {
-        named.to_string()
+    let found = match gw.access.per_route() {
+        true => route_of(&gw, named).await,
+        false => None,
     };
+    let route = found
+        .as_ref()
+        .map_or_else(|| named.to_string(), |r| r.name.clone());
+    if let Some(r) = found {
+        request.extensions_mut().insert(Found(r));
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -179,7 +177,7 @@ async fn auth(State(gw): State<Gateway>, mut request: Request, next: Next) -> Re
     if gw.access.allows(&route, given) {
         return next.run(request).await;
     }
-    tracing::warn!(path = %path, route = %route, "A2A request without a valid bearer token");
+    tracing::warn!(path = %request.uri().path(), route = %route, "A2A request without a valid bearer token");
     let mut response = problem(
         StatusCode::UNAUTHORIZED,
         "unauthorized",

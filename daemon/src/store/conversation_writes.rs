@@ -1,7 +1,6 @@
-//! The conversation writes the task writer applies, as SQL: a context's
-//! conversation replaced, and the conversations dropped once their
-//! context's last task is deleted ([`drop_orphans`], after every retention
-//! delete, in the same transaction).
+//! The conversation write the task writer applies, as SQL: a context's
+//! conversation replaced. (A conversation goes with its context's last
+//! task by a trigger, migration 0013.)
 
 use rusqlite::{Connection, params};
 
@@ -48,15 +47,4 @@ pub(super) fn save(conn: &Connection, save: &SaveConversation) -> rusqlite::Resu
             now()
         ])?;
     Ok(saved as u64)
-}
-
-/// Deletes the conversations whose context has no task left (after tasks
-/// were deleted in the same transaction).
-pub(super) fn drop_orphans(conn: &Connection) -> rusqlite::Result<()> {
-    conn.prepare_cached(
-        "DELETE FROM conversations WHERE NOT EXISTS (SELECT 1 FROM tasks t \
-         WHERE t.context_id = conversations.context_id AND t.route = conversations.route)",
-    )?
-    .execute([])?;
-    Ok(())
 }

@@ -1,7 +1,7 @@
 //! Agents' conversations per A2A context (migration 0012): read back when a
 //! task of the context starts, saved through the task writer when one
-//! completes (as `conversation_writes.rs` says), and dropped once their
-//! context has no task left.
+//! completes (as `conversation_writes.rs` says), and dropped with their
+//! context's last task (migration 0013's trigger).
 
 use sqlx::Row;
 

@@ -132,30 +132,24 @@ pub(super) fn apply(
             finish(conn, end)?;
             None
         }
-        WriteOp::Prune { ended_before, keep } => {
-            Some(with_orphans(conn, prune(conn, ended_before, *keep)?)?)
-        }
-        WriteOp::PruneSessionTasks { session_id } => {
-            let deleted = conn
-                .prepare_cached(
-                    "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE session_id = ?1 \
-                     AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?1 \
-                     AND state IN ('starting', 'running')) LIMIT ?2)",
-                )?
-                .execute(params![session_id, PRUNE_BATCH])?;
-            Some(with_orphans(conn, deleted as u64)?)
-        }
+        WriteOp::Prune { ended_before, keep } => Some(prune(conn, ended_before, *keep)?),
+        WriteOp::PruneSessionTasks { session_id } => Some(
+            conn.prepare_cached(
+                "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE session_id = ?1 \
+                 AND NOT EXISTS (SELECT 1 FROM sessions WHERE id = ?1 \
+                 AND state IN ('starting', 'running')) LIMIT ?2)",
+            )?
+            .execute(params![session_id, PRUNE_BATCH])? as u64,
+        ),
         WriteOp::Session(write) => Some(super::session_writes::apply(conn, write)?),
         WriteOp::Push(write) => Some(super::push_writes::apply(conn, write)?),
         WriteOp::Conversation(save) => Some(super::conversation_writes::save(conn, save)?),
-        WriteOp::DeleteSession { id } => {
-            let deleted = conn
-                .prepare_cached(
-                    "DELETE FROM sessions WHERE id = ?1 AND state NOT IN ('starting', 'running')",
-                )?
-                .execute(params![id])?;
-            Some(with_orphans(conn, deleted as u64)?)
-        }
+        WriteOp::DeleteSession { id } => Some(
+            conn.prepare_cached(
+                "DELETE FROM sessions WHERE id = ?1 AND state NOT IN ('starting', 'running')",
+            )?
+            .execute(params![id])? as u64,
+        ),
         #[cfg(test)]
         WriteOp::Panic => panic!("a write that panics"),
         WriteOp::Task {
@@ -329,15 +323,6 @@ fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
 /// ended tasks first, through the `tasks_ended` index (migration 0010). A
 /// count bound is turned into a time first: when the newest `keep` ended
 /// tasks begin.
-/// `deleted`, after dropping the conversations that tasks just deleted
-/// were the last of.
-fn with_orphans(conn: &Connection, deleted: u64) -> rusqlite::Result<u64> {
-    if deleted > 0 {
-        super::conversation_writes::drop_orphans(conn)?;
-    }
-    Ok(deleted)
-}
-
 fn prune(
     conn: &Connection,
     ended_before: &Option<String>,

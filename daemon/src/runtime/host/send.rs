@@ -29,10 +29,25 @@ impl GuestState {
         Ok(peer_url)
     }
 
-    fn outbox(&self) -> Result<Arc<dyn super::super::Outbox>, String> {
-        self.outbox
+    /// What a send and a call start from: the allowed peer URL, the outbox,
+    /// and the message with the current task's trace.
+    fn outgoing(
+        &mut self,
+        peer_url: &str,
+        message: murmur::message::send::Message,
+    ) -> Result<(String, Arc<dyn super::super::Outbox>, OutMessage), String> {
+        let peer_url = self.allowed_peer(peer_url)?;
+        let outbox = self
+            .outbox
             .clone()
-            .ok_or_else(|| "this daemon has no A2A gateway to send through".to_string())
+            .ok_or_else(|| "this daemon has no A2A gateway to send through".to_string())?;
+        let message = OutMessage {
+            message_id: message.message_id,
+            context_id: message.context_id,
+            text: message.text,
+            traceparent: traceparent(self.task.as_ref(), &self.hooks.session_id),
+        };
+        Ok((peer_url, outbox, message))
     }
 
     /// Logs a send (or why it failed) and notes it for the trace, with
@@ -82,21 +97,10 @@ impl murmur::message::send::Host for GuestState {
         peer_url: String,
         message: murmur::message::send::Message,
     ) -> Result<murmur::message::send::TaskResult, String> {
-        let peer_url = self.allowed_peer(&peer_url)?;
-        let outbox = self.outbox()?;
-        let traceparent = traceparent(self.task.as_ref(), &self.hooks.session_id);
-        let sent = outbox
-            .send(
-                &peer_url,
-                OutMessage {
-                    message_id: message.message_id.clone(),
-                    context_id: message.context_id,
-                    text: message.text,
-                    traceparent: traceparent.clone(),
-                },
-            )
-            .await;
-        let sent = self.record("a2a_send", &peer_url, &message.message_id, sent, |sent| {
+        let (peer_url, outbox, message) = self.outgoing(&peer_url, message)?;
+        let (message_id, traceparent) = (message.message_id.clone(), message.traceparent.clone());
+        let sent = outbox.send(&peer_url, message).await;
+        let sent = self.record("a2a_send", &peer_url, &message_id, sent, |sent| {
             serde_json::json!({
                 "peer_task_id": sent.task_id, "peer_context_id": sent.context_id,
                 "state": sent.state, "traceparent": traceparent,
@@ -121,9 +125,8 @@ impl murmur::peer::call::Host for GuestState {
         message: murmur::message::send::Message,
         timeout_secs: u32,
     ) -> Result<murmur::peer::call::Answer, String> {
-        let peer_url = self.allowed_peer(&peer_url)?;
-        let outbox = self.outbox()?;
-        let traceparent = traceparent(self.task.as_ref(), &self.hooks.session_id);
+        let (peer_url, outbox, message) = self.outgoing(&peer_url, message)?;
+        let (message_id, traceparent) = (message.message_id.clone(), message.traceparent.clone());
         let secs = match timeout_secs {
             0 => DEFAULT_CALL,
             n => n.min(MAX_CALL),
@@ -131,12 +134,7 @@ impl murmur::peer::call::Host for GuestState {
         let (progress, mut streamed) = tokio::sync::mpsc::unbounded_channel();
         let call = outbox.call(
             &peer_url,
-            OutMessage {
-                message_id: message.message_id.clone(),
-                context_id: message.context_id,
-                text: message.text,
-                traceparent: traceparent.clone(),
-            },
+            message,
             std::time::Duration::from_secs(u64::from(secs)),
             progress,
         );
@@ -159,7 +157,7 @@ impl murmur::peer::call::Host for GuestState {
                 task.chunk(&text, true).await;
             }
         }
-        let answer = self.record("a2a_call", &peer_url, &message.message_id, answer, |a| {
+        let answer = self.record("a2a_call", &peer_url, &message_id, answer, |a| {
             serde_json::json!({
                 "peer_task_id": a.task_id, "peer_context_id": a.context_id,
                 "state": a.state, "answer_bytes": a.text.len(), "traceparent": traceparent,
