@@ -76,13 +76,11 @@ async fn main() {
         support.landlock_abi, support.seccomp
     );
     let mut rows = Vec::new();
+    let jail = roost_jail_binary();
     let helpers = [
         ("without jail", None),
         ("jail via roostd itself", Some(env!("CARGO_BIN_EXE_roostd"))),
-        (
-            "jail via roost-jail (default)",
-            Some(env!("CARGO_BIN_EXE_roost-jail")),
-        ),
+        ("jail via roost-jail (default)", Some(jail.as_str())),
     ];
     for (label, helper) in helpers {
         ctx.jail_helper = helper.map(PathBuf::from);
@@ -123,7 +121,7 @@ async fn main() {
         7,
     )
     .expect("open the workdir to the tool uid");
-    ctx.jail_helper = Some(PathBuf::from(env!("CARGO_BIN_EXE_roost-jail")));
+    ctx.jail_helper = Some(PathBuf::from(&jail));
     ctx.identity = Some(identity);
     let (u50, u99) = measure(&ctx, n).await;
     println!(
@@ -137,4 +135,16 @@ async fn main() {
         (u50.as_secs_f64() - j50.as_secs_f64()) * 1e3,
         (u99.as_secs_f64() - j99.as_secs_f64()) * 1e3
     );
+}
+
+/// `roost-jail` from the same build as this bench (a binary of the
+/// `roost-jail` package, which `cargo bench -p roostd` does not build).
+fn roost_jail_binary() -> String {
+    let path = PathBuf::from(env!("CARGO_BIN_EXE_roostd")).with_file_name("roost-jail");
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first with `cargo build --release -p roost-jail`",
+        path.display()
+    );
+    path.display().to_string()
 }

@@ -400,3 +400,96 @@ pub struct ErrorDetail {
     /// What was wrong and what to do about it.
     pub message: String,
 }
+
+/// `GET /v1/sessions/{id}/logs?…`: which of a session's guest output, and how.
+/// With none of `tail`, `since_ms`, `timestamps` and `json` the output is
+/// passed through as the guest wrote it; with any of them it comes as whole
+/// lines (text, or [`LogLine`]s as JSON lines).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsQuery {
+    /// Keep streaming new output until the session ends.
+    #[serde(default)]
+    pub follow: bool,
+    /// Only the last N lines (of what was written before the request).
+    #[serde(default)]
+    pub tail: Option<u64>,
+    /// Only lines written at or after this time (Unix milliseconds).
+    #[serde(default)]
+    pub since_ms: Option<u64>,
+    /// Prefix each text line with its time (RFC 3339, UTC, milliseconds).
+    #[serde(default)]
+    pub timestamps: bool,
+    /// JSON lines ([`LogLine`]) instead of text.
+    #[serde(default)]
+    pub json: bool,
+}
+
+impl LogsQuery {
+    /// Whether the answer comes as whole lines rather than the raw bytes.
+    pub fn by_line(&self) -> bool {
+        self.tail.is_some() || self.since_ms.is_some() || self.timestamps || self.json
+    }
+
+    /// The query string (without `?`).
+    pub fn to_query(&self) -> String {
+        let mut q = format!("follow={}", self.follow);
+        if let Some(tail) = self.tail {
+            q.push_str(&format!("&tail={tail}"));
+        }
+        if let Some(since) = self.since_ms {
+            q.push_str(&format!("&since_ms={since}"));
+        }
+        if self.timestamps {
+            q.push_str("&timestamps=true");
+        }
+        if self.json {
+            q.push_str("&json=true");
+        }
+        q
+    }
+}
+
+/// One line of guest output, as `logs --json` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// When the line's first byte was written (RFC 3339, UTC, milliseconds).
+    pub time: String,
+    /// `stdout` or `stderr` (of the guest, or of a tool it ran).
+    pub stream: String,
+    /// The line without its newline (invalid UTF-8 replaced).
+    pub line: String,
+}
+
+/// One session state change, as `GET /v1/events` streams it (a JSON line each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionEvent {
+    /// Increasing across the daemon: the order changes happened in.
+    pub seq: i64,
+    /// RFC 3339, UTC.
+    pub at: String,
+    pub session_id: String,
+    pub name: String,
+    pub capsule: String,
+    pub state: SessionState,
+    /// Why: the error of a failed or interrupted session, a stop's reason.
+    pub detail: Option<String>,
+}
+
+/// What `POST /v1/registry` (`roostctl publish --to-daemon`) published.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishReport {
+    pub name: String,
+    pub version: String,
+    pub runtime: String,
+    /// `any`, or `<os>-<arch>`.
+    pub platform: String,
+    /// The bundle's path in the registry (on the daemon's host).
+    pub path: String,
+    pub sha256: String,
+    pub size: u64,
+    /// The registry already held these exact bytes.
+    pub unchanged: bool,
+    /// What the payload is (`WASM component`, `native executable`…).
+    pub kind: String,
+}

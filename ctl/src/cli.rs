@@ -1,6 +1,7 @@
-//! roostctl's command line: its arguments (`args.rs`), running a command
-//! (`run.rs`) over [`Client`], what it prints (`print.rs`), and `publish`
-//! (`publish.rs`).
+//! roostctl's command line: its arguments (`args.rs`, with `help.rs`),
+//! running a command (`run.rs`; A2A verbs in `talk.rs`, streams in
+//! `stream.rs`, completions and man pages in `man.rs`) over [`Client`], what
+//! it prints (`print.rs`), `publish` (`publish.rs`), and exit codes (`exit.rs`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -12,9 +13,15 @@ use crate::client::{Client, ClientError, absolutize};
 use crate::paths;
 
 mod args;
+pub mod exit;
+mod help;
+mod man;
 mod print;
 mod publish;
 mod run;
+mod stream;
+mod table;
+mod talk;
 
 pub use args::{Cli, Command};
 pub use run::run;
@@ -28,10 +35,24 @@ pub enum CliError {
     Output(#[from] std::io::Error),
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Timeout(String),
     #[error(transparent)]
     Bundle(#[from] crate::artifact::BundleError),
     #[error(transparent)]
     Registry(#[from] crate::artifact::LayoutError),
+}
+
+impl CliError {
+    /// The process exit code for this error (the table in `roostctl --help`).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) | Self::Bundle(_) => exit::USAGE,
+            Self::Timeout(_) => exit::TIMEOUT,
+            Self::Client(e) => exit::of_client_error(e),
+            Self::Output(_) | Self::Registry(_) => exit::ERROR,
+        }
+    }
 }
 
 #[cfg(test)]

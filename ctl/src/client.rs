@@ -29,6 +29,14 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "cannot reach roostd's A2A gateway at {addr}: {source} (is a2a_listen reachable from here?)"
+    )]
+    Gateway {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("HTTP exchange with roostd failed")]
     Http(#[from] hyper::Error),
     #[error("roostd answered {status}: {message} ({code})")]
@@ -141,13 +149,25 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<RawResponse, ClientError> {
+        self.send_typed(method, path, body, "application/json")
+            .await
+    }
+
+    /// A request whose body (if any) is of `content_type`.
+    async fn send_typed(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: &str,
+    ) -> Result<RawResponse, ClientError> {
         let make = || {
             let mut builder = Request::builder()
                 .method(method.clone())
                 .uri(path)
                 .header(header::HOST, "roostd");
             if body.is_some() {
-                builder = builder.header(header::CONTENT_TYPE, "application/json");
+                builder = builder.header(header::CONTENT_TYPE, content_type);
             }
             builder
                 .body(Full::new(Bytes::from(body.clone().unwrap_or_default())))
@@ -318,24 +338,85 @@ impl Client {
         }
     }
 
+    /// Publishes an artifact bundle (a zip packed by [`crate::artifact::bundle::pack`])
+    /// into the daemon's own registry, for `platform`.
+    pub async fn publish(
+        &self,
+        bundle: Vec<u8>,
+        platform: &str,
+    ) -> Result<crate::api::PublishReport, ClientError> {
+        let path = format!("{API_PREFIX}/registry?platform={}", encode(platform));
+        let response = self
+            .send_typed(Method::POST, &path, Some(bundle), "application/zip")
+            .await?;
+        let (status, bytes) = self.finish(response).await?;
+        if !status.is_success() {
+            return Err(api_error(status, &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+
+    /// Stops a session if it is live, then runs it again from its start
+    /// request under the same id; returns the new run's record.
+    pub async fn restart(&self, id_or_name: &str) -> Result<Session, ClientError> {
+        self.call(
+            Method::POST,
+            &format!("{API_PREFIX}/sessions/{}/restart", encode(id_or_name)),
+            None,
+        )
+        .await
+    }
+
     /// The session's captured guest output; with `follow`, `on_chunk` keeps
     /// receiving output until the session ends.
     pub async fn logs(
         &self,
         id_or_name: &str,
         follow: bool,
-        mut on_chunk: impl FnMut(&[u8]),
+        on_chunk: impl FnMut(&[u8]),
     ) -> Result<(), ClientError> {
-        let response = self
-            .send(
-                Method::GET,
-                &format!(
-                    "{API_PREFIX}/sessions/{}/logs?follow={follow}",
-                    encode(id_or_name)
-                ),
-                None,
-            )
-            .await?;
+        let query = crate::api::LogsQuery {
+            follow,
+            ..Default::default()
+        };
+        self.logs_with(id_or_name, &query, on_chunk).await
+    }
+
+    /// The session's guest output as `query` asks (whole lines when it asks
+    /// for a tail, a start time, timestamps or JSON lines).
+    pub async fn logs_with(
+        &self,
+        id_or_name: &str,
+        query: &crate::api::LogsQuery,
+        on_chunk: impl FnMut(&[u8]),
+    ) -> Result<(), ClientError> {
+        let path = format!(
+            "{API_PREFIX}/sessions/{}/logs?{}",
+            encode(id_or_name),
+            query.to_query()
+        );
+        self.stream(&path, on_chunk).await
+    }
+
+    /// Session state changes across the daemon as JSON lines
+    /// ([`crate::api::SessionEvent`]); with `follow`, until the daemon ends
+    /// the stream or the caller stops reading.
+    pub async fn events(
+        &self,
+        follow: bool,
+        tail: Option<u64>,
+        on_chunk: impl FnMut(&[u8]),
+    ) -> Result<(), ClientError> {
+        let mut path = format!("{API_PREFIX}/events?follow={follow}");
+        if let Some(tail) = tail {
+            path.push_str(&format!("&tail={tail}"));
+        }
+        self.stream(&path, on_chunk).await
+    }
+
+    /// A GET whose body is handed over chunk by chunk as it arrives.
+    async fn stream(&self, path: &str, mut on_chunk: impl FnMut(&[u8])) -> Result<(), ClientError> {
+        let response = self.send(Method::GET, path, None).await?;
         if !response.status.is_success() {
             let (status, bytes) = self.finish(response).await?;
             return Err(api_error(status, &bytes));

@@ -11,7 +11,7 @@ pub mod artifact;
 pub mod cli;
 pub mod client;
 pub mod doctor;
-pub mod host;
+pub use roost_jail::host;
 pub mod paths;
 pub mod trace;
 

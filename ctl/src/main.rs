@@ -1,4 +1,5 @@
-//! roostctl binary: parses arguments and hands them to [`roost_ctl::cli::run`].
+//! roostctl binary: parses arguments and hands them to [`roost_ctl::cli::run`];
+//! errors go to stderr with the exit code their kind has (`roostctl --help`).
 
 use clap::Parser;
 
@@ -10,7 +11,7 @@ async fn main() -> std::process::ExitCode {
         Ok(code) => std::process::ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(err) => {
             eprintln!("roostctl: {err}");
-            std::process::ExitCode::from(1)
+            std::process::ExitCode::from(err.exit_code())
         }
     }
 }

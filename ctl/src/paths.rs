@@ -43,7 +43,7 @@ pub fn default_registry() -> PathBuf {
 /// (falling back to the state dir when there is no runtime dir).
 pub fn default_socket() -> PathBuf {
     if is_root() {
-        return PathBuf::from("/run/roost/roostd.sock");
+        return PathBuf::from(SYSTEM_SOCKET);
     }
     match env_dir("XDG_RUNTIME_DIR") {
         Some(dir) => dir.join("roost").join("roostd.sock"),
@@ -63,8 +63,25 @@ pub fn default_config() -> PathBuf {
         .join("roost.yaml")
 }
 
-/// The socket roostctl talks to: the flag, else `$ROOST_SOCKET`, else the default.
+/// The system daemon's socket (the unit's `--socket`).
+pub const SYSTEM_SOCKET: &str = "/run/roost/roostd.sock";
+
+/// The socket roostctl talks to: the flag, else `$ROOST_SOCKET`, else the
+/// user's own daemon's socket when a daemon answers there, else the system
+/// daemon's (`/run/roost/roostd.sock`, what a member of group `roost` uses
+/// under systemd). As root the default socket is the system one anyway.
 pub fn resolve_socket(flag: Option<PathBuf>) -> PathBuf {
-    flag.or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from))
-        .unwrap_or_else(default_socket)
+    if let Some(socket) = flag.or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from)) {
+        return socket;
+    }
+    let own = default_socket();
+    if own.as_os_str() == SYSTEM_SOCKET || std::os::unix::net::UnixStream::connect(&own).is_ok() {
+        return own;
+    }
+    PathBuf::from(SYSTEM_SOCKET)
+}
+
+/// Whether `socket` is the system daemon's.
+pub fn is_system_socket(socket: &std::path::Path) -> bool {
+    socket == std::path::Path::new(SYSTEM_SOCKET)
 }

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 mod a2a;
 pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};
@@ -29,7 +29,7 @@ pub enum ConfigError {
 }
 
 /// The whole daemon configuration after precedence is applied.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
     /// Database, compiled-component cache, session workdirs.
@@ -64,7 +64,7 @@ pub struct DaemonConfig {
 }
 
 /// `tls:`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
     /// A PEM file of CA certificates trusted besides the system's store
@@ -73,7 +73,7 @@ pub struct TlsConfig {
 }
 
 /// The database.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// `full` (default): an acknowledged A2A task survives a power loss
@@ -85,7 +85,7 @@ pub struct StoreConfig {
 
 /// What roostd keeps and for how long: one section for everything it
 /// would otherwise grow without bound. A 0 turns that bound off.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Retention {
     /// How often ended tasks and sessions are pruned.
@@ -123,7 +123,7 @@ impl Default for Retention {
 
 /// Ended A2A tasks older than `max_age_secs`, or beyond the newest
 /// `max_count`, are deleted.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KeepTasks {
     pub max_age_secs: u64,
@@ -141,7 +141,7 @@ impl Default for KeepTasks {
 
 /// Sessions that ended more than `max_age_secs` ago, or beyond the newest
 /// `max_count` ended ones, are deleted.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KeepSessions {
     pub max_age_secs: u64,
@@ -158,7 +158,7 @@ impl Default for KeepSessions {
 }
 
 /// A size bound.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeepBytes {
     pub max_bytes: u64,
@@ -166,7 +166,7 @@ pub struct KeepBytes {
 
 /// Who may use the control API: the Unix socket (root, the daemon's own user,
 /// `group`) and, optionally, a TCP listener guarded by a bearer token.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ControlConfig {
     /// Members of this group are admitted (the socket is also group-owned
@@ -180,7 +180,7 @@ pub struct ControlConfig {
 }
 
 /// How native and shell tools are confined.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SandboxConfig {
     /// Run native and shell tools inside the jail (Landlock, seccomp,
@@ -197,7 +197,7 @@ pub struct SandboxConfig {
     pub tool_uids: Option<crate::sandbox::identity::UidRange>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Unenforceable {
     Refuse,
@@ -216,7 +216,7 @@ impl Default for SandboxConfig {
 }
 
 /// Limits on artifact bundles.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ArtifactsConfig {
     /// Largest bundle (zip) accepted; its unpacked content may be 4x this.
@@ -230,7 +230,7 @@ impl Default for ArtifactsConfig {
 }
 
 /// Sizing of wasmtime's pooling allocator (slots are reserved up front).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PoolConfig {
     /// Component instances that may be live at once across all sessions.
@@ -240,7 +240,7 @@ pub struct PoolConfig {
     pub max_memory_mb: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DefaultLimits {
     pub timeout_secs: u64,
@@ -248,7 +248,7 @@ pub struct DefaultLimits {
 }
 
 /// Guest stdout/stderr capture per session.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// Size of `guest.log` before it is rotated to `guest.log.1`.
@@ -257,7 +257,7 @@ pub struct LogConfig {
 
 /// Supervision backoff: `initial_backoff_ms × multiplier^n`, capped, reset after a
 /// run that stayed up `reset_after_secs`; `max_restarts` consecutive restarts give up.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RestartConfig {
     pub initial_backoff_ms: u64,

@@ -16,6 +16,9 @@ use crate::runtime::{Runtime, RuntimeConfig, RuntimeError};
 use crate::store::{Store, StoreError};
 use crate::supervisor::{Supervisor, SupervisorError};
 
+mod tokens;
+pub use tokens::{Tokens, read_token};
+
 /// Why the daemon could not start (or stop cleanly).
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -45,6 +48,28 @@ pub enum DaemonError {
     Resume(#[from] SupervisorError),
     #[error("tls.ca_file: {0}")]
     CaFile(#[from] crate::http_client::CaFileError),
+}
+
+/// What `roostd --check-config` checks beyond the file itself (which
+/// [`DaemonConfig::load`] has parsed and validated): every token file, the
+/// CA file, the control group. Binds and opens nothing. Answers the
+/// warnings roostd would log at start-up.
+pub fn check(config: &DaemonConfig) -> Result<Vec<String>, DaemonError> {
+    Tokens::read(config)?;
+    if let Some(path) = &config.tls.ca_file {
+        crate::http_client::trust_ca_file(path)?;
+    }
+    unix::PeerPolicy::new(config.control.group.as_deref())
+        .map_err(|e| DaemonError::Control(e.to_string()))?;
+    let mut warnings = config.deprecations.clone();
+    if !config.a2a_listen.ip().is_loopback() && config.a2a.token_file.is_none() {
+        warnings.push(format!(
+            "the A2A gateway would listen on {} beyond loopback without a token (set \
+             a2a.token_file or listen on 127.0.0.1)",
+            config.a2a_listen
+        ));
+    }
+    Ok(warnings)
 }
 
 /// Runs roostd until `shutdown` is cancelled, then stops sessions and exits.
@@ -88,9 +113,10 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let peers = unix::PeerPolicy::new(config.control.group.as_deref())
         .map_err(|e| DaemonError::Control(e.to_string()))?;
     let control = unix::bind(&config.socket).await?;
-    let control_tcp = match &config.control.tcp_listen {
-        Some(addr) => {
-            let token = read_token(config.control.token_file.as_deref(), "control.token_file")?;
+    let tokens = Tokens::read(&config)?;
+    let control_tcp = match (&config.control.tcp_listen, &tokens.control) {
+        (Some(addr), Some(token)) => {
+            let token = Arc::clone(token);
             let listener = TcpListener::bind(addr).await.map_err(|e| {
                 DaemonError::Control(format!("cannot listen for control on {addr}: {e}"))
             })?;
@@ -99,28 +125,14 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
                 .map_err(|e| DaemonError::Control(e.to_string()))?;
             Some((listener, bound, token))
         }
-        None => None,
+        _ => None,
     };
-    let a2a_token = match &config.a2a.token_file {
-        Some(path) => Some(read_token(Some(path), "a2a.token_file")?),
-        None => None,
-    };
-    let mut route_tokens = std::collections::HashMap::new();
-    for (name, route) in &config.a2a.routes {
-        let what = format!("a2a.routes.{name}.token_file");
-        let token = read_token(Some(&route.token_file), &what)?;
-        let own = crate::a2a::access::RouteToken {
-            token,
-            accept_global: route.accept_global_token,
-        };
-        route_tokens.insert(name.clone(), own);
-    }
-    // What roostd sends to peers elsewhere (`a2a.peers`), read once.
-    let mut peer_tokens = Vec::new();
-    for (i, peer) in config.a2a.peers.iter().enumerate() {
-        let what = format!("a2a.peers[{i}].token_file");
-        peer_tokens.push((peer.url.clone(), read_token(Some(&peer.token_file), &what)?));
-    }
+    let Tokens {
+        a2a: a2a_token,
+        routes: route_tokens,
+        peers: peer_tokens,
+        ..
+    } = tokens;
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
     let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
@@ -287,26 +299,6 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let _ = std::fs::remove_file(&socket_path);
     tracing::info!("roostd stopped");
     Ok(())
-}
-
-/// A bearer token (TCP control API, A2A gateway): from a file other users cannot read.
-fn read_token(path: Option<&std::path::Path>, what: &str) -> Result<Arc<str>, DaemonError> {
-    use std::os::unix::fs::MetadataExt;
-    let path = path.ok_or_else(|| DaemonError::Control(format!("{what} is required")))?;
-    let fail = |why: String| DaemonError::Control(format!("{what} {}: {why}", path.display()));
-    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
-    if meta.mode() & 0o077 != 0 {
-        return Err(fail(format!(
-            "mode {:o} lets other users read it; chmod 600 it",
-            meta.mode() & 0o777
-        )));
-    }
-    let token = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-    let token = token.trim();
-    if token.len() < 16 {
-        return Err(fail("the token must be at least 16 characters".into()));
-    }
-    Ok(Arc::from(token))
 }
 
 fn create_private_dir(path: &std::path::Path) -> Result<(), DaemonError> {

@@ -16,6 +16,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
+use roost_jail::dirfd::entries;
+
 fn cstr(name: &OsStr) -> io::Result<CString> {
     CString::new(name.as_bytes()).map_err(|_| io::Error::other("a path holds a NUL byte"))
 }
@@ -74,18 +76,6 @@ fn open_at(dir: &impl AsRawFd, name: &OsStr, flags: libc::c_int, mode: u32) -> i
     })?;
     // SAFETY: as in `open_root`.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Opens `name` in the open directory `dir` without following a link, and
-/// without blocking on a FIFO (for walks that hold directories open).
-pub fn open_child(dir: &impl AsRawFd, name: &OsStr) -> io::Result<File> {
-    open_at(dir, name, libc::O_RDONLY | libc::O_NONBLOCK, 0).map(File::from)
-}
-
-/// The entries of the open directory `dir` (its own listing: no path lookup
-/// that could cross a link swapped in meanwhile).
-pub fn entries(dir: &impl AsRawFd) -> io::Result<std::fs::ReadDir> {
-    std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
 }
 
 /// Opens (creating when `create`) each directory of `names` below `root`,

@@ -39,7 +39,7 @@ pub mod notify;
 pub mod policy;
 pub mod registry;
 pub mod runtime;
-pub mod sandbox;
+pub use roost_jail as sandbox;
 pub mod staging;
 pub mod store;
 pub mod supervisor;

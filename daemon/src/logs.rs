@@ -1,5 +1,9 @@
 //! Per-session guest output capture: a size-bounded `guest.log` rotated to
-//! `guest.log.1`, plus an in-memory tail of stderr used to explain traps.
+//! `guest.log.1`, with a time index beside each (`guest.log.idx`: when and
+//! from which stream each write began, read back by line in `lines.rs`),
+//! plus an in-memory tail of stderr used to explain traps.
+
+pub mod lines;
 
 use std::fs::File;
 use std::io::Write;
@@ -8,6 +12,8 @@ use std::sync::{Arc, Mutex};
 
 /// Name of the live log file inside a session's bookkeeping `logs/` dir.
 pub const GUEST_LOG: &str = "guest.log";
+/// Its time index: 16-byte marks (`lines::Mark`).
+pub const GUEST_INDEX: &str = "guest.log.idx";
 /// How much of the most recent stderr is kept in memory for error messages.
 const STDERR_TAIL_BYTES: usize = 4096;
 
@@ -29,6 +35,11 @@ struct SinkInner {
     root: PathBuf,
     dir: PathBuf,
     file: Option<File>,
+    /// The time index of `file` (none when it could not be opened: lines
+    /// then read without times).
+    index: Option<File>,
+    /// The last mark written: (milliseconds, stderr).
+    last_mark: Option<(u64, bool)>,
     /// The log could not be opened safely (say, a tool put a link in its
     /// place): said once, not retried on every write.
     refused: bool,
@@ -53,6 +64,8 @@ impl LogSink {
                 root: root.to_path_buf(),
                 dir: dir.to_path_buf(),
                 file: None,
+                index: None,
+                last_mark: None,
                 refused: false,
                 written: 0,
                 max_bytes: max_bytes.max(1024),
@@ -80,6 +93,7 @@ impl LogSink {
         if inner.written + bytes.len() as u64 > inner.max_bytes && inner.written > 0 {
             inner.rotate();
         }
+        inner.mark(stream == Stream::Stderr);
         if let Some(file) = inner.file.as_mut()
             && file.write_all(bytes).is_ok()
         {
@@ -116,6 +130,8 @@ impl SinkInner {
             Ok(file) => {
                 self.written = file.metadata().map(|m| m.len()).unwrap_or(0);
                 self.file = Some(file);
+                self.index = crate::fsx::append(&self.root, &self.dir.join(GUEST_INDEX)).ok();
+                self.last_mark = None;
             }
             Err(error) => {
                 self.refused = true;
@@ -126,12 +142,34 @@ impl SinkInner {
 
     fn rotate(&mut self) {
         self.file = None;
+        self.index = None;
         let _ = crate::fsx::rename(
             &self.root,
             &self.dir.join(GUEST_LOG),
             &rotated_path(&self.dir),
         );
+        let _ = crate::fsx::rename(
+            &self.root,
+            &self.dir.join(GUEST_INDEX),
+            &self.dir.join(format!("{GUEST_INDEX}.1")),
+        );
         self.open();
+    }
+
+    /// Notes when (to the millisecond) and from which stream the bytes
+    /// about to be written at `written` begin, unless the last mark says so.
+    fn mark(&mut self, stderr: bool) {
+        let ms = lines::now_ms();
+        if self.last_mark == Some((ms, stderr)) {
+            return;
+        }
+        if let Some(index) = self.index.as_mut()
+            && index
+                .write_all(&lines::Mark::new(self.written, ms, stderr).encode())
+                .is_ok()
+        {
+            self.last_mark = Some((ms, stderr));
+        }
     }
 }
 

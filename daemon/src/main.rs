@@ -35,6 +35,49 @@ struct Args {
     /// Artifact registry: a directory or an http:// URL (default: <state-dir>/registry).
     #[arg(long, env = "ROOST_REGISTRY")]
     registry: Option<String>,
+    /// Check the configuration (file, environment, flags; token and CA
+    /// files), print the effective one as YAML, and exit: 0 if roostd
+    /// would start with it, 2 if not.
+    #[arg(long)]
+    check_config: bool,
+    /// Print roostd's man page (roff) and exit.
+    #[arg(long, hide = true)]
+    man: bool,
+}
+
+/// `--check-config`: the effective config on stdout, problems on stderr.
+fn check_config(overrides: Overrides) -> i32 {
+    let config = match DaemonConfig::load(overrides) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("roostd: {error}");
+            return 2;
+        }
+    };
+    let warnings = match roostd::daemon::check(&config) {
+        Ok(warnings) => warnings,
+        Err(error) => {
+            eprintln!("roostd: {error}");
+            return 2;
+        }
+    };
+    // What roostd would use, with the defaults that depend on others spelled out.
+    let mut shown = config.clone();
+    shown.registry = Some(config.registry_location());
+    match serde_yaml::to_string(&shown) {
+        Ok(yaml) => {
+            print!("# effective configuration (flags > environment > file > defaults)\n{yaml}")
+        }
+        Err(error) => {
+            eprintln!("roostd: cannot print the configuration: {error}");
+            return 1;
+        }
+    }
+    for warning in warnings {
+        eprintln!("roostd: warning: {warning}");
+    }
+    eprintln!("roostd: configuration OK");
+    0
 }
 
 /// glibc raises its mmap threshold after each large free, after which large
@@ -57,6 +100,25 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(roostd::sandbox::helper_main(raw));
     }
     let args = Args::parse();
+    if args.man {
+        let mut out = std::io::stdout().lock();
+        clap_mangen::Man::new(<Args as clap::CommandFactory>::command())
+            .section("8")
+            .render(&mut out)
+            .context("cannot write the man page")?;
+        return Ok(());
+    }
+    let overrides = Overrides {
+        config: args.config,
+        state_dir: args.state_dir,
+        socket: args.socket,
+        a2a_listen: args.a2a_listen,
+        registry: args.registry,
+        a2a_idle_timeout_secs: args.a2a_idle_timeout_secs,
+    };
+    if args.check_config {
+        std::process::exit(check_config(overrides));
+    }
     tune_allocator();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -67,15 +129,7 @@ fn main() -> anyhow::Result<()> {
         // journald and log files get plain text; colours only on a terminal.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let config = DaemonConfig::load(Overrides {
-        config: args.config,
-        state_dir: args.state_dir,
-        socket: args.socket,
-        a2a_listen: args.a2a_listen,
-        registry: args.registry,
-        a2a_idle_timeout_secs: args.a2a_idle_timeout_secs,
-    })
-    .context("roostd cannot start")?;
+    let config = DaemonConfig::load(overrides).context("roostd cannot start")?;
     for deprecation in &config.deprecations {
         tracing::warn!("{deprecation}");
     }

@@ -19,6 +19,13 @@ pub enum RegistryError {
     Http { url: String, message: String },
     #[error("registry '{0}' is neither an existing directory nor an http:// URL")]
     Location(String),
+    #[error(
+        "roostd's registry {0} is read-only (an http:// registry): publish to its source, \
+         or give roostd a directory registry"
+    )]
+    ReadOnly(String),
+    #[error(transparent)]
+    Bundle(#[from] roost_ctl::artifact::BundleError),
 }
 
 /// A source of published artifacts.
@@ -30,6 +37,42 @@ pub trait Registry: Send + Sync {
     async fn index(&self) -> Result<RegistryIndex, RegistryError>;
     /// The bytes of one bundle the index names.
     async fn bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, RegistryError>;
+    /// The directory roostd may publish into (`None`: read-only).
+    fn writable(&self) -> Option<LocalRegistry> {
+        None
+    }
+}
+
+/// What [`publish`] put into the registry.
+pub struct PublishedBundle {
+    pub manifest: roost_ctl::artifact::ArtifactManifest,
+    pub published: roost_ctl::artifact::registry::Published,
+    /// The bundle file on this host.
+    pub path: PathBuf,
+}
+
+/// Publishes bundle bytes (`roostctl publish --to-daemon`) into roostd's
+/// own registry, after the checks every bundle gets when it is installed
+/// (size, zip entries, manifest); the same bytes again are a no-op.
+pub async fn publish(
+    registry: &dyn Registry,
+    bytes: Vec<u8>,
+    platform: String,
+    max_bytes: u64,
+) -> Result<PublishedBundle, RegistryError> {
+    let local = registry
+        .writable()
+        .ok_or_else(|| RegistryError::ReadOnly(registry.location()))?;
+    blocking(move || {
+        let bundle = roost_ctl::artifact::Bundle::read(&bytes, "the uploaded bundle", max_bytes)?;
+        let published = local.publish(&bundle.manifest, &bytes, &platform)?;
+        Ok(PublishedBundle {
+            path: local.root().join(&published.bundle.path),
+            manifest: bundle.manifest,
+            published,
+        })
+    })
+    .await
 }
 
 /// One artifact version resolved for this platform, with the hash the registry reports.
@@ -93,6 +136,10 @@ impl Registry for DirRegistry {
         let local = self.0.clone();
         let bundle = bundle.clone();
         blocking(move || local.read_bundle(&bundle, max_bytes).map_err(Into::into)).await
+    }
+
+    fn writable(&self) -> Option<LocalRegistry> {
+        Some(self.0.clone())
     }
 }
 

@@ -25,6 +25,7 @@ mod conversations;
 mod push;
 mod push_writes;
 mod rows;
+mod session_events;
 mod session_writes;
 mod sessions;
 mod wal;
@@ -40,7 +41,7 @@ use writer::{TaskWriter, WriteOp};
 pub use writer::{WRITE_DEADLINE, WriteError};
 
 /// How durable an A2A task write is once acknowledged (`store.sync`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
     /// Each commit is synced to disk before it is acknowledged: an
@@ -142,6 +143,9 @@ pub struct Store {
     /// writer starts it over).
     #[cfg_attr(not(test), allow(dead_code))]
     wal: Arc<wal::WalFrames>,
+    /// Bumped after every committed session write (`roostctl events -f`
+    /// waits on it: `session_events.rs`).
+    session_changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// The database and its WAL and shared-memory files are roostd's alone
@@ -209,6 +213,7 @@ impl Store {
             checkpointer: Checkpointer::open(path)?,
             wal: frames,
             reader,
+            session_changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -222,6 +227,7 @@ impl Store {
             checkpointer: Checkpointer::open(&path)?,
             wal: frames,
             reader: pool,
+            session_changes: tokio::sync::watch::Sender::new(0),
         })
     }
 

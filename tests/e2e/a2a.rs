@@ -326,8 +326,11 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
     use roost_ctl::cli::{Cli, Command, run as cli_run};
     let cli = |command| Cli {
         socket: Some(daemon.socket.clone()),
+        json: false,
+        quiet: false,
         command,
     };
+
     let mut out = Vec::new();
     let code = cli_run(
         cli(Command::Send {
@@ -335,7 +338,7 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
             text: "cli job".into(),
             stream: false,
             task_id: None,
-            json: false,
+            timeout: None,
         }),
         &mut out,
     )
@@ -354,7 +357,7 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
             text: "cli stream".into(),
             stream: true,
             task_id: None,
-            json: false,
+            timeout: None,
         }),
         &mut out,
     )
@@ -371,7 +374,6 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
     cli_run(
         cli(Command::Tasks {
             id_or_name: "helper".into(),
-            json: false,
         }),
         &mut out,
     )

@@ -319,22 +319,28 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
     std::fs::write(&task_file, "Use a tool you do not have.").expect("task file");
     let cli = |command| Cli {
         socket: Some(daemon.socket.clone()),
+        json: false,
+        quiet: false,
         command,
+    };
+    let cli_json = |command| Cli {
+        json: true,
+        ..cli(command)
     };
     let mut out = Vec::new();
     let code = cli_run(
-        cli(Command::Start {
+        cli_json(Command::Start {
             path: dir.clone(),
             name: None,
             workdir: None,
             restart: Default::default(),
             wait: true,
+            timeout: None,
             task: None,
             task_file: Some(task_file),
             lifecycle: None,
             after_task: None,
             job_id: None,
-            json: true,
         }),
         &mut out,
     )
@@ -352,7 +358,6 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
     cli_run(
         cli(Command::Trace {
             id_or_name: session.id.clone(),
-            json: false,
         }),
         &mut out,
     )
@@ -377,7 +382,6 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
     cli_run(
         cli(Command::Status {
             id_or_name: Some(session.id.clone()),
-            json: false,
         }),
         &mut out,
     )
@@ -390,9 +394,8 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
     );
     let mut out = Vec::new();
     cli_run(
-        cli(Command::Trace {
+        cli_json(Command::Trace {
             id_or_name: session.id,
-            json: true,
         }),
         &mut out,
     )

@@ -16,7 +16,16 @@ fn with_name(cap: &std::path::Path, name: &str) -> StartRequest {
 fn cli(d: &Daemon, command: Command) -> Cli {
     Cli {
         socket: Some(d.socket.clone()),
+        json: false,
+        quiet: false,
         command,
+    }
+}
+
+fn cli_json(d: &Daemon, command: Command) -> Cli {
+    Cli {
+        json: true,
+        ..cli(d, command)
     }
 }
 
@@ -85,7 +94,7 @@ async fn cli_start_wait_list_status_and_logs() {
     let cap = capsule(d.root.path(), "hello", "hello", "");
     let mut out = Vec::new();
     let code = run(
-        cli(
+        cli_json(
             &d,
             Command::Start {
                 path: cap.clone(),
@@ -93,12 +102,12 @@ async fn cli_start_wait_list_status_and_logs() {
                 workdir: None,
                 restart: Default::default(),
                 wait: true,
+                timeout: None,
                 task: None,
                 task_file: None,
                 lifecycle: None,
                 after_task: None,
                 job_id: None,
-                json: true,
             },
         ),
         &mut out,
@@ -124,18 +133,9 @@ async fn cli_start_wait_list_status_and_logs() {
     let id = session["id"].as_str().expect("id").to_string();
 
     let mut out = Vec::new();
-    run(
-        cli(
-            &d,
-            Command::List {
-                all: true,
-                json: false,
-            },
-        ),
-        &mut out,
-    )
-    .await
-    .expect("list");
+    run(cli(&d, Command::List { all: true }), &mut out)
+        .await
+        .expect("list");
     let table = String::from_utf8(out).expect("utf8");
     assert!(table.starts_with("ID"), "{table}");
     assert!(
@@ -149,7 +149,6 @@ async fn cli_start_wait_list_status_and_logs() {
             &d,
             Command::Status {
                 id_or_name: Some("hello".into()),
-                json: false,
             },
         ),
         &mut out,
@@ -165,6 +164,9 @@ async fn cli_start_wait_list_status_and_logs() {
             Command::Logs {
                 id_or_name: id.clone(),
                 follow: true,
+                tail: None,
+                since: None,
+                timestamps: false,
             },
         ),
         &mut out,
@@ -189,34 +191,26 @@ async fn cli_start_wait_list_status_and_logs() {
                 workdir: None,
                 restart: Default::default(),
                 wait: true,
+                timeout: None,
                 task: None,
                 task_file: None,
                 lifecycle: None,
                 after_task: None,
                 job_id: None,
-                json: false,
             },
         ),
         &mut out,
     )
     .await
     .expect("start --wait");
-    assert_eq!(code, 1);
+    // 3: the session did not succeed (`roostctl --help`).
+    assert_eq!(code, 3);
 
     // The daemon itself, then the ended sessions pruned (a dry run first).
     let mut out = Vec::new();
-    run(
-        cli(
-            &d,
-            Command::Status {
-                id_or_name: None,
-                json: false,
-            },
-        ),
-        &mut out,
-    )
-    .await
-    .expect("status of the daemon");
+    run(cli(&d, Command::Status { id_or_name: None }), &mut out)
+        .await
+        .expect("status of the daemon");
     let status = String::from_utf8(out).expect("utf8");
     assert!(
         status.contains("0 live") && status.contains("uptime"),
@@ -230,7 +224,6 @@ async fn cli_start_wait_list_status_and_logs() {
                 Command::Prune {
                     older_than: None,
                     dry_run,
-                    json: false,
                 },
             ),
             &mut out,
@@ -248,14 +241,13 @@ async fn cli_start_wait_list_status_and_logs() {
             Command::Rm {
                 ids_or_names: vec![id.clone()],
                 force: false,
-                json: false,
             },
         ),
         &mut out,
     )
     .await
     .expect("rm");
-    assert_eq!(code, 1, "already pruned: rm fails");
+    assert_eq!(code, 4, "already pruned: rm fails, not found");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

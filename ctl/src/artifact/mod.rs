@@ -13,7 +13,7 @@ pub use lock::{LOCK_FILENAME, LockEntry, LockError, MurmurLock};
 pub use manifest::{ArtifactManifest, ArtifactRuntime, HookBinding, Implementation, PayloadKind};
 pub use registry::{
     BundleRef, GENERIC_PLATFORM, INDEX_FILENAME, IndexEntry, LayoutError, LocalRegistry, Published,
-    RegistryIndex, current_platform,
+    RegistryIndex, current_platform, valid_platform,
 };
 
 /// File name of the manifest inside a bundle (and inside an installed tool dir).

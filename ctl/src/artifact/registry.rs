@@ -26,6 +26,18 @@ pub fn current_platform() -> String {
     format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH)
 }
 
+/// A platform a bundle may be published for: `any`, or `<os>-<arch>` of
+/// plain characters.
+pub fn valid_platform(p: &str) -> bool {
+    p == GENERIC_PLATFORM
+        || p.split_once('-').is_some_and(|(os, arch)| {
+            !os.is_empty()
+                && !arch.is_empty()
+                && p.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LayoutError {
     #[error("registry {}: {source}", path.display())]

@@ -1,39 +1,67 @@
-//! roostctl's arguments: the verbs and their flags (clap).
+//! roostctl's arguments: the verbs and their flags (clap), with help text on
+//! every argument and an example per command (`help.rs`).
 
+use std::time::Duration;
+
+use super::help;
 use super::*;
 
 #[derive(Debug, Parser)]
-#[command(name = "roostctl", version, about = "Drive a roostd daemon")]
+#[command(
+    name = "roostctl",
+    version,
+    about = "Drive a roostd daemon: start, watch and stop capsule sessions, talk to their agents",
+    after_help = help::EXIT_CODES
+)]
 pub struct Cli {
-    /// Control socket of the daemon (default: $ROOST_SOCKET, then the system or XDG default).
-    #[arg(long, global = true)]
+    /// Control socket of the daemon (default: $ROOST_SOCKET, else your own
+    /// roostd's socket if one answers there, else /run/roost/roostd.sock).
+    #[arg(long, global = true, value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// Print JSON instead of text (JSON lines for streams: `logs`, `events`, `send --stream`).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Print only ids (of sessions or tasks), one per line; nothing for commands without ids.
+    #[arg(short, long, global = true, conflicts_with = "json")]
+    pub quiet: bool,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--timeout`: how long roostctl waits before it gives up (exit 7); the
+/// session or task goes on.
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e}: give a duration such as 30s, 5m or 1h30m"))
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a capsule session from a capsule directory or its murmur.yaml.
+    #[command(after_help = help::START)]
     Start {
+        /// Capsule directory (with murmur.yaml), or the manifest itself.
         path: PathBuf,
         /// Route name (default: the capsule name, if no live session has it).
         #[arg(long)]
         name: Option<String>,
         /// Existing directory the capsule sees as its workdir.
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         workdir: Option<PathBuf>,
         /// Restart policy: no, on-failure or always.
-        #[arg(long, default_value = "no")]
+        #[arg(long, default_value = "no", value_name = "POLICY")]
         restart: RestartPolicy,
-        /// Wait until the session ends; exit 0 only if it completed.
+        /// Wait until the session ends; the exit code says how it ended.
         #[arg(long)]
         wait: bool,
+        /// With --wait: give up waiting after this long (e.g. 90s, 10m); the session goes on.
+        #[arg(long, value_parser = duration, value_name = "DURATION", requires = "wait")]
+        timeout: Option<Duration>,
         /// A task for an agent capsule, written to task.md in its workdir.
         #[arg(long, conflicts_with = "task_file")]
         task: Option<String>,
         /// Read the task from a file (`-` for stdin).
-        #[arg(long)]
+        #[arg(long, value_name = "FILE")]
         task_file: Option<PathBuf>,
         /// Take tasks this way, over the manifest's lifecycle.task_acceptance:
         /// none, single or queue.
@@ -45,32 +73,37 @@ pub enum Command {
         /// A job id, as MURMUR_JOB_ID in the capsule's, tools' and hooks' environment.
         #[arg(long)]
         job_id: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Stop a session (final until it is started again).
+    #[command(after_help = help::STOP)]
     Stop {
+        /// Session id or route name.
         id_or_name: String,
-        #[arg(long)]
-        json: bool,
+    },
+    /// Stop a session if it is live, then run it again from its start request
+    /// (same id, name and workdir; its restart count goes up by one).
+    #[command(after_help = help::RESTART)]
+    Restart {
+        /// Session id or route name.
+        id_or_name: String,
     },
     /// List live sessions (with --all, ended ones too).
+    #[command(after_help = help::LIST)]
     List {
-        #[arg(long)]
+        /// Include ended sessions.
+        #[arg(short, long)]
         all: bool,
-        #[arg(long)]
-        json: bool,
     },
     /// Show one session; without one, the daemon (version, uptime, live
     /// sessions, resuming after a restart).
+    #[command(after_help = help::STATUS)]
     Status {
         /// Session id or route name.
         id_or_name: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// Delete ended sessions with everything they recorded: rows, tasks
     /// (A2A ones too), logs, trace and directories.
+    #[command(after_help = help::RM)]
     Rm {
         /// Session ids or route names.
         #[arg(required = true)]
@@ -78,83 +111,132 @@ pub enum Command {
         /// Stop a live session first instead of refusing it.
         #[arg(short, long)]
         force: bool,
-        #[arg(long)]
-        json: bool,
     },
     /// Delete every ended session and ended A2A task (that ended more than
     /// --older-than ago); sessions roostd will bring back are kept.
+    #[command(after_help = help::PRUNE)]
     Prune {
         /// Only what ended longer ago than this (e.g. 30m, 12h, 7d).
-        #[arg(long, value_parser = humantime::parse_duration)]
-        older_than: Option<std::time::Duration>,
+        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        older_than: Option<Duration>,
         /// Only print what would be deleted.
         #[arg(long)]
         dry_run: bool,
-        #[arg(long)]
-        json: bool,
+    },
+    /// Session state changes across the daemon, oldest first; with -f, as they happen.
+    #[command(after_help = help::EVENTS)]
+    Events {
+        /// Keep printing changes as they happen (until interrupted).
+        #[arg(short, long)]
+        follow: bool,
+        /// Only the last N changes before following (default: all that are kept).
+        #[arg(long, value_name = "N")]
+        tail: Option<u64>,
     },
     /// Pack an artifact directory (murmur.yaml + payload) and publish it to a registry.
+    #[command(after_help = help::PUBLISH)]
     Publish {
+        /// Artifact directory (murmur.yaml and its payload).
         dir: PathBuf,
         /// Registry directory (default: $ROOST_REGISTRY, then `registry/` in the default state dir).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR", conflicts_with = "to_daemon")]
         registry: Option<PathBuf>,
+        /// Publish into the daemon's own registry over its socket (the default
+        /// when the daemon in use is the system one).
+        #[arg(long)]
+        to_daemon: bool,
         /// Platform of the bundle: `any`, or `<os>-<arch>` (default: this host's
         /// platform for native tools, `any` for everything else).
         #[arg(long)]
         platform: Option<String>,
-        #[arg(long)]
-        json: bool,
     },
     /// The effective policy a capsule would run under on the daemon's host.
+    #[command(after_help = help::POLICY)]
     Policy {
+        /// Capsule directory (with murmur.yaml), or the manifest itself.
         path: PathBuf,
-        #[arg(long)]
-        json: bool,
     },
     /// What this host can enforce, and whether roostd's files and unit are safe.
+    #[command(after_help = help::DOCTOR)]
     Doctor {
         /// State dir to check (default: the system or XDG default).
-        #[arg(long)]
+        #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
         /// systemd unit to check.
         #[arg(long, default_value = "/etc/systemd/system/roostd.service")]
         unit: PathBuf,
-        #[arg(long)]
-        json: bool,
     },
-    /// Send a message to an agent session over A2A (its reply, or the stream with --stream).
+    /// Send a message to a session's agent over A2A and print its answer (or the stream).
+    #[command(after_help = help::SEND)]
     Send {
+        /// The session's route name.
         route: String,
+        /// The message text.
         text: String,
         /// Print each event as it streams (SendStreamingMessage).
         #[arg(long)]
         stream: bool,
-        /// Continue this task.
-        #[arg(long)]
+        /// Continue this task (answer its input request).
+        #[arg(long, value_name = "TASK_ID")]
         task_id: Option<String>,
-        /// Print the JSON results.
-        #[arg(long)]
-        json: bool,
+        /// Give up waiting for the answer after this long (e.g. 30s); the task goes on.
+        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        timeout: Option<Duration>,
     },
-    /// An agent session's tasks: states, times and token use.
+    /// Cancel an A2A task of a session.
+    #[command(after_help = help::CANCEL)]
+    Cancel {
+        /// The session's route name.
+        route: String,
+        /// The task's id (`roostctl tasks ROUTE` lists them).
+        task_id: String,
+    },
+    /// Print a session's A2A agent card (what peers see at /.well-known/agent-card.json).
+    #[command(after_help = help::CARD)]
+    Card {
+        /// The session's route name.
+        route: String,
+    },
+    /// A session's tasks: states, times and token use.
+    #[command(after_help = help::TASKS)]
     Tasks {
+        /// Session id or route name.
         id_or_name: String,
-        #[arg(long)]
-        json: bool,
     },
     /// Show an agent session's trace (inference calls, tool calls, tasks).
+    #[command(after_help = help::TRACE)]
     Trace {
+        /// Session id or route name.
         id_or_name: String,
-        /// Pass trace.jsonl through as written.
-        #[arg(long)]
-        json: bool,
     },
     /// Print a session's captured guest output.
+    #[command(after_help = help::LOGS)]
     Logs {
+        /// Session id or route name.
         id_or_name: String,
         /// Keep printing until the session ends.
         #[arg(short, long)]
         follow: bool,
+        /// Only the last N lines (before following).
+        #[arg(short = 'n', long, value_name = "N")]
+        tail: Option<u64>,
+        /// Only lines written in the last DURATION (e.g. 10m, 2h).
+        #[arg(long, value_parser = duration, value_name = "DURATION")]
+        since: Option<Duration>,
+        /// Prefix each line with the time it was written (RFC 3339, UTC).
+        #[arg(short, long)]
+        timestamps: bool,
+    },
+    /// Print a shell completion script to stdout.
+    #[command(after_help = help::COMPLETIONS)]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (roostctl.1 and one per command) into DIR.
+    #[command(hide = true)]
+    Manpages {
+        /// Directory to write the pages into (created if missing).
+        dir: PathBuf,
     },
 }

@@ -107,15 +107,23 @@ pub(super) fn print_policy(
     Ok(())
 }
 
+/// How a command prints: `--json`, `-q` (ids only), or text.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Output {
+    pub json: bool,
+    pub quiet: bool,
+}
+
 pub(super) fn print_session(
     out: &mut impl Write,
     session: &Session,
-    json: bool,
+    how: Output,
 ) -> Result<(), CliError> {
-    if json {
-        serde_json::to_writer_pretty(&mut *out, session)
-            .map_err(|e| CliError::Usage(e.to_string()))?;
-        writeln!(out)?;
+    if how.json {
+        return print_json(out, session);
+    }
+    if how.quiet {
+        writeln!(out, "{}", session.id)?;
         return Ok(());
     }
     let rows: [(&str, String); 13] = [
@@ -172,10 +180,25 @@ pub(super) fn print_session(
     Ok(())
 }
 
-pub(super) fn print_table(out: &mut impl Write, sessions: &[Session]) -> Result<(), CliError> {
-    let headers = [
-        "ID", "NAME", "CAPSULE", "STATE", "RESTARTS", "CREATED", "ERROR",
-    ];
+/// Sessions as a table (ID, NAME, CAPSULE, STATE, RESTARTS, AGE, ERROR),
+/// states coloured on a terminal; ids only with `-q`, the records with `--json`.
+pub(super) fn print_table(
+    out: &mut impl Write,
+    sessions: &[Session],
+    how: Output,
+) -> Result<(), CliError> {
+    if how.json {
+        return print_json(out, &sessions);
+    }
+    if how.quiet {
+        for s in sessions {
+            writeln!(out, "{}", s.id)?;
+        }
+        return Ok(());
+    }
+    let colour = super::table::colour_wanted();
+    let now = std::time::SystemTime::now();
+    let headers = ["ID", "NAME", "CAPSULE", "STATE", "RESTARTS", "AGE", "ERROR"];
     let rows: Vec<[String; 7]> = sessions
         .iter()
         .map(|s| {
@@ -185,33 +208,17 @@ pub(super) fn print_table(out: &mut impl Write, sessions: &[Session]) -> Result<
                 format!("{}@{}", s.capsule, s.version),
                 s.state.to_string(),
                 s.restart_count.to_string(),
-                s.created_at.clone(),
+                super::table::age(&s.created_at, now),
                 s.error.clone().unwrap_or_default(),
             ]
         })
         .collect();
-    let mut widths = headers.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
+    let mut table = super::table::Table::new(&headers);
+    for (row, session) in rows.iter().zip(sessions) {
+        let state = colour.then(|| super::table::state_colour(session.state));
+        table.row(row, &[(3, state)]);
     }
-    let line = |cells: &[&str]| -> String {
-        let mut s = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(cell);
-            } else {
-                s.push_str(&format!("{cell:<width$}  ", width = widths[i]));
-            }
-        }
-        s.trim_end().to_string()
-    };
-    writeln!(out, "{}", line(&headers))?;
-    for row in &rows {
-        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-        writeln!(out, "{}", line(&cells))?;
-    }
+    table.write(out)?;
     if rows.is_empty() {
         writeln!(
             out,
@@ -224,7 +231,7 @@ pub(super) fn print_table(out: &mut impl Write, sessions: &[Session]) -> Result<
 /// Anything as pretty JSON, on a line of its own.
 pub(super) fn print_json(
     out: &mut impl Write,
-    value: &impl serde::Serialize,
+    value: &(impl serde::Serialize + ?Sized),
 ) -> Result<(), CliError> {
     serde_json::to_writer_pretty(&mut *out, value).map_err(|e| CliError::Usage(e.to_string()))?;
     writeln!(out)?;

@@ -1,35 +1,52 @@
-//! `roostctl publish`: an artifact directory packed into a registry.
+//! `roostctl publish`: an artifact directory packed into a registry: a
+//! directory roostctl writes itself, or the daemon's own registry over its
+//! socket (`--to-daemon`, the default when the daemon in use is the system one,
+//! whose registry only its own user can write).
 
+use super::print::{Output, print_json};
 use super::*;
+use crate::api::PublishReport;
 
-pub(super) fn publish(
-    out: &mut impl Write,
-    dir: &std::path::Path,
-    registry: Option<PathBuf>,
-    platform: Option<String>,
-    json: bool,
-) -> Result<i32, CliError> {
-    use crate::artifact::{GENERIC_PLATFORM, LocalRegistry, PayloadKind, bundle};
-    let registry = registry
-        .or_else(|| std::env::var_os(paths::REGISTRY_ENV).map(PathBuf::from))
-        .unwrap_or_else(paths::default_registry);
-    if registry.to_str().is_some_and(|r| r.contains("://")) {
-        return Err(CliError::Usage(format!(
-            "publish writes to a registry directory; '{}' is a URL (HTTP registries are read-only)",
-            registry.display()
-        )));
+/// Where a bundle goes.
+pub(super) enum Target {
+    Directory(PathBuf),
+    Daemon,
+}
+
+impl Target {
+    /// `--registry DIR`, else `--to-daemon`, else `$ROOST_REGISTRY`, else the
+    /// daemon's registry when roostctl talks to the system daemon, else the
+    /// default registry directory.
+    pub(super) fn choose(registry: Option<PathBuf>, to_daemon: bool, client: &Client) -> Self {
+        if let Some(dir) = registry {
+            return Self::Directory(dir);
+        }
+        if to_daemon {
+            return Self::Daemon;
+        }
+        if let Some(dir) = std::env::var_os(paths::REGISTRY_ENV) {
+            return Self::Directory(PathBuf::from(dir));
+        }
+        if paths::is_system_socket(client.socket()) {
+            return Self::Daemon;
+        }
+        Self::Directory(paths::default_registry())
     }
+}
+
+pub(super) async fn publish(
+    out: &mut impl Write,
+    client: &Client,
+    dir: &std::path::Path,
+    target: Target,
+    platform: Option<String>,
+    how: Output,
+) -> Result<u8, CliError> {
+    use crate::artifact::{GENERIC_PLATFORM, LocalRegistry, PayloadKind, bundle};
     let (manifest, bytes) = bundle::pack(dir)?;
     let platform = match platform {
         Some(p) => {
-            let valid = p == GENERIC_PLATFORM
-                || p.split_once('-').is_some_and(|(os, arch)| {
-                    !os.is_empty()
-                        && !arch.is_empty()
-                        && p.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                });
-            if !valid {
+            if !crate::artifact::valid_platform(&p) {
                 return Err(CliError::Usage(format!(
                     "--platform '{p}' must be `any` or `<os>-<arch>` such as {}",
                     crate::artifact::current_platform()
@@ -42,23 +59,36 @@ pub(super) fn publish(
         }
         None => GENERIC_PLATFORM.to_string(),
     };
-    let published = LocalRegistry::new(&registry).publish(&manifest, &bytes, &platform)?;
-    if json {
-        let value = serde_json::json!({
-            "name": manifest.name,
-            "version": manifest.version,
-            "runtime": manifest.runtime,
-            "platform": published.bundle.platform,
-            "path": registry.join(&published.bundle.path),
-            "sha256": published.bundle.sha256,
-            "size": published.bundle.size,
-            "unchanged": published.unchanged,
-        });
-        serde_json::to_writer_pretty(&mut *out, &value)
-            .map_err(|e| CliError::Usage(e.to_string()))?;
-        writeln!(out)?;
+    let report = match target {
+        Target::Daemon => client.publish(bytes, &platform).await?,
+        Target::Directory(registry) => {
+            if registry.to_str().is_some_and(|r| r.contains("://")) {
+                return Err(CliError::Usage(format!(
+                    "publish writes to a registry directory; '{}' is a URL (HTTP registries \
+                     are read-only)",
+                    registry.display()
+                )));
+            }
+            let published = LocalRegistry::new(&registry).publish(&manifest, &bytes, &platform)?;
+            PublishReport {
+                name: manifest.name.clone(),
+                version: manifest.version.clone(),
+                runtime: manifest.runtime.to_string(),
+                platform: published.bundle.platform.clone(),
+                path: registry.join(&published.bundle.path).display().to_string(),
+                sha256: published.bundle.sha256.clone(),
+                size: published.bundle.size,
+                unchanged: published.unchanged,
+                kind: manifest.payload_kind_label().to_string(),
+            }
+        }
+    };
+    if how.json {
+        print_json(out, &report)?;
+    } else if how.quiet {
+        writeln!(out, "{}@{}", report.name, report.version)?;
     } else {
-        let verb = if published.unchanged {
+        let verb = if report.unchanged {
             "already published (same bytes)"
         } else {
             "published"
@@ -66,14 +96,14 @@ pub(super) fn publish(
         writeln!(
             out,
             "{}@{} ({} {}, {}) {verb}\n  sha256 {}\n  {}",
-            manifest.name,
-            manifest.version,
-            manifest.runtime,
-            manifest.payload_kind_label(),
-            published.bundle.platform,
-            published.bundle.sha256,
-            registry.join(&published.bundle.path).display()
+            report.name,
+            report.version,
+            report.runtime,
+            report.kind,
+            report.platform,
+            report.sha256,
+            report.path
         )?;
     }
-    Ok(0)
+    Ok(super::exit::OK)
 }

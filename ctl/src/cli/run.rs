@@ -1,29 +1,34 @@
 //! Running one command: each verb against the daemon (through [`Client`])
-//! or locally (`publish`, `doctor`), and its exit code.
+//! or locally (`publish`, `doctor`, `completions`), and its exit code.
 
 use super::print::{
-    print_checks, print_health, print_json, print_policy, print_pruned, print_session, print_table,
-    print_tasks, print_usage,
+    Output, print_checks, print_health, print_json, print_policy, print_pruned, print_session,
+    print_table, print_tasks, print_usage,
 };
 use super::publish::publish;
 use super::*;
 
 /// Runs one command, printing to `out`; returns the process exit code.
 pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
-    let client = Client::new(paths::resolve_socket(cli.socket));
-    match cli.command {
+    let socket = paths::resolve_socket(cli.socket);
+    let client = Client::new(socket);
+    let how = Output {
+        json: cli.json,
+        quiet: cli.quiet,
+    };
+    let code = match cli.command {
         Command::Start {
             path,
             name,
             workdir,
             restart,
             wait,
+            timeout,
             task,
             task_file,
             lifecycle,
             after_task,
             job_id,
-            json,
         } => {
             let task = match (task, task_file) {
                 (Some(text), _) => Some(text),
@@ -41,149 +46,148 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
                 job_id,
                 ..StartRequest::default()
             };
-            start(out, &client, &request, wait, json).await
-        }
-        Command::Stop { id_or_name, json } => {
-            let session = client.stop(&id_or_name).await?;
-            print_session(out, &session, json)?;
-            Ok(0)
-        }
-        Command::List { all, json } => {
-            let sessions = client.list(all).await?;
-            if json {
-                print_json(out, &sessions)?;
-            } else {
-                print_table(out, &sessions)?;
+            let mut session = client.start(&request).await?;
+            if wait {
+                session = wait_for(&client, &session, timeout).await?;
             }
-            Ok(0)
-        }
-        Command::Status {
-            id_or_name: None,
-            json,
-        } => {
-            let health = client.health().await?;
-            if json {
-                print_json(out, &health)?;
+            print_session(out, &session, how)?;
+            if wait {
+                exit::of_session(session.state)
             } else {
+                exit::OK
+            }
+        }
+        Command::Stop { id_or_name } => {
+            let session = client.stop(&id_or_name).await?;
+            print_session(out, &session, how)?;
+            exit::OK
+        }
+        Command::Restart { id_or_name } => {
+            let session = client.restart(&id_or_name).await?;
+            print_session(out, &session, how)?;
+            exit::OK
+        }
+        Command::List { all } => {
+            let sessions = client.list(all).await?;
+            print_table(out, &sessions, how)?;
+            exit::OK
+        }
+        Command::Status { id_or_name: None } => {
+            let health = client.health().await?;
+            if how.json {
+                print_json(out, &health)?;
+            } else if !how.quiet {
                 print_health(out, &health)?;
             }
-            Ok(0)
+            exit::OK
+        }
+        Command::Status {
+            id_or_name: Some(id_or_name),
+        } => {
+            let session = client.get(&id_or_name).await?;
+            print_session(out, &session, how)?;
+            if !how.json && !how.quiet {
+                let tasks = client.tasks(&session.id).await?;
+                print_usage(out, &session, &tasks)?;
+            }
+            exit::OK
         }
         Command::Rm {
             ids_or_names,
             force,
-            json,
-        } => {
-            let mut removed = Vec::new();
-            let mut failed = 0;
-            for id_or_name in &ids_or_names {
-                match client.remove(id_or_name, force).await {
-                    Ok(session) => {
-                        if !json {
-                            writeln!(out, "{} {}", session.id, session.name)?;
-                        }
-                        removed.push(session);
-                    }
-                    Err(e) => {
-                        eprintln!("roostctl: {id_or_name}: {e}");
-                        failed += 1;
-                    }
-                }
-            }
-            if json {
-                print_json(out, &removed)?;
-            }
-            Ok(i32::from(failed > 0))
-        }
+        } => remove(out, &client, &ids_or_names, force, how).await?,
         Command::Prune {
             older_than,
             dry_run,
-            json,
         } => {
             let request = crate::api::PruneRequest {
                 older_than_secs: older_than.map_or(0, |d| d.as_secs()),
                 dry_run,
             };
             let report = client.prune(&request).await?;
-            if json {
+            if how.json {
                 print_json(out, &report)?;
+            } else if how.quiet {
+                for s in &report.sessions {
+                    writeln!(out, "{}", s.id)?;
+                }
             } else {
                 print_pruned(out, &report)?;
             }
-            Ok(0)
+            exit::OK
         }
-        Command::Status {
-            id_or_name: Some(id_or_name),
-            json,
-        } => {
-            let session = client.get(&id_or_name).await?;
-            print_session(out, &session, json)?;
-            if !json {
-                let tasks = client.tasks(&session.id).await?;
-                print_usage(out, &session, &tasks)?;
-            }
-            Ok(0)
+        Command::Events { follow, tail } => {
+            super::stream::events(out, &client, follow, tail, how).await?
         }
         Command::Send {
             route,
             text,
             stream,
             task_id,
-            json,
+            timeout,
         } => {
-            send(
-                out,
-                &client,
-                &route,
-                &text,
+            let send = super::talk::SendArgs {
+                route: &route,
+                text: &text,
                 stream,
-                task_id.as_deref(),
-                json,
-            )
-            .await
+                task_id: task_id.as_deref(),
+                timeout,
+            };
+            super::talk::send(out, &client, &send, how).await?
         }
-        Command::Tasks { id_or_name, json } => {
+        Command::Cancel { route, task_id } => {
+            super::talk::cancel(out, &client, &route, &task_id, how).await?
+        }
+        Command::Card { route } => super::talk::card(out, &client, &route, how).await?,
+        Command::Tasks { id_or_name } => {
             let tasks = client.tasks(&id_or_name).await?;
-            if json {
+            if how.json {
                 print_json(out, &tasks)?;
+            } else if how.quiet {
+                for t in &tasks {
+                    writeln!(out, "{}", t.id)?;
+                }
             } else {
                 print_tasks(out, &tasks)?;
             }
-            Ok(0)
+            exit::OK
         }
-        Command::Trace { id_or_name, json } => {
+        Command::Trace { id_or_name } => {
             let bytes = client.trace(&id_or_name).await?;
-            if json {
+            if how.json {
                 out.write_all(&bytes)?;
-            } else {
+            } else if !how.quiet {
                 crate::trace::render(out, &bytes)?;
             }
-            Ok(0)
+            exit::OK
         }
         Command::Publish {
             dir,
             registry,
+            to_daemon,
             platform,
-            json,
-        } => publish(out, &dir, registry, platform, json),
-        Command::Policy { path, json } => {
+        } => {
+            let target = super::publish::Target::choose(registry, to_daemon, &client);
+            publish(out, &client, &dir, target, platform, how).await?
+        }
+        Command::Policy { path } => {
             let report = client
                 .policy(&crate::api::PolicyRequest {
                     path: absolute(&path)?,
                 })
                 .await?;
-            if json {
+            if how.json {
                 print_json(out, &report)?;
-            } else {
+            } else if !how.quiet {
                 print_policy(out, &report)?;
             }
-            Ok(i32::from(report.refused.is_some()))
+            if report.refused.is_some() {
+                exit::POLICY
+            } else {
+                exit::OK
+            }
         }
-        Command::Doctor {
-            state_dir,
-            unit,
-            json,
-        } => {
+        Command::Doctor { state_dir, unit } => {
             let state_dir = state_dir.unwrap_or_else(paths::default_state_dir);
             let mut checks = crate::doctor::run(&state_dir, client.socket(), &unit);
             let health = client.health().await.ok();
@@ -192,30 +196,97 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             let failed = checks
                 .iter()
                 .any(|c| c.verdict == crate::doctor::Verdict::Fail);
-            if json {
+            if how.json {
                 print_json(out, &checks)?;
-            } else {
+            } else if !how.quiet {
                 print_checks(out, &checks)?;
             }
-            Ok(i32::from(failed))
+            if failed { exit::ERROR } else { exit::OK }
         }
-        Command::Logs { id_or_name, follow } => {
-            let mut failed = None;
-            client
-                .logs(&id_or_name, follow, |chunk| {
-                    if failed.is_none()
-                        && let Err(e) = out.write_all(chunk).and_then(|()| out.flush())
-                    {
-                        failed = Some(e);
-                    }
-                })
-                .await?;
-            match failed {
-                Some(e) => Err(e.into()),
-                None => Ok(0),
+        Command::Logs {
+            id_or_name,
+            follow,
+            tail,
+            since,
+            timestamps,
+        } => {
+            let query = crate::api::LogsQuery {
+                follow,
+                tail,
+                since_ms: since.map(super::stream::ms_ago),
+                timestamps,
+                json: how.json,
+            };
+            super::stream::logs(out, &client, &id_or_name, &query).await?
+        }
+        Command::Completions { shell } => {
+            super::man::completions(out, shell)?;
+            exit::OK
+        }
+        Command::Manpages { dir } => {
+            super::man::manpages(&dir)?;
+            exit::OK
+        }
+    };
+    Ok(i32::from(code))
+}
+
+/// `start --wait`: the session's end, or a timeout that says how to follow it.
+async fn wait_for(
+    client: &Client,
+    session: &Session,
+    timeout: Option<std::time::Duration>,
+) -> Result<Session, CliError> {
+    let Some(limit) = timeout else {
+        return Ok(client.wait(&session.id).await?);
+    };
+    match tokio::time::timeout(limit, client.wait(&session.id)).await {
+        Ok(ended) => Ok(ended?),
+        Err(_) => Err(CliError::Timeout(format!(
+            "session {} ({}) is still {} after {}; it goes on: `roostctl status {}`, \
+             `roostctl logs -f {}`",
+            session.id,
+            session.name,
+            session.state,
+            humantime::format_duration(limit),
+            session.name,
+            session.name
+        ))),
+    }
+}
+
+/// `rm`: each session in turn; the exit code of the first that failed.
+async fn remove(
+    out: &mut impl Write,
+    client: &Client,
+    ids_or_names: &[String],
+    force: bool,
+    how: Output,
+) -> Result<u8, CliError> {
+    let mut removed = Vec::new();
+    let mut code = exit::OK;
+    for id_or_name in ids_or_names {
+        match client.remove(id_or_name, force).await {
+            Ok(session) => {
+                if how.quiet {
+                    writeln!(out, "{}", session.id)?;
+                } else if !how.json {
+                    writeln!(out, "{} {}", session.id, session.name)?;
+                }
+                removed.push(session);
+            }
+            Err(e) => {
+                eprintln!("roostctl: {id_or_name}: {e}");
+                if code == exit::OK {
+                    code = exit::of_client_error(&e);
+                }
             }
         }
     }
+    if how.json {
+        print_json(out, &removed)?;
+    }
+    Ok(code)
 }
 
 fn read_task(file: &std::path::Path) -> Result<String, CliError> {
@@ -232,81 +303,9 @@ fn read_task(file: &std::path::Path) -> Result<String, CliError> {
     Ok(text)
 }
 
-/// `start`: a session, and with `--wait` its end (exit code 1 unless it completed).
-async fn start(
-    out: &mut impl Write,
-    client: &Client,
-    request: &StartRequest,
-    wait: bool,
-    json: bool,
-) -> Result<i32, CliError> {
-    let mut session = client.start(request).await?;
-    if wait {
-        session = client.wait(&session.id).await?;
-    }
-    print_session(out, &session, json)?;
-    Ok(i32::from(
-        wait && session.state != crate::api::SessionState::Completed,
-    ))
-}
-
 /// `path` made absolute (the daemon resolves nothing against roostctl's cwd).
 fn absolute(path: &std::path::Path) -> Result<String, CliError> {
     absolutize(path)
         .map(|p| p.display().to_string())
         .map_err(|e| CliError::Usage(e.to_string()))
-}
-
-/// `send`: one A2A message to a route, printing what comes back (streamed
-/// text as it arrives).
-async fn send(
-    out: &mut impl Write,
-    client: &Client,
-    route: &str,
-    text: &str,
-    stream: bool,
-    task_id: Option<&str>,
-    json: bool,
-) -> Result<i32, CliError> {
-    let health = client.health().await?;
-    let token = std::env::var("ROOST_A2A_TOKEN").ok();
-    let mut failed = None;
-    crate::a2a::send(
-        &crate::a2a::Send {
-            addr: &health.a2a_addr,
-            route,
-            text,
-            task_id,
-            stream,
-            token: token.as_deref(),
-        },
-        |event| {
-            let line = if json {
-                event.to_string()
-            } else if event.get("artifactUpdate").is_some() {
-                // Streamed text is printed as it comes, without newlines.
-                let chunk = crate::a2a::describe(event);
-                let last = event["artifactUpdate"]["lastChunk"] == true;
-                let write = if last { "\n".to_string() } else { chunk };
-                if failed.is_none()
-                    && let Err(e) = out.write_all(write.as_bytes()).and_then(|()| out.flush())
-                {
-                    failed = Some(e);
-                }
-                return;
-            } else {
-                crate::a2a::describe(event)
-            };
-            if failed.is_none()
-                && let Err(e) = writeln!(out, "{line}")
-            {
-                failed = Some(e);
-            }
-        },
-    )
-    .await?;
-    match failed {
-        Some(e) => Err(e.into()),
-        None => Ok(0),
-    }
 }

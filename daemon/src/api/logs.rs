@@ -1,5 +1,6 @@
 //! `GET /v1/sessions/{id}/logs[?follow=true]`: the captured guest output, and with
-//! `follow` a stream of new output until the session ends.
+//! `follow` a stream of new output until the session ends. With `tail`,
+//! `since_ms`, `timestamps` or `json` it comes by line (`logs::lines`).
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -10,19 +11,12 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
+use roost_ctl::api::LogsQuery;
 
 use super::{ApiError, ApiState};
 use crate::logs;
 
 const FOLLOW_POLL: Duration = Duration::from_millis(100);
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct LogsQuery {
-    #[serde(default)]
-    follow: bool,
-}
 
 pub(super) async fn logs(
     State(state): State<ApiState>,
@@ -33,6 +27,9 @@ pub(super) async fn logs(
     let session = state.supervisor.get(&id).await?;
     let root = PathBuf::from(&session.workdir);
     let dir = PathBuf::from(&session.bookkeeping_dir).join("logs");
+    if query.by_line() {
+        return by_line(state, session, root, dir, query).await;
+    }
     let existing = read_blocking(root.clone(), dir.clone()).await?;
     let headers = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     if !query.follow || session.state.is_ended() {
@@ -57,6 +54,107 @@ pub(super) async fn logs(
             .map(|chunk| (Ok::<_, std::io::Error>(chunk), f))
     });
     Ok((headers, Body::from_stream(stream)).into_response())
+}
+
+/// The log by line: what was kept (as `tail` and `since_ms` select), then
+/// with `follow` each new line until the session ends.
+async fn by_line(
+    state: ApiState,
+    session: roost_ctl::api::Session,
+    root: PathBuf,
+    dir: PathBuf,
+    query: LogsQuery,
+) -> Result<Response, ApiError> {
+    let content_type = if query.json {
+        "application/x-ndjson"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let headers = [(header::CONTENT_TYPE, content_type)];
+    let (kept, follower) = {
+        let (root, dir) = (root.clone(), dir.clone());
+        tokio::task::spawn_blocking(move || {
+            let follower = logs::lines::Follower::at_end(&root, &dir);
+            (logs::lines::read_all(&root, &dir), follower)
+        })
+        .await
+        .map_err(|e| ApiError::bad_request(format!("cannot read logs: {e}")))?
+    };
+    let (timestamps, json) = (query.timestamps, query.json);
+    let render = move |lines: Vec<logs::lines::Line>| -> Bytes {
+        let mut out = Vec::new();
+        for line in lines {
+            out.extend(line.render(timestamps, json));
+        }
+        Bytes::from(out)
+    };
+    let first = render(logs::lines::select(kept, query.tail, query.since_ms));
+    if !query.follow || session.state.is_ended() {
+        return Ok((headers, first).into_response());
+    }
+    let follow = LineFollow {
+        follower: Some(follower),
+        first: Some(first),
+        state,
+        id: session.id,
+        since_ms: query.since_ms,
+        render: Box::new(render),
+    };
+    let stream = futures::stream::unfold(follow, |mut f| async move {
+        f.next()
+            .await
+            .map(|chunk| (Ok::<_, std::io::Error>(chunk), f))
+    });
+    Ok((headers, Body::from_stream(stream)).into_response())
+}
+
+/// A follower by line.
+struct LineFollow {
+    /// Taken while a poll runs on a blocking thread; `None` at the end.
+    follower: Option<logs::lines::Follower>,
+    first: Option<Bytes>,
+    state: ApiState,
+    id: String,
+    since_ms: Option<u64>,
+    render: Box<dyn Fn(Vec<logs::lines::Line>) -> Bytes + Send>,
+}
+
+impl LineFollow {
+    async fn next(&mut self) -> Option<Bytes> {
+        if let Some(first) = self.first.take()
+            && !first.is_empty()
+        {
+            return Some(first);
+        }
+        loop {
+            let mut follower = self.follower.take()?;
+            let ended = match self.state.supervisor.get(&self.id).await {
+                Ok(session) => session.state.is_ended(),
+                Err(_) => true,
+            };
+            let done = ended || self.state.shutdown.is_cancelled();
+            let (follower, lines) = tokio::task::spawn_blocking(move || {
+                let lines = follower.poll(done);
+                (follower, lines)
+            })
+            .await
+            .ok()?;
+            let lines = logs::lines::select(lines, None, self.since_ms);
+            if !done {
+                self.follower = Some(follower);
+            }
+            if !lines.is_empty() {
+                return Some((self.render)(lines));
+            }
+            if done {
+                return None;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(FOLLOW_POLL) => {}
+                () = self.state.shutdown.cancelled() => {}
+            }
+        }
+    }
 }
 
 async fn read_blocking(root: PathBuf, dir: PathBuf) -> Result<Vec<u8>, ApiError> {

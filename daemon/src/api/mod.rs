@@ -2,8 +2,10 @@
 //! only module that knows HTTP. Handlers hold a [`Supervisor`] handle and nothing else.
 
 mod error;
+mod events;
 mod logs;
 mod policy;
+mod registry;
 mod sessions;
 pub mod unix;
 
@@ -116,6 +118,8 @@ pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// The control API router (tests drive it with `oneshot` without a socket).
 pub fn app(state: ApiState) -> Router {
+    let bundle_limit =
+        usize::try_from(state.host.config.artifacts.max_bundle_mb << 20).unwrap_or(usize::MAX);
     Router::new()
         .route("/v1/health", get(sessions::health))
         .route("/v1/sessions", post(sessions::start).get(sessions::list))
@@ -125,12 +129,19 @@ pub fn app(state: ApiState) -> Router {
         )
         .route("/v1/prune", post(sessions::prune))
         .route("/v1/sessions/{id}/stop", post(sessions::stop))
+        .route("/v1/sessions/{id}/restart", post(sessions::restart))
+        .route("/v1/events", get(events::events))
         .route("/v1/sessions/{id}/wait", get(sessions::wait))
         .route("/v1/sessions/{id}/events", get(sessions::events))
         .route("/v1/sessions/{id}/logs", get(logs::logs))
         .route("/v1/sessions/{id}/tasks", get(sessions::tasks))
         .route("/v1/sessions/{id}/trace", get(sessions::trace))
         .route("/v1/policy", post(policy::policy))
+        // Bundles are bigger than any JSON request: their own limit.
+        .route(
+            "/v1/registry",
+            post(registry::publish).layer(axum::extract::DefaultBodyLimit::max(bundle_limit)),
+        )
         .route("/metrics", get(metrics))
         .fallback(fallback)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -85,6 +85,15 @@ pub(super) async fn stop(
     Ok(Json(state.supervisor.stop(&id).await?))
 }
 
+/// `POST /v1/sessions/{id}/restart`: stopped if live, then run again from
+/// its start request under the same id; answers the new run's record.
+pub(super) async fn restart(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> Result<Json<Session>, ApiError> {
+    Ok(Json(state.supervisor.restart(&id).await?))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RemoveQuery {

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::ConfigError;
 
 /// The A2A gateway's access, what its cards advertise, and how long a
 /// session waits for its next task.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct A2aConfig {
     /// File holding a bearer token every A2A request (but the agent card)
@@ -54,7 +54,7 @@ pub struct A2aConfig {
 
 /// `a2a.peers[]`: what roostd sends to one peer (never a capsule's own
 /// secret: capsules name the peer, roostd adds its credentials).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     /// The peer's A2A URL, or a prefix of such URLs ending in `/`
@@ -84,7 +84,7 @@ impl Default for A2aConfig {
 
 /// `a2a.push`: whether clients may ask for push notifications, and where
 /// they may go besides public addresses.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PushSettings {
     /// Off: the card says `pushNotifications: false` and the config
@@ -108,7 +108,7 @@ impl Default for PushSettings {
 
 /// `a2a.grpc`: the gRPC binding (`lf.a2a.v1.A2AService`), served on the
 /// gateway's port (HTTP/2); a request names its route in `tenant`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GrpcSettings {
     pub enabled: bool,
@@ -128,7 +128,7 @@ impl Default for GrpcSettings {
 }
 
 /// `a2a.routes.<name>`: one route's credentials.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteAccessConfig {
     /// File holding the route's bearer token (the same rules as
@@ -141,7 +141,7 @@ pub struct RouteAccessConfig {
 }
 
 /// `a2a.retention` as it was before `retention:`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LegacyTaskRetention {
     pub max_age_secs: Option<u64>,

@@ -173,7 +173,9 @@ impl Store {
 
     /// One session write on the task writer; the rows it changed.
     pub(super) async fn session_write(&self, write: SessionWrite) -> Result<u64, StoreError> {
-        self.write_one(WriteOp::Session(write)).await
+        let changed = self.write_one(WriteOp::Session(write)).await?;
+        self.session_changes.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(changed)
     }
 
     /// A session's record by id, as committed.
@@ -194,19 +196,18 @@ impl Store {
         )
         .fetch_all(&self.reader)
         .await?;
-        rows.into_iter()
-            .map(|row| {
-                let json: String = row.try_get("request_json")?;
-                let request = serde_json::from_str(&json)
-                    .map_err(|e| StoreError::Corrupt(format!("request_json: {e}")))?;
-                Ok(Resumable {
-                    id: row.try_get("id")?,
-                    name: row.try_get("name")?,
-                    request,
-                    restart_count: row.try_get::<u32, _>("restart_count")?,
-                })
-            })
-            .collect()
+        rows.iter().map(resumable_from_row).collect()
+    }
+
+    /// What it takes to run a session again (`roostctl restart`): its
+    /// start request as stored, its name and restart count.
+    pub async fn restartable(&self, id: &str) -> Result<Option<Resumable>, StoreError> {
+        let row =
+            sqlx::query("SELECT id, name, request_json, restart_count FROM sessions WHERE id = ?1")
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?;
+        row.map(|row| resumable_from_row(&row)).transpose()
     }
 
     /// Ended sessions that may be deleted, oldest first (at most `limit`):
@@ -296,4 +297,16 @@ impl Store {
             .map(|r| Ok((r.try_get("state")?, r.try_get("detail")?, r.try_get("at")?)))
             .collect()
     }
+}
+
+fn resumable_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Resumable, StoreError> {
+    let json: String = row.try_get("request_json")?;
+    let request = serde_json::from_str(&json)
+        .map_err(|e| StoreError::Corrupt(format!("request_json: {e}")))?;
+    Ok(Resumable {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        request,
+        restart_count: row.try_get::<u32, _>("restart_count")?,
+    })
 }

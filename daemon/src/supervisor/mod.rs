@@ -3,6 +3,7 @@
 //! ([`session`]) and reports back when it has ended for good.
 
 mod backoff;
+mod restart;
 mod retention;
 mod session;
 mod shared;
@@ -74,11 +75,14 @@ enum OwnerCommand {
     },
 }
 
-/// An existing row being brought back at start-up.
+/// An existing row being run again: brought back at start-up, or
+/// restarted by an operator (`restart.rs`).
 struct Resume {
     id: SessionId,
     name: String,
     restart_count: u32,
+    /// What its events say.
+    why: &'static str,
 }
 
 struct Live {
@@ -214,6 +218,7 @@ impl Supervisor {
                     id: item.id.clone().into(),
                     name: item.name.clone(),
                     restart_count: item.restart_count + 1,
+                    why: "resumed after roostd restart",
                 };
                 let outcome = self
                     .ask(|reply| OwnerCommand::Launch {
@@ -479,10 +484,10 @@ impl Owner {
             inbox: std::sync::Mutex::new(None),
         };
         let tx = self.tx.clone();
-        let resumed = resume.is_some();
+        let again = resume.as_ref().map(|r| r.why);
         tokio::spawn(
             async move {
-                let record = task.run(resumed, reply).await;
+                let record = task.run(again, reply).await;
                 let record = record.map(Box::new);
                 let _ = tx.send(OwnerCommand::Ended { id, record }).await;
             }

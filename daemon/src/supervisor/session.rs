@@ -81,7 +81,7 @@ impl SessionTask {
     /// it ends for good, and returns the final record.
     pub(super) async fn run(
         mut self,
-        resumed: bool,
+        again: Option<&'static str>,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
     ) -> Option<Session> {
         // The phases are boxed so that a long-lived session (an agent waiting on
@@ -92,7 +92,7 @@ impl SessionTask {
         if let Ok(mut slot) = self.inbox.lock() {
             *slot = inbox;
         }
-        let installed = match Box::pin(self.register(resumed)).await {
+        let installed = match Box::pin(self.register(again)).await {
             Ok((session, installed)) => {
                 self.shared.add_route(&self.id, &self.name);
                 let _ = reply.send(Ok(session));
@@ -111,7 +111,7 @@ impl SessionTask {
         }
         let mut backoff = Backoff::new(self.shared.config.restart.clone());
         // A fresh row is written as `running`; restarts and resumes are not.
-        let mut recorded_running = !resumed;
+        let mut recorded_running = again.is_none();
         let (state, error) = loop {
             let started = Instant::now();
             let end =
@@ -170,16 +170,14 @@ impl SessionTask {
         Box::pin(self.finish(state, error.as_deref())).await
     }
 
-    async fn record(&self, resumed: bool) -> Result<Session, SupervisorError> {
+    /// Writes the session's row, or records on its existing row why it
+    /// runs `again` (resumed after a roostd restart, restarted by an operator).
+    async fn record(&self, again: Option<&'static str>) -> Result<Session, SupervisorError> {
         let store = &self.shared.store;
-        if resumed {
+        if let Some(why) = again {
             self.shared.metrics.session_restarted();
             return Ok(store
-                .mark_restarting(
-                    &self.id,
-                    self.restart_count,
-                    Some("resumed after roostd restart"),
-                )
+                .mark_restarting(&self.id, self.restart_count, Some(why))
                 .await?);
         }
         let manifest = &self.staged.manifest;

@@ -137,7 +137,7 @@ impl SessionTask {
     /// outcome of the installation.
     pub(super) async fn register(
         &self,
-        resumed: bool,
+        again: Option<&'static str>,
     ) -> Result<(Session, Result<(), SetupError>), SupervisorError> {
         // The bookkeeping dir is the workdir, or inside it. It is made while the
         // row is written (a directory costs as much as a commit here); should it
@@ -146,8 +146,9 @@ impl SessionTask {
         let items = self.staged.artifacts.items.clone();
         let shell = self.staged.policy.shell_allow.clone();
         // The task is written once, when the session is created (a resumed
-        // session must not run it again).
-        let task = (!resumed)
+        // or restarted session must not run it again).
+        let task = again
+            .is_none()
             .then(|| self.staged.request.task.clone())
             .flatten()
             .map(|text| (self.workdir.join(crate::agent::TASK_FILE), text));
@@ -226,7 +227,7 @@ impl SessionTask {
             }
             Ok(())
         });
-        let (made, recorded) = tokio::join!(install, self.record(resumed));
+        let (made, recorded) = tokio::join!(install, self.record(again));
         let installed = made.unwrap_or_else(|e| Err(SetupError::Join(e)));
         Ok((recorded?, installed))
     }

@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub mod cgroup;
+pub mod dirfd;
+pub mod host;
 pub mod identity;
 pub mod seccomp;
 
@@ -48,7 +50,9 @@ impl Jail {
 }
 
 /// Finds the jail helper by what it is, not by its name: `roost-jail` next to
-/// the running executable, else the configured `sandbox.jail_helper`, else the
+/// the running executable, else in `../lib/roost/` from it (where the Debian
+/// package puts it, off `PATH`: `/usr/lib/roost/roost-jail` for
+/// `/usr/bin/roostd`), else the configured `sandbox.jail_helper`, else the
 /// running executable itself (roostd plays the helper, whatever it is called).
 /// Each candidate must answer the probe; `Jail::NoHelper` says what was tried.
 pub fn find_helper(configured: Option<&Path>) -> Jail {
@@ -56,6 +60,9 @@ pub fn find_helper(configured: Option<&Path>) -> Jail {
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(exe) = &exe {
         candidates.push(exe.with_file_name("roost-jail"));
+        if let Some(prefix) = exe.parent().and_then(Path::parent) {
+            candidates.push(prefix.join("lib/roost/roost-jail"));
+        }
     }
     candidates.extend(configured.map(Path::to_path_buf));
     candidates.extend(exe);
@@ -70,7 +77,8 @@ pub fn find_helper(configured: Option<&Path>) -> Jail {
         tried.push(candidate.display().to_string());
     }
     Jail::NoHelper(format!(
-        "no jail helper: install roost-jail next to roostd or set sandbox.jail_helper \
+        "no jail helper: install roost-jail next to roostd (or in ../lib/roost/ from it) \
+         or set sandbox.jail_helper \
          (tried, and none answered the helper's probe: {})",
         if tried.is_empty() {
             "nothing found".to_string()
@@ -259,8 +267,8 @@ impl Support {
     /// This host's facts; `pids` is the per-tool cgroup support found at start-up.
     pub fn detect(pids: Option<&cgroup::PidsCgroups>) -> Self {
         Self {
-            landlock_abi: roost_ctl::host::landlock_abi(),
-            seccomp: roost_ctl::host::seccomp_available(),
+            landlock_abi: crate::host::landlock_abi(),
+            seccomp: crate::host::seccomp_available(),
             pids_cgroup: pids.is_some(),
             // SAFETY: geteuid has no preconditions.
             root: unsafe { libc::geteuid() } == 0,
@@ -422,7 +430,7 @@ pub fn enter(spec: &JailSpec) -> Result<(), JailError> {
     ruleset
         .restrict_self()
         .map_err(|e| JailError::Landlock(e.to_string()))?;
-    if roost_ctl::host::seccomp_available() {
+    if crate::host::seccomp_available() {
         seccomp::install(spec.sockets)?;
     }
     Ok(())

@@ -189,13 +189,13 @@ pub fn grant_tree(
         if depth >= 64 || granted >= max {
             continue;
         }
-        let listing = crate::fsx::entries(&dir)?;
+        let listing = crate::dirfd::entries(&dir)?;
         for entry in listing.flatten() {
             let name = entry.file_name();
             if depth == 0 && skip.iter().any(|s| name == *s) {
                 continue;
             }
-            let Ok(child) = crate::fsx::open_child(&dir, &name) else {
+            let Ok(child) = crate::dirfd::open_child(&dir, &name) else {
                 continue; // a link, a FIFO without a writer, gone
             };
             let Ok(meta) = child.metadata() else { continue };

@@ -1,0 +1,79 @@
+//! `POST /v1/registry?platform=P` (`roostctl publish --to-daemon`): an
+//! artifact bundle uploaded over the control socket and published into
+//! roostd's own registry directory, which only roostd's user can write
+//! under systemd. The body is the zip `roostctl publish` packs, bounded by
+//! `artifacts.max_bundle_mb` and checked as every bundle is.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use roost_ctl::api::PublishReport;
+use serde::Deserialize;
+
+use super::{ApiError, ApiState};
+use crate::registry::RegistryError;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PublishQuery {
+    platform: String,
+}
+
+pub(super) async fn publish(
+    State(state): State<ApiState>,
+    query: Result<Query<PublishQuery>, QueryRejection>,
+    body: Bytes,
+) -> Result<Json<PublishReport>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    if !roost_ctl::artifact::valid_platform(&query.platform) {
+        return Err(ApiError::bad_request(format!(
+            "platform '{}' must be `any` or `<os>-<arch>` such as {}",
+            query.platform,
+            roost_ctl::artifact::current_platform()
+        )));
+    }
+    let shared = state.supervisor.shared();
+    let max_bytes = shared.config.artifacts.max_bundle_mb << 20;
+    let done =
+        crate::registry::publish(&*shared.registry, body.to_vec(), query.platform, max_bytes)
+            .await
+            .map_err(refused)?;
+    let m = &done.manifest;
+    tracing::info!(
+        artifact = %m.name,
+        version = %m.version,
+        platform = %done.published.bundle.platform,
+        unchanged = done.published.unchanged,
+        "published into roostd's registry"
+    );
+    Ok(Json(PublishReport {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        runtime: m.runtime.to_string(),
+        platform: done.published.bundle.platform.clone(),
+        path: done.path.display().to_string(),
+        sha256: done.published.bundle.sha256.clone(),
+        size: done.published.bundle.size,
+        unchanged: done.published.unchanged,
+        kind: m.payload_kind_label().to_string(),
+    }))
+}
+
+fn refused(e: RegistryError) -> ApiError {
+    use roost_ctl::artifact::LayoutError as L;
+    let message = e.to_string();
+    match e {
+        RegistryError::ReadOnly(_) => {
+            ApiError::new(StatusCode::CONFLICT, "read_only_registry", message)
+        }
+        RegistryError::Bundle(_) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_bundle", message)
+        }
+        RegistryError::Layout(L::AlreadyPublished { .. } | L::KindMismatch { .. }) => {
+            ApiError::new(StatusCode::CONFLICT, "already_published", message)
+        }
+        _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "registry_error", message),
+    }
+}

@@ -1,0 +1,117 @@
+//! The bearer tokens roostd reads from files: the TCP control API's, the
+//! A2A gateway's and its routes', and what it sends to peers. Read at
+//! start-up, by `roostd --check-config`, and again on SIGHUP.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::DaemonError;
+use crate::config::DaemonConfig;
+
+/// Every token the config names.
+#[derive(Clone)]
+pub struct Tokens {
+    /// `control.token_file`, when `control.tcp_listen` is set.
+    pub control: Option<Arc<str>>,
+    /// `a2a.token_file`.
+    pub a2a: Option<Arc<str>>,
+    /// `a2a.routes.<name>.token_file`.
+    pub routes: HashMap<String, crate::a2a::access::RouteToken>,
+    /// `a2a.peers[i]`: (URL, token).
+    pub peers: Vec<(String, Arc<str>)>,
+}
+
+impl Tokens {
+    /// Reads every token file the config names, each checked as [`read_token`] says.
+    pub fn read(config: &DaemonConfig) -> Result<Self, DaemonError> {
+        let control = match &config.control.tcp_listen {
+            Some(_) => Some(read_token(
+                config.control.token_file.as_deref(),
+                "control.token_file",
+            )?),
+            None => None,
+        };
+        let a2a = match &config.a2a.token_file {
+            Some(path) => Some(read_token(Some(path), "a2a.token_file")?),
+            None => None,
+        };
+        let mut routes = HashMap::new();
+        for (name, route) in &config.a2a.routes {
+            let what = format!("a2a.routes.{name}.token_file");
+            let token = read_token(Some(&route.token_file), &what)?;
+            let own = crate::a2a::access::RouteToken {
+                token,
+                accept_global: route.accept_global_token,
+            };
+            routes.insert(name.clone(), own);
+        }
+        let mut peers = Vec::new();
+        for (i, peer) in config.a2a.peers.iter().enumerate() {
+            let what = format!("a2a.peers[{i}].token_file");
+            peers.push((peer.url.clone(), read_token(Some(&peer.token_file), &what)?));
+        }
+        Ok(Self {
+            control,
+            a2a,
+            routes,
+            peers,
+        })
+    }
+}
+
+/// A bearer token from a file other users cannot read: no access for
+/// others, no write for the group, and group read only when the file's
+/// group is roostd's own (`root:roost 0640` under the shipped unit, where
+/// roostd runs as group `roost`). At least 16 characters.
+pub fn read_token(path: Option<&std::path::Path>, what: &str) -> Result<Arc<str>, DaemonError> {
+    use std::os::unix::fs::MetadataExt;
+    let path = path.ok_or_else(|| DaemonError::Control(format!("{what} is required")))?;
+    let fail = |why: String| DaemonError::Control(format!("{what} {}: {why}", path.display()));
+    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+    let mode = meta.mode() & 0o777;
+    // SAFETY: getegid has no preconditions and cannot fail.
+    let own_group = meta.gid() == unsafe { libc::getegid() };
+    if mode & 0o037 != 0 || (mode & 0o040 != 0 && !own_group) {
+        return Err(fail(format!(
+            "mode {mode:o} lets other users read or change it; chmod 600 it (or 640 with \
+             roostd's own group as the file's group)"
+        )));
+    }
+    let token = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let token = token.trim();
+    if token.len() < 16 {
+        return Err(fail("the token must be at least 16 characters".into()));
+    }
+    Ok(Arc::from(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_token_file_may_be_group_readable_only_by_roostds_own_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("token");
+        std::fs::write(&path, "0123456789abcdef0123\n").expect("write");
+        let with_mode = |mode| {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+            read_token(Some(&path), "a2a.token_file")
+        };
+        assert_eq!(&*with_mode(0o600).expect("0600"), "0123456789abcdef0123");
+        // The file's group is the test's own group: 0640 is accepted.
+        assert!(with_mode(0o640).is_ok());
+        for refused in [0o644, 0o660, 0o604] {
+            let err = with_mode(refused).expect_err("refused").to_string();
+            assert!(err.contains("chmod 600"), "{refused:o}: {err}");
+        }
+        // Group read with another group: refused (chown needs root).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&path, None, Some(65534)).expect("chgrp");
+            assert!(with_mode(0o640).is_err());
+            assert!(with_mode(0o600).is_ok());
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! `roostctl restart`: a session stopped if it is live, then staged again
+//! from its stored start request and run under the same id and name, as a
+//! resume after a roostd restart does.
+
+use roost_ctl::api::Session;
+
+use super::{OwnerCommand, Resume, Supervisor, SupervisorError};
+use crate::staging::stage;
+
+impl Supervisor {
+    /// Stops the session if it is live, then runs it again from its start
+    /// request (same id, name and workdir; its restart count goes up by
+    /// one). A request that no longer stages (the capsule changed or is
+    /// gone) is refused with the staging error and the ended row is left
+    /// as it was.
+    pub async fn restart(&self, id_or_name: &str) -> Result<Session, SupervisorError> {
+        let ended = self.stop(id_or_name).await?;
+        let item = self
+            .shared
+            .store
+            .restartable(&ended.id)
+            .await?
+            .ok_or_else(|| SupervisorError::NotFound(id_or_name.to_string()))?;
+        let staged = stage(&self.shared.stage_ctx(), item.request).await?;
+        tracing::info!(session_id = %item.id, name = %item.name, "restarting on request");
+        self.ask(|reply| OwnerCommand::Launch {
+            staged: Box::new(staged),
+            resume: Some(Resume {
+                id: item.id.clone().into(),
+                name: item.name.clone(),
+                restart_count: item.restart_count + 1,
+                why: "restarted by an operator",
+            }),
+            reply,
+        })
+        .await
+    }
+}
