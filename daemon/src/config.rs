@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod a2a;
+#[cfg(test)]
+mod shipped;
 pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};
 
 /// What is wrong with a configuration, naming the file and the field.
