@@ -145,9 +145,16 @@ async fn main() {
     // Cold: a fresh Engine with empty memory and disk caches.
     let cold_rt = runtime(&root.path().join("cold-cache"));
     let t = Instant::now();
-    let staged = artifacts::stage(&cold_rt, &Arc::default(), &*registry, &manifest, 64 << 20)
-        .await
-        .expect("cold stage");
+    let staged = artifacts::stage(
+        &cold_rt,
+        &Arc::default(),
+        &*registry,
+        &manifest,
+        64 << 20,
+        &|_, _| {},
+    )
+    .await
+    .expect("cold stage");
     let cold_resolve = t.elapsed();
     let dir = root.path().join("cold-install");
     artifacts::install(&dir, &dir, &staged.items, &[]).expect("install");
@@ -167,6 +174,7 @@ async fn main() {
         &*registry,
         &manifest,
         64 << 20,
+        &|_, _| {},
     )
     .await
     .expect("restart stage");
@@ -181,14 +189,14 @@ async fn main() {
     // Warm: the same Engine again and again.
     let rt = runtime(&root.path().join("cache"));
     let memo = Arc::default();
-    let staged = artifacts::stage(&rt, &memo, &*registry, &manifest, 64 << 20)
+    let staged = artifacts::stage(&rt, &memo, &*registry, &manifest, 64 << 20, &|_, _| {})
         .await
         .expect("first stage");
     let mut warm = Vec::with_capacity(warm_stages);
     let mut resolve_only = Vec::with_capacity(warm_stages);
     for i in 0..warm_stages {
         let t = Instant::now();
-        let again = artifacts::stage(&rt, &memo, &*registry, &manifest, 64 << 20)
+        let again = artifacts::stage(&rt, &memo, &*registry, &manifest, 64 << 20, &|_, _| {})
             .await
             .expect("warm stage");
         resolve_only.push(t.elapsed());

@@ -493,3 +493,35 @@ pub struct PublishReport {
     /// What the payload is (`WASM component`, `native executable`…).
     pub kind: String,
 }
+
+/// What `POST /v1/uploads` (a capsule directory roostd cannot read,
+/// uploaded by `roostctl start`) made of the upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadReport {
+    /// The uploaded capsule's `murmur.yaml` on the daemon's host: the path
+    /// to start it from.
+    pub path: String,
+    /// sha256 of the zip (the upload's directory name).
+    pub sha256: String,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// One JSON line of `POST /v1/sessions?progress=true`: each staging step
+/// as it starts, then the session or the error (the body the plain request
+/// would have answered, with its status).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartProgress {
+    /// `read` (the manifest), `compile` (the component), and per artifact
+    /// `fetch`, `verify`, `compile`; `what` names the file or `name@version`.
+    Step {
+        step: String,
+        what: String,
+    },
+    Session(Box<Session>),
+    Error {
+        status: u16,
+        error: ErrorDetail,
+    },
+}

@@ -1,6 +1,7 @@
 //! roostctl's command line: its arguments (`args.rs`, with `help.rs`),
 //! running a command (`run.rs`; A2A verbs in `talk.rs`, streams in
-//! `stream.rs`, completions and man pages in `man.rs`) over [`Client`], what
+//! `stream.rs`, completions and man pages in `man.rs`, uploading a capsule
+//! roostd cannot read in `upload.rs`) over [`Client`], what
 //! it prints (`print.rs`), `publish` (`publish.rs`), and exit codes (`exit.rs`).
 
 use std::io::Write;
@@ -22,6 +23,7 @@ mod run;
 mod stream;
 mod table;
 mod talk;
+mod upload;
 
 pub use args::{Cli, Command};
 pub use run::run;

@@ -225,6 +225,62 @@ impl Client {
             .await
     }
 
+    /// [`Self::start`], hearing each staging step (`step`, `what`) as it
+    /// starts: fetching, verifying and compiling artifacts, compiling the
+    /// component.
+    pub async fn start_with_progress(
+        &self,
+        request: &StartRequest,
+        mut on_step: impl FnMut(&str, &str),
+    ) -> Result<Session, ClientError> {
+        use crate::api::StartProgress;
+        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        let response = self
+            .send(
+                Method::POST,
+                &format!("{API_PREFIX}/sessions?progress=true"),
+                Some(body),
+            )
+            .await?;
+        if !response.status.is_success() {
+            let (status, bytes) = self.finish(response).await?;
+            return Err(api_error(status, &bytes));
+        }
+        let RawResponse {
+            mut body, sender, ..
+        } = response;
+        let mut pending = Vec::new();
+        let mut outcome = None;
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame?.into_data() else {
+                continue;
+            };
+            pending.extend_from_slice(&data);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                match serde_json::from_slice(&line)
+                    .map_err(|e| ClientError::Decode(format!("a start progress line: {e}")))?
+                {
+                    StartProgress::Step { step, what } => on_step(&step, &what),
+                    StartProgress::Session(session) => outcome = Some(Ok(*session)),
+                    StartProgress::Error { status, error } => {
+                        outcome = Some(Err(ClientError::Api {
+                            status,
+                            code: error.code,
+                            message: error.message,
+                        }))
+                    }
+                }
+            }
+        }
+        self.checkin(sender);
+        outcome.unwrap_or_else(|| {
+            Err(ClientError::Decode(
+                "roostd ended the start without an outcome".into(),
+            ))
+        })
+    }
+
     /// The effective policy of a capsule on the daemon's host (absolute path).
     pub async fn policy(
         &self,
@@ -346,8 +402,22 @@ impl Client {
         platform: &str,
     ) -> Result<crate::api::PublishReport, ClientError> {
         let path = format!("{API_PREFIX}/registry?platform={}", encode(platform));
+        self.post_zip(&path, bundle).await
+    }
+
+    /// Uploads a capsule directory (a zip packed by
+    /// [`crate::artifact::tree::pack_tree`]) for roostd to start from its copy.
+    pub async fn upload(&self, zip: Vec<u8>) -> Result<crate::api::UploadReport, ClientError> {
+        self.post_zip(&format!("{API_PREFIX}/uploads"), zip).await
+    }
+
+    async fn post_zip<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        zip: Vec<u8>,
+    ) -> Result<T, ClientError> {
         let response = self
-            .send_typed(Method::POST, &path, Some(bundle), "application/zip")
+            .send_typed(Method::POST, path, Some(zip), "application/zip")
             .await?;
         let (status, bytes) = self.finish(response).await?;
         if !status.is_success() {

@@ -71,11 +71,22 @@ pub const SYSTEM_SOCKET: &str = "/run/roost/roostd.sock";
 /// daemon's (`/run/roost/roostd.sock`, what a member of group `roost` uses
 /// under systemd). As root the default socket is the system one anyway.
 pub fn resolve_socket(flag: Option<PathBuf>) -> PathBuf {
-    if let Some(socket) = flag.or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from)) {
+    choose_socket(
+        flag.or_else(|| std::env::var_os(SOCKET_ENV).map(PathBuf::from)),
+        default_socket(),
+        |own| std::os::unix::net::UnixStream::connect(own).is_ok(),
+    )
+}
+
+fn choose_socket(
+    given: Option<PathBuf>,
+    own: PathBuf,
+    answers: impl Fn(&std::path::Path) -> bool,
+) -> PathBuf {
+    if let Some(socket) = given {
         return socket;
     }
-    let own = default_socket();
-    if own.as_os_str() == SYSTEM_SOCKET || std::os::unix::net::UnixStream::connect(&own).is_ok() {
+    if own.as_os_str() == SYSTEM_SOCKET || answers(&own) {
         return own;
     }
     PathBuf::from(SYSTEM_SOCKET)
@@ -84,4 +95,30 @@ pub fn resolve_socket(flag: Option<PathBuf>) -> PathBuf {
 /// Whether `socket` is the system daemon's.
 pub fn is_system_socket(socket: &std::path::Path) -> bool {
     socket == std::path::Path::new(SYSTEM_SOCKET)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_users_own_daemon_is_used_only_when_it_answers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let own = dir.path().join("roostd.sock");
+        let answers = |p: &std::path::Path| std::os::unix::net::UnixStream::connect(p).is_ok();
+        let given = PathBuf::from("/tmp/given.sock");
+        assert_eq!(
+            choose_socket(Some(given.clone()), own.clone(), answers),
+            given
+        );
+        assert_eq!(
+            choose_socket(None, own.clone(), answers),
+            PathBuf::from(SYSTEM_SOCKET),
+            "nothing listens on the user's socket"
+        );
+        let _listener = std::os::unix::net::UnixListener::bind(&own).expect("bind");
+        assert_eq!(choose_socket(None, own.clone(), answers), own);
+        let system = PathBuf::from(SYSTEM_SOCKET);
+        assert!(is_system_socket(&choose_socket(None, system, |_| false)));
+    }
 }

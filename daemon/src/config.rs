@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod a2a;
+mod log;
+pub use log::LogSettings;
 #[cfg(test)]
 mod shipped;
 pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};
@@ -59,6 +61,8 @@ pub struct DaemonConfig {
     /// What roostd's outgoing HTTPS trusts (model servers through drivers,
     /// A2A peers, registries).
     pub tls: TlsConfig,
+    /// roostd's own log.
+    pub log: LogSettings,
     /// What the file said that still works but should change (logged at
     /// start-up).
     #[serde(skip)]
@@ -288,6 +292,7 @@ impl Default for DaemonConfig {
             store: StoreConfig::default(),
             retention: Retention::default(),
             tls: TlsConfig::default(),
+            log: LogSettings::default(),
             deprecations: Vec::new(),
         }
     }
@@ -454,6 +459,7 @@ impl DaemonConfig {
                 .validate()
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
+        self.log.check().map_err(ConfigError::Invalid)?;
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()
         {

@@ -16,7 +16,9 @@ use crate::runtime::{Runtime, RuntimeConfig, RuntimeError};
 use crate::store::{Store, StoreError};
 use crate::supervisor::{Supervisor, SupervisorError};
 
+mod reload;
 mod tokens;
+pub use reload::needs_restart;
 pub use tokens::{Tokens, read_token};
 
 /// Why the daemon could not start (or stop cleanly).
@@ -73,7 +75,13 @@ pub fn check(config: &DaemonConfig) -> Result<Vec<String>, DaemonError> {
 }
 
 /// Runs roostd until `shutdown` is cancelled, then stops sessions and exits.
-pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<(), DaemonError> {
+/// Each config from `reloads` (the binary reads the file again on SIGHUP)
+/// is applied where that is safe while sessions run (`reload.rs`).
+pub async fn run(
+    config: DaemonConfig,
+    shutdown: CancellationToken,
+    reloads: tokio::sync::mpsc::Receiver<DaemonConfig>,
+) -> Result<(), DaemonError> {
     let started = Instant::now();
     let notifier = Notifier::from_env();
     create_private_dir(&config.state_dir)?;
@@ -116,7 +124,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     let tokens = Tokens::read(&config)?;
     let control_tcp = match (&config.control.tcp_listen, &tokens.control) {
         (Some(addr), Some(token)) => {
-            let token = Arc::clone(token);
+            let token = Arc::new(api::TokenCell::new(Arc::clone(token)));
             let listener = TcpListener::bind(addr).await.map_err(|e| {
                 DaemonError::Control(format!("cannot listen for control on {addr}: {e}"))
             })?;
@@ -158,14 +166,17 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     }
     let socket_path = config.socket.clone();
     let grace = Duration::from_secs(config.shutdown_grace_secs);
-    let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(wire(
+    let running = config.clone();
+    let retention = tokio::sync::watch::Sender::new(config.retention.clone());
+    let (parts, outbox) = wire(
         config,
         store.clone(),
         runtime,
         metrics,
         format!("http://{a2a_addr}"),
         peer_tokens,
-    )));
+    );
+    let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
     let recovered = supervisor.shared().tasks.recover().await?;
     if recovered > 0 {
         tracing::warn!(
@@ -200,9 +211,22 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
     };
 
     let servers = CancellationToken::new();
-    tokio::spawn(supervisor.clone().retention_loop(
-        supervisor.shared().config.retention.clone(),
-        servers.clone(),
+    tokio::spawn(
+        supervisor
+            .clone()
+            .retention_loop(retention.subscribe(), servers.clone()),
+    );
+    let access = Arc::new(crate::a2a::access::Access::new(a2a_token, route_tokens));
+    tokio::spawn(reload::serve(
+        reloads,
+        reload::Handles {
+            access: Arc::clone(&access),
+            control_token: control_tcp.as_ref().map(|(_, _, token)| Arc::clone(token)),
+            peers: outbox,
+            retention,
+            supervisor: supervisor.clone(),
+        },
+        running,
     ));
     let state = ApiState {
         supervisor: supervisor.clone(),
@@ -243,7 +267,7 @@ pub async fn run(config: DaemonConfig, shutdown: CancellationToken) -> Result<()
             supervisor: supervisor.clone(),
             tasks: Arc::clone(&supervisor.shared().tasks),
             base: a2a_base,
-            access: crate::a2a::access::Access::new(a2a_token, route_tokens),
+            access,
             signer: card_signer,
             push: push_policy,
             dedupe: dedupe_message_ids,
@@ -321,7 +345,10 @@ pub fn wire(
     metrics: Arc<crate::metrics::Metrics>,
     a2a_base: String,
     peer_tokens: Vec<(String, Arc<str>)>,
-) -> crate::supervisor::SharedParts {
+) -> (
+    crate::supervisor::SharedParts,
+    Arc<crate::a2a::client::Peers>,
+) {
     let location = config.registry_location();
     let registry = crate::registry::open(&location).unwrap_or_else(|error| {
         // The config was validated, so this is unreachable in practice.
@@ -345,13 +372,14 @@ pub fn wire(
         };
     let tasks = Arc::new(crate::tasks::Broker::new(store.clone()));
     let routes = Arc::new(crate::supervisor::Routes::default());
-    runtime.set_outbox(Arc::new(crate::a2a::client::Peers::new(
+    let outbox = Arc::new(crate::a2a::client::Peers::new(
         a2a_base.clone(),
         Arc::clone(&routes),
         Arc::clone(&tasks),
         peer_tokens,
-    )));
-    crate::supervisor::SharedParts {
+    ));
+    runtime.set_outbox(Arc::clone(&outbox) as Arc<dyn crate::runtime::Outbox>);
+    let parts = crate::supervisor::SharedParts {
         config,
         store,
         runtime,
@@ -362,5 +390,6 @@ pub fn wire(
         tasks,
         checkpoint_key,
         routes,
-    }
+    };
+    (parts, outbox)
 }

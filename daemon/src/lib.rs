@@ -22,6 +22,7 @@
 //! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
 //! - [`ids`]: `SessionId`, `TaskId`.
 //! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
+//! - [`uploads`]: capsules uploaded over the control socket.
 
 pub mod a2a;
 pub mod agent;
@@ -45,3 +46,4 @@ pub mod store;
 pub mod supervisor;
 pub mod tasks;
 pub mod tools;
+pub mod uploads;

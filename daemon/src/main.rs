@@ -93,6 +93,67 @@ fn tune_allocator() {
     }
 }
 
+/// roostd's log filter: `RUST_LOG` when set (it wins, and a reload leaves
+/// it), else `log.level` from the config, which a reload changes.
+struct LogLevel {
+    handle: tracing_subscriber::reload::Handle<
+        tracing_subscriber::EnvFilter,
+        tracing_subscriber::Registry,
+    >,
+    from_env: bool,
+    current: std::sync::Mutex<String>,
+}
+
+impl LogLevel {
+    fn apply(&self, level: &str) {
+        let mut current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *current == level {
+            return;
+        }
+        if self.from_env {
+            tracing::warn!(level, "log.level not applied: RUST_LOG is set and wins");
+            return;
+        }
+        match tracing_subscriber::EnvFilter::try_new(level)
+            .map_err(|e| e.to_string())
+            .and_then(|f| self.handle.reload(f).map_err(|e| e.to_string()))
+        {
+            Ok(()) => {
+                tracing::info!(from = %current, to = level, "log level changed");
+                *current = level.to_string();
+            }
+            Err(error) => tracing::error!(%error, "log level not changed"),
+        }
+    }
+}
+
+/// Logging to stderr (journald and log files get plain text; colours only
+/// on a terminal), filtered by `RUST_LOG`, else `level`.
+fn init_logging(level: &str) -> LogLevel {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let from_env = std::env::var("RUST_LOG").is_ok_and(|v| !v.is_empty());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
+        .init();
+    LogLevel {
+        handle,
+        from_env,
+        current: std::sync::Mutex::new(level.to_string()),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     // The jail helper must not start logging or a runtime: it execs a tool.
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -120,16 +181,8 @@ fn main() -> anyhow::Result<()> {
         std::process::exit(check_config(overrides));
     }
     tune_allocator();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // journald and log files get plain text; colours only on a terminal.
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
-    let config = DaemonConfig::load(overrides).context("roostd cannot start")?;
+    let config = DaemonConfig::load(overrides.clone()).context("roostd cannot start")?;
+    let log_level = init_logging(&config.log.level);
     for deprecation in &config.deprecations {
         tracing::warn!("{deprecation}");
     }
@@ -142,6 +195,7 @@ fn main() -> anyhow::Result<()> {
         let shutdown = CancellationToken::new();
         let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
         let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+        let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
         let trigger = shutdown.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -150,7 +204,25 @@ fn main() -> anyhow::Result<()> {
             }
             trigger.cancel();
         });
-        roostd::daemon::run(config, shutdown)
+        let (reloads, reloaded) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                tracing::info!(signal = "SIGHUP", "reading the configuration again");
+                match DaemonConfig::load(overrides.clone()) {
+                    Ok(config) => {
+                        log_level.apply(&config.log.level);
+                        if reloads.send(config).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(error) => tracing::error!(
+                        %error,
+                        "configuration not reloaded: roostd keeps running as it was"
+                    ),
+                }
+            }
+        });
+        roostd::daemon::run(config, shutdown, reloaded)
             .await
             .context("roostd failed")
     })?;

@@ -68,10 +68,34 @@ pub use crate::tasks::model::MAX_TASK_BYTES;
 pub struct StageCtx<'a> {
     pub config: &'a crate::config::DaemonConfig,
     pub runtime: &'a crate::runtime::Runtime,
-    pub registry: &'a dyn crate::registry::Registry,
+    /// The registry as it is now (a reload may swap it).
+    pub registry: std::sync::Arc<dyn crate::registry::Registry>,
+    /// Who hears each step as it starts (`roostctl start` on a terminal).
+    pub progress: Progress,
     pub bundles: &'a std::sync::Arc<crate::artifacts::BundleMemo>,
     pub jail: &'a crate::sandbox::Jail,
     pub support: &'a crate::sandbox::Support,
+}
+
+/// Where staging says what it is doing: nowhere, or to the client that
+/// asked for progress (`POST /v1/sessions?progress=true`).
+#[derive(Clone, Default)]
+pub struct Progress(Option<tokio::sync::mpsc::UnboundedSender<roost_ctl::api::StartProgress>>);
+
+impl Progress {
+    pub fn to(sender: tokio::sync::mpsc::UnboundedSender<roost_ctl::api::StartProgress>) -> Self {
+        Self(Some(sender))
+    }
+
+    /// A step as it starts: `read`, `compile`, `fetch`, `verify`, and what of.
+    pub fn say(&self, step: &str, what: String) {
+        if let Some(sender) = &self.0 {
+            let _ = sender.send(roost_ctl::api::StartProgress::Step {
+                step: step.to_string(),
+                what,
+            });
+        }
+    }
 }
 
 /// What a session runs.
@@ -138,6 +162,7 @@ pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Stage
     {
         return Err(StageError::TaskTooLarge { size: task.len() });
     }
+    shared.progress.say("read", path.display().to_string());
     let manifest = CapsuleManifest::load(&path)?;
     let memory_mb = manifest
         .policy
@@ -156,15 +181,21 @@ pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Stage
         .timeout_secs
         .unwrap_or(config.limits.timeout_secs);
     let script = match &manifest.kind {
-        CapsuleKind::Script { component, .. } => Some(shared.runtime.prepare(component).await?),
+        CapsuleKind::Script { component, .. } => {
+            shared
+                .progress
+                .say("compile", component.display().to_string());
+            Some(shared.runtime.prepare(component).await?)
+        }
         CapsuleKind::Agent(_) => None,
     };
     let artifacts = crate::artifacts::stage(
         shared.runtime,
         shared.bundles,
-        shared.registry,
+        &*shared.registry,
         &manifest,
         config.artifacts.max_bundle_mb << 20,
+        &|step, what| shared.progress.say(step, what),
     )
     .await?;
     let native_tools = !manifest.policy.shell_allow.is_empty()

@@ -560,3 +560,50 @@ async fn a_single_task_session_that_times_out_on_input_ends_failed() {
         "{ended:?}"
     );
 }
+
+/// `examples/sdk-client/ask.py`, the SDK client docs/a2a.md shows, against
+/// a session: the answer, streamed or not, and its exit code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_sdk_client_example_asks_a_session_and_exits_with_the_task() {
+    let python = sdk_python();
+    let (daemon, addr) = daemon().await;
+    start(&daemon, "helper", SERVE, "").await;
+    let example = repo().join("examples").join("sdk-client").join("ask.py");
+    let ask = |args: Vec<String>| {
+        let python = python.clone();
+        let example = example.clone();
+        async move {
+            tokio::process::Command::new(&python)
+                .arg(&example)
+                .args(args)
+                .kill_on_drop(true)
+                .output()
+                .await
+                .expect("run ask.py")
+        }
+    };
+    let url = format!("http://{addr}/a2a/helper");
+    let out = ask(vec![url.clone(), "hello".into()]).await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && said.contains("echo: hello")
+            && said.contains("TASK_STATE_COMPLETED"),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ask(vec![url.clone(), "slow".into(), "--stream".into()]).await;
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("tick 1\ntick 2"),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ask(vec![url, "fail".into()]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

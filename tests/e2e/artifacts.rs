@@ -711,3 +711,39 @@ async fn bash_with_network_access_is_flagged_w_sec_003() {
     let session = daemon.run_to_end(&quiet).await;
     assert!(!bootstrap(&session).contains("W-SEC-003"));
 }
+
+/// `POST /v1/sessions?progress=true` (what `roostctl start` shows on a
+/// terminal): each staging step as it starts, in order, then the session;
+/// a refusal ends the stream as the plain request would have answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_reports_its_staging_steps_as_they_happen() {
+    let daemon = Daemon::start().await;
+    publish_echo(&daemon).await;
+    let dir = invoker_capsule(daemon.root.path(), "progress");
+    let mut steps = Vec::new();
+    let session = daemon
+        .client
+        .start_with_progress(&request(&dir), |step, what| {
+            steps.push(format!("{step} {what}"));
+        })
+        .await
+        .expect("start");
+    assert_eq!(session.name, "progress");
+    assert_eq!(
+        steps,
+        [
+            format!("read {}", dir.display()),
+            format!("compile {}", guest("invoker").display()),
+            "fetch echo-tool@1.0.0".into(),
+            "verify echo-tool@1.0.0".into(),
+            "compile echo-tool@1.0.0".into(),
+        ]
+    );
+    let missing = daemon.root.path().join("no-such-capsule");
+    let err = daemon
+        .client
+        .start_with_progress(&request(&missing), |_, _| {})
+        .await
+        .expect_err("refused");
+    assert_eq!(code(&err), "capsule_unreadable", "{err}");
+}

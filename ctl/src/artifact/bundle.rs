@@ -69,90 +69,112 @@ pub struct Bundle {
     pub payload: Vec<u8>,
 }
 
-impl Bundle {
-    /// Reads and checks a bundle. `artifact` labels errors; `max_bytes` bounds
-    /// the zip (and four times that, the unpacked content).
-    pub fn read(bytes: &[u8], artifact: &str, max_bytes: u64) -> Result<Self, BundleError> {
-        let label = || artifact.to_string();
-        let size = bytes.len() as u64;
-        if size > max_bytes {
-            return Err(BundleError::TooLarge {
+/// One file of a checked zip: its plain relative name, bytes and unix mode.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub name: String,
+    pub content: Vec<u8>,
+    pub mode: u32,
+}
+
+/// The files of a zip, after the checks every bundle gets: at most
+/// `max_bytes` of zip and four times that unpacked, plain relative names
+/// (no `..`, no absolute paths, no backslashes), no symlinks, no name twice.
+/// `artifact` labels errors.
+pub fn entries(bytes: &[u8], artifact: &str, max_bytes: u64) -> Result<Vec<Entry>, BundleError> {
+    let label = || artifact.to_string();
+    let size = bytes.len() as u64;
+    if size > max_bytes {
+        return Err(BundleError::TooLarge {
+            artifact: label(),
+            size,
+            max: max_bytes,
+        });
+    }
+    let not_zip = |e: &dyn std::fmt::Display| BundleError::NotZip {
+        artifact: label(),
+        message: e.to_string(),
+    };
+    let mut archive = ZipArchive::new(Cursor::new(bytes)).map_err(|e| not_zip(&e))?;
+    let mut budget = max_bytes.saturating_mul(4);
+    let mut seen = HashSet::new();
+    let mut files = Vec::new();
+    for index in 0..archive.len() {
+        let mut entry = archive.by_index(index).map_err(|e| not_zip(&e))?;
+        let name = entry.name().map_err(|e| not_zip(&e))?.into_owned();
+        if let Some(reason) = unsafe_entry_name(&name) {
+            return Err(BundleError::Unsafe {
                 artifact: label(),
-                size,
-                max: max_bytes,
+                entry: name,
+                reason,
             });
         }
-        let not_zip = |e: &dyn std::fmt::Display| BundleError::NotZip {
-            artifact: label(),
-            message: e.to_string(),
-        };
-        let mut archive = ZipArchive::new(Cursor::new(bytes)).map_err(|e| not_zip(&e))?;
-        let mut budget = max_bytes.saturating_mul(4);
-        let mut seen = HashSet::new();
-        let mut manifest_yaml = None;
-        let mut files = Vec::new();
-        for index in 0..archive.len() {
-            let mut entry = archive.by_index(index).map_err(|e| not_zip(&e))?;
-            let name = entry.name().map_err(|e| not_zip(&e))?.into_owned();
-            if let Some(reason) = unsafe_entry_name(&name) {
-                return Err(BundleError::Unsafe {
-                    artifact: label(),
-                    entry: name,
-                    reason,
-                });
-            }
-            if entry.is_symlink() {
-                return Err(BundleError::Unsafe {
-                    artifact: label(),
-                    entry: name,
-                    reason: "is a symlink",
-                });
-            }
-            let key = name.trim_start_matches("./").to_string();
-            if !seen.insert(key.clone()) {
-                return Err(BundleError::Duplicate {
-                    artifact: label(),
-                    entry: name,
-                });
-            }
-            if entry.is_dir() {
-                continue;
-            }
-            let mut content = Vec::new();
-            let read = (&mut entry)
-                .take(budget.saturating_add(1))
-                .read_to_end(&mut content)
-                .map_err(|e| BundleError::Entry {
-                    artifact: label(),
-                    entry: name.clone(),
-                    message: e.to_string(),
-                })? as u64;
-            if read > budget {
-                return Err(BundleError::TooLarge {
-                    artifact: label(),
-                    size: read,
-                    max: max_bytes.saturating_mul(4),
-                });
-            }
-            budget -= read;
-            if key == ARTIFACT_MANIFEST {
-                manifest_yaml = Some(content);
-            } else {
-                files.push((key, content));
-            }
+        if entry.is_symlink() {
+            return Err(BundleError::Unsafe {
+                artifact: label(),
+                entry: name,
+                reason: "is a symlink",
+            });
         }
-        // The zip reader keeps only the last of entries sharing a name, so also
-        // compare with the central directory's own count.
-        if let Some(total) = central_directory_entries(bytes)
-            && total as usize != archive.len()
-        {
+        let key = name.trim_start_matches("./").to_string();
+        if !seen.insert(key.clone()) {
             return Err(BundleError::Duplicate {
                 artifact: label(),
-                entry: "(several entries share a name)".into(),
+                entry: name,
             });
         }
-        let manifest_yaml =
-            manifest_yaml.ok_or_else(|| BundleError::MissingManifest { artifact: label() })?;
+        if entry.is_dir() {
+            continue;
+        }
+        let mode = entry.unix_mode().unwrap_or(0o644);
+        let mut content = Vec::new();
+        let read = (&mut entry)
+            .take(budget.saturating_add(1))
+            .read_to_end(&mut content)
+            .map_err(|e| BundleError::Entry {
+                artifact: label(),
+                entry: name.clone(),
+                message: e.to_string(),
+            })? as u64;
+        if read > budget {
+            return Err(BundleError::TooLarge {
+                artifact: label(),
+                size: read,
+                max: max_bytes.saturating_mul(4),
+            });
+        }
+        budget -= read;
+        files.push(Entry {
+            name: key,
+            content,
+            mode,
+        });
+    }
+    // The zip reader keeps only the last of entries sharing a name, so also
+    // compare with the central directory's own count.
+    if let Some(total) = central_directory_entries(bytes)
+        && total as usize != archive.len()
+    {
+        return Err(BundleError::Duplicate {
+            artifact: label(),
+            entry: "(several entries share a name)".into(),
+        });
+    }
+    Ok(files)
+}
+
+impl Bundle {
+    /// Reads and checks a bundle ([`entries`]), then its manifest and
+    /// payload. `artifact` labels errors; `max_bytes` bounds the zip (and
+    /// four times that, the unpacked content).
+    pub fn read(bytes: &[u8], artifact: &str, max_bytes: u64) -> Result<Self, BundleError> {
+        let label = || artifact.to_string();
+        let mut files = entries(bytes, artifact, max_bytes)?;
+        let manifest_yaml = files
+            .iter()
+            .position(|e| e.name == ARTIFACT_MANIFEST)
+            .map(|i| files.swap_remove(i).content)
+            .ok_or_else(|| BundleError::MissingManifest { artifact: label() })?;
         let manifest_yaml =
             String::from_utf8(manifest_yaml).map_err(|_| BundleError::Manifest {
                 artifact: label(),
@@ -166,8 +188,8 @@ impl Bundle {
         let entry = manifest.payload_entry();
         let payload = files
             .into_iter()
-            .find(|(name, _)| *name == entry)
-            .map(|(_, content)| content)
+            .find(|e| e.name == entry)
+            .map(|e| e.content)
             .ok_or_else(|| BundleError::MissingPayload {
                 artifact: label(),
                 entry: entry.clone(),

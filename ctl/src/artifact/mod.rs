@@ -7,6 +7,7 @@ pub mod lock;
 pub mod manifest;
 pub mod names;
 pub mod registry;
+pub mod tree;
 
 pub use bundle::{Bundle, BundleError, DEFAULT_MAX_BUNDLE_BYTES};
 pub use lock::{LOCK_FILENAME, LockEntry, LockError, MurmurLock};

@@ -46,7 +46,8 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
                 job_id,
                 ..StartRequest::default()
             };
-            let mut session = client.start(&request).await?;
+            let progress = !how.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let mut session = super::upload::start(&client, &request, progress).await?;
             if wait {
                 session = wait_for(&client, &session, timeout).await?;
             }

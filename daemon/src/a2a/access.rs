@@ -1,5 +1,6 @@
 //! Who may call which route: roostd's A2A token and each route's own,
 //! compared in constant time, and how a card declares what is required.
+//! The tokens can be replaced while roostd runs (SIGHUP).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,30 +16,70 @@ pub struct RouteToken {
 /// The tokens the gateway checks. A route with a token of its own takes
 /// that one (and roostd's, with `accept_global`); any other route takes
 /// roostd's token, or anyone when there is none.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Access {
+    rules: std::sync::RwLock<Arc<Rules>>,
+}
+
+#[derive(Debug, Default)]
+struct Rules {
     global: Option<Arc<str>>,
     routes: HashMap<String, RouteToken>,
 }
 
 impl Access {
     pub fn new(global: Option<Arc<str>>, routes: HashMap<String, RouteToken>) -> Self {
-        Self { global, routes }
+        Self {
+            rules: std::sync::RwLock::new(Arc::new(Rules { global, routes })),
+        }
+    }
+
+    /// Every request from now on is checked against these tokens.
+    pub fn replace(&self, global: Option<Arc<str>>, routes: HashMap<String, RouteToken>) {
+        *self
+            .rules
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Arc::new(Rules { global, routes });
+    }
+
+    fn rules(&self) -> Arc<Rules> {
+        Arc::clone(
+            &self
+                .rules
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     /// Whether any route has a token of its own (else the route a request
     /// names need not be looked up to check it).
     pub fn per_route(&self) -> bool {
-        !self.routes.is_empty()
+        !self.rules().routes.is_empty()
     }
 
     /// Whether a request to `route` (a session name) must send a token.
     pub fn required(&self, route: &str) -> bool {
-        self.routes.contains_key(route) || self.global.is_some()
+        self.rules().required(route)
     }
 
     /// Whether `given` (the bearer token sent, if any) opens `route`.
     pub fn allows(&self, route: &str, given: Option<&str>) -> bool {
+        self.rules().allows(route, given)
+    }
+
+    /// The card's `securitySchemes` entry for `route`, when it needs one.
+    pub fn scheme_description(&self, route: &str) -> Option<String> {
+        self.rules().scheme_description(route)
+    }
+}
+
+impl Rules {
+    fn required(&self, route: &str) -> bool {
+        self.routes.contains_key(route) || self.global.is_some()
+    }
+
+    fn allows(&self, route: &str, given: Option<&str>) -> bool {
         let matches = |t: &Arc<str>| {
             given.is_some_and(|g| crate::api::constant_time_eq(g.as_bytes(), t.as_bytes()))
         };
@@ -54,8 +95,7 @@ impl Access {
         }
     }
 
-    /// The card's `securitySchemes` entry for `route`, when it needs one.
-    pub fn scheme_description(&self, route: &str) -> Option<String> {
+    fn scheme_description(&self, route: &str) -> Option<String> {
         match self.routes.get(route) {
             Some(own) if own.accept_global && self.global.is_some() => Some(format!(
                 "this agent's token (roostd's a2a.routes.{route}.token_file) or roostd's \
@@ -76,7 +116,7 @@ impl Access {
 mod tests {
     use super::*;
 
-    fn access(accept_global: bool) -> Access {
+    fn billing(accept_global: bool) -> HashMap<String, RouteToken> {
         let mut routes = HashMap::new();
         routes.insert(
             "billing".to_string(),
@@ -85,7 +125,14 @@ mod tests {
                 accept_global,
             },
         );
-        Access::new(Some(Arc::from("global-token-0123456789")), routes)
+        routes
+    }
+
+    fn access(accept_global: bool) -> Access {
+        Access::new(
+            Some(Arc::from("global-token-0123456789")),
+            billing(accept_global),
+        )
     }
 
     #[test]
@@ -100,8 +147,15 @@ mod tests {
         assert!(a.allows("billing", Some("global-token-0123456789")));
         let open = Access::default();
         assert!(open.allows("any", None) && !open.required("any"));
-        let only_route = Access::new(None, access(false).routes);
+        let only_route = Access::new(None, billing(false));
         assert!(only_route.allows("other", None) && !only_route.required("other"));
         assert!(only_route.required("billing"));
+        // Replaced while it runs: the old token no longer opens the route.
+        only_route.replace(None, HashMap::new());
+        assert!(only_route.allows("billing", None) && !only_route.required("billing"));
+        let a = access(false);
+        a.replace(Some(Arc::from("rotated-token-0123456789")), billing(false));
+        assert!(!a.allows("other", Some("global-token-0123456789")));
+        assert!(a.allows("other", Some("rotated-token-0123456789")));
     }
 }

@@ -63,8 +63,9 @@ pub struct Peers {
     /// Live sessions on this daemon, by route (no database read).
     routes: Arc<Routes>,
     broker: Arc<Broker>,
-    /// `a2a.peers`: (URL prefix, bearer token), longest prefix first.
-    credentials: Vec<(String, Arc<str>)>,
+    /// `a2a.peers`: (URL prefix, bearer token), longest prefix first
+    /// (replaced when roostd reloads its config).
+    credentials: std::sync::RwLock<Vec<(String, Arc<str>)>>,
     /// The dialect each peer speaks, once known (its card, or a 1.0 send it
     /// did not know).
     dialects: Mutex<HashMap<String, Dialect>>,
@@ -78,30 +79,42 @@ impl Peers {
         base: String,
         routes: Arc<Routes>,
         broker: Arc<Broker>,
-        mut credentials: Vec<(String, Arc<str>)>,
+        credentials: Vec<(String, Arc<str>)>,
     ) -> Self {
-        credentials.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
-        Self {
+        let peers = Self {
             base,
             routes,
             broker,
-            credentials,
+            credentials: std::sync::RwLock::default(),
             dialects: Mutex::default(),
-        }
+        };
+        peers.set_credentials(credentials);
+        peers
+    }
+
+    /// What roostd sends to peers from now on (`a2a.peers`, re-read on SIGHUP).
+    pub fn set_credentials(&self, mut credentials: Vec<(String, Arc<str>)>) {
+        credentials.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+        *self
+            .credentials
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = credentials;
     }
 
     /// The token configured for `peer_url`: the longest `a2a.peers` URL it
     /// starts with, at a path boundary (`https://a.example` is not a prefix
     /// of `https://a.example.evil`).
-    fn token_for(&self, peer_url: &str) -> Option<&str> {
+    fn token_for(&self, peer_url: &str) -> Option<Arc<str>> {
         self.credentials
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .find(|(prefix, _)| {
                 peer_url.strip_prefix(prefix.as_str()).is_some_and(|rest| {
                     prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?'])
                 })
             })
-            .map(|(_, token)| &**token)
+            .map(|(_, token)| Arc::clone(token))
     }
 
     fn known_dialect(&self, peer_url: &str) -> Option<Dialect> {
@@ -209,6 +222,7 @@ impl Peers {
     /// else 1.0, and 0.3 once a 1.0 `SendMessage` was unknown to it.
     async fn remote(&self, peer_url: &str, m: &OutMessage) -> Result<SentTask, RemoteError> {
         let token = self.token_for(peer_url);
+        let token = token.as_deref();
         let dialect = self.dialect_of(peer_url).await;
         let sent = match remote(peer_url, m, dialect, token).await {
             Err(RemoteError::Refused { code, .. }) if dialect == Dialect::V10 && code == -32601 => {

@@ -69,7 +69,8 @@ pub struct GatewayParts {
     pub supervisor: Supervisor,
     pub tasks: Arc<crate::tasks::Broker>,
     pub base: card::PublicBase,
-    pub access: access::Access,
+    /// Shared with roostd's reload (SIGHUP), which replaces its tokens.
+    pub access: Arc<access::Access>,
     pub signer: Option<Arc<signing::CardSigner>>,
     pub push: Option<Arc<push::PushPolicy>>,
     /// A `SendMessage` whose message id the route has a task for answers
@@ -98,7 +99,7 @@ pub fn app(parts: GatewayParts) -> Router {
         supervisor: parts.supervisor,
         tasks: parts.tasks,
         base: parts.base,
-        access: Arc::new(parts.access),
+        access: parts.access,
         signer: parts.signer,
         push: parts.push,
         dedupe: parts.dedupe,

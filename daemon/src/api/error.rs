@@ -43,6 +43,20 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// The last line of a start with progress: what the plain request
+    /// would have answered.
+    pub(super) fn into_progress(self) -> roost_ctl::api::StartProgress {
+        roost_ctl::api::StartProgress::Error {
+            status: self.status.as_u16(),
+            error: ErrorDetail {
+                code: self.code.to_string(),
+                message: self.message,
+            },
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = ErrorBody {
@@ -65,6 +79,20 @@ impl From<SupervisorError> for ApiError {
                 | StageError::LifecycleOverrideWithoutTasks { .. } => {
                     Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
                 }
+                // roostd cannot read it (it does not exist for roostd, or
+                // its permissions or the unit keep roostd out): roostctl
+                // uploads it when it can read it itself.
+                StageError::Manifest(
+                    crate::manifest::ManifestError::NotFound { .. }
+                    | crate::manifest::ManifestError::Read { .. },
+                ) => Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "capsule_unreadable",
+                    format!(
+                        "{message} (roostctl uploads a capsule roostd cannot read; over the \
+                         API, POST the directory as a zip to /v1/uploads)"
+                    ),
+                ),
                 StageError::Manifest(_) | StageError::LifecycleWithoutHandler { .. } => Self::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "invalid_manifest",

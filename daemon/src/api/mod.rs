@@ -8,6 +8,7 @@ mod policy;
 mod registry;
 mod sessions;
 pub mod unix;
+mod uploads;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -66,11 +67,37 @@ pub async fn serve_unix(
         .await
 }
 
+/// A bearer token that can be replaced while roostd runs (SIGHUP).
+#[derive(Debug)]
+pub struct TokenCell(std::sync::RwLock<Arc<str>>);
+
+impl TokenCell {
+    pub fn new(token: Arc<str>) -> Self {
+        Self(std::sync::RwLock::new(token))
+    }
+
+    pub fn get(&self) -> Arc<str> {
+        Arc::clone(
+            &self
+                .0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    pub fn set(&self, token: Arc<str>) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = token;
+    }
+}
+
 /// Serves the control API on TCP (bearer token required) until `stop`.
 pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     state: ApiState,
-    token: Arc<str>,
+    token: Arc<TokenCell>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     axum::serve(listener, tcp_app(state, token))
@@ -80,9 +107,9 @@ pub async fn serve_tcp(
 
 /// The control API over TCP: the same routes, every request needing
 /// `Authorization: Bearer <token>`.
-pub fn tcp_app(state: ApiState, token: Arc<str>) -> Router {
+pub fn tcp_app(state: ApiState, token: Arc<TokenCell>) -> Router {
     app(state).layer(middleware::from_fn(move |request: Request, next: Next| {
-        let token = Arc::clone(&token);
+        let token = token.get();
         async move {
             let given = request
                 .headers()
@@ -141,6 +168,10 @@ pub fn app(state: ApiState) -> Router {
         .route(
             "/v1/registry",
             post(registry::publish).layer(axum::extract::DefaultBodyLimit::max(bundle_limit)),
+        )
+        .route(
+            "/v1/uploads",
+            post(uploads::upload).layer(axum::extract::DefaultBodyLimit::max(bundle_limit)),
         )
         .route("/metrics", get(metrics))
         .fallback(fallback)
@@ -276,14 +307,15 @@ mod tests {
             support: crate::sandbox::Support::detect(None),
             metrics: Arc::clone(&metrics),
         });
-        let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(crate::daemon::wire(
+        let (parts, _outbox) = crate::daemon::wire(
             config,
             Store::from_pool(pool).expect("store"),
             runtime,
             metrics,
             "http://127.0.0.1:7420".into(),
             Vec::new(),
-        )));
+        );
+        let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
         app(ApiState {
             supervisor,
             started: Instant::now(),

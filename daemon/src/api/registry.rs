@@ -36,10 +36,14 @@ pub(super) async fn publish(
     }
     let shared = state.supervisor.shared();
     let max_bytes = shared.config.artifacts.max_bundle_mb << 20;
-    let done =
-        crate::registry::publish(&*shared.registry, body.to_vec(), query.platform, max_bytes)
-            .await
-            .map_err(refused)?;
+    let done = crate::registry::publish(
+        &*shared.registry(),
+        body.to_vec(),
+        query.platform,
+        max_bytes,
+    )
+    .await
+    .map_err(refused)?;
     let m = &done.manifest;
     tracing::info!(
         artifact = %m.name,

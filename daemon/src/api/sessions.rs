@@ -1,5 +1,5 @@
-//! Session endpoints: start, list, get, stop, remove, prune, wait, events,
-//! health.
+//! Session endpoints: start (with its staging steps as they happen when
+//! asked), list, get, stop, restart, remove, prune, wait, events, health.
 
 use std::time::Duration;
 
@@ -8,7 +8,11 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use roost_ctl::api::{Health, PruneReport, PruneRequest, Session, SessionList, StartRequest};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use roost_ctl::api::{
+    Health, PruneReport, PruneRequest, Session, SessionList, StartProgress, StartRequest,
+};
 use serde::Deserialize;
 
 use super::{ApiError, ApiState, MAX_BODY_BYTES};
@@ -31,10 +35,21 @@ pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
     })
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StartQuery {
+    /// Stream each staging step, then the outcome, as JSON lines
+    /// (`roost_ctl::api::StartProgress`).
+    #[serde(default)]
+    progress: bool,
+}
+
 pub(super) async fn start(
     State(state): State<ApiState>,
+    query: Result<Query<StartQuery>, QueryRejection>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<Session>), ApiError> {
+) -> Result<Response, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let body = body.map_err(|rejection| {
         if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
@@ -51,8 +66,31 @@ pub(super) async fn start(
             "invalid JSON body: {e}; expected {{\"path\": \"/abs/capsule\", \"name\"?, \"workdir\"?, \"restart\"?}}"
         ))
     })?;
-    let session = state.supervisor.start(request).await?;
-    Ok((StatusCode::CREATED, Json(session)))
+    if !query.progress {
+        let session = state.supervisor.start(request).await?;
+        return Ok((StatusCode::CREATED, Json(session)).into_response());
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let supervisor = state.supervisor.clone();
+    tokio::spawn(async move {
+        let progress = crate::staging::Progress::to(tx.clone());
+        let last = match supervisor.start_with_progress(request, progress).await {
+            Ok(session) => StartProgress::Session(Box::new(session)),
+            Err(error) => ApiError::from(error).into_progress(),
+        };
+        let _ = tx.send(last);
+    });
+    let lines = futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).map(|event| {
+        let mut line = serde_json::to_vec(&event).unwrap_or_default();
+        line.push(b'\n');
+        Ok::<_, std::io::Error>(Bytes::from(line))
+    });
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+        axum::body::Body::from_stream(lines),
+    )
+        .into_response())
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,12 +7,15 @@ use super::*;
 
 /// Resolves, verifies and compiles every artifact `manifest` declares. Nothing
 /// is written; any error leaves the capsule and the session dirs untouched.
+/// `say(step, what)` hears each step as it starts (`fetch`, `verify`,
+/// `compile`, with `name@version`).
 pub async fn stage(
     runtime: &Runtime,
     memo: &Arc<BundleMemo>,
     registry: &dyn Registry,
     manifest: &CapsuleManifest,
     max_bundle_bytes: u64,
+    say: &(dyn Fn(&str, String) + Sync),
 ) -> Result<StagedArtifacts, ArtifactError> {
     let lock_path = manifest.manifest_dir.join(LOCK_FILENAME);
     let mut staged = StagedArtifacts {
@@ -81,6 +84,7 @@ pub async fn stage(
         index: index.as_ref(),
         manifest,
         max_bundle_bytes,
+        say,
     };
     let results = futures::future::join_all(
         manifest
@@ -118,6 +122,7 @@ struct StageRun<'a> {
     index: Option<&'a roost_ctl::artifact::RegistryIndex>,
     manifest: &'a CapsuleManifest,
     max_bundle_bytes: u64,
+    say: &'a (dyn Fn(&str, String) + Sync),
 }
 
 async fn stage_one(
@@ -137,6 +142,8 @@ async fn stage_one(
         .index
         .ok_or_else(|| registry_err(RegistryError::Location("registry index not loaded".into())))?;
     let max_bundle_bytes = ctx.max_bundle_bytes;
+    let what = format!("{}@{}", artifact.name, artifact.version);
+    (ctx.say)("fetch", what.clone());
     let resolved = registry::resolve(
         ctx.registry,
         index,
@@ -154,6 +161,7 @@ async fn stage_one(
     let reported = resolved.bundle.sha256;
     let bytes = resolved.bytes;
     let for_task = Arc::clone(ctx.memo);
+    (ctx.say)("verify", what.clone());
     // Hashing and unzipping are CPU work: off the async threads.
     let verified = tokio::task::spawn_blocking(move || {
         let sha256 = verify(&name, &version, &bytes, &reported)?;
@@ -206,6 +214,7 @@ async fn stage_one(
             label,
         } => (sha256, bundle, label),
     };
+    (ctx.say)("compile", what);
     let item = from_bundle(
         ctx.runtime,
         bundle,

@@ -3,10 +3,10 @@
 //! ([`session`]) and reports back when it has ended for good.
 
 mod backoff;
-mod restart;
 mod retention;
 mod session;
 mod shared;
+mod start;
 
 pub use retention::{PruneRule, ago};
 pub use shared::{Route, Routes, Shared, SharedParts};
@@ -145,20 +145,6 @@ impl Supervisor {
             .await
             .map_err(|_| SupervisorError::Gone)?;
         rx.await.map_err(|_| SupervisorError::Gone)?
-    }
-
-    /// Stages (concurrently with other requests) and launches a new session.
-    pub async fn start(
-        &self,
-        request: roost_ctl::api::StartRequest,
-    ) -> Result<Session, SupervisorError> {
-        let staged = stage(&self.shared.stage_ctx(), request).await?;
-        self.ask(|reply| OwnerCommand::Launch {
-            staged: Box::new(staged),
-            resume: None,
-            reply,
-        })
-        .await
     }
 
     /// Brings back the sessions the database says should come back after a restart.

@@ -59,6 +59,59 @@ impl Supervisor {
     /// with an A2A task that is kept is kept too); returns what went (or
     /// would go, with `dry_run`).
     pub async fn prune(&self, rule: &PruneRule) -> Result<PruneReport, SupervisorError> {
+        let report = self.prune_rows(rule).await?;
+        if !rule.dry_run {
+            self.prune_uploads().await?;
+        }
+        Ok(report)
+    }
+
+    /// Uploaded capsules (`<state>/uploads/<sha256>/`) no session was
+    /// started from, or whose sessions are all gone, once they are an hour
+    /// old (a fresh upload is about to be started).
+    async fn prune_uploads(&self) -> Result<(), SupervisorError> {
+        let uploads = self.shared.config.state_dir.join("uploads");
+        if !uploads.is_dir() {
+            return Ok(());
+        }
+        let used: std::collections::HashSet<String> = self
+            .shared
+            .store
+            .list(true)
+            .await?
+            .into_iter()
+            .filter_map(|s| {
+                Path::new(&s.manifest)
+                    .strip_prefix(&uploads)
+                    .ok()
+                    .and_then(|rest| rest.iter().next())
+                    .map(|dir| dir.to_string_lossy().into_owned())
+            })
+            .collect();
+        let removed = tokio::task::spawn_blocking(move || {
+            let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+            let mut removed = 0;
+            for entry in std::fs::read_dir(&uploads).into_iter().flatten().flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let old = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t < hour_ago);
+                if old && !used.contains(&name) && std::fs::remove_dir_all(entry.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+            removed
+        })
+        .await
+        .unwrap_or(0);
+        if removed > 0 {
+            tracing::info!(removed, "uploaded capsules no session uses were removed");
+        }
+        Ok(())
+    }
+
+    async fn prune_rows(&self, rule: &PruneRule) -> Result<PruneReport, SupervisorError> {
         let store = &self.shared.store;
         let mut report = PruneReport {
             dry_run: rule.dry_run,
@@ -113,16 +166,29 @@ impl Supervisor {
         }
     }
 
-    /// Prunes per `retention` every `interval_secs` until `stop`.
-    pub async fn retention_loop(self, retention: Retention, stop: CancellationToken) {
-        let every = Duration::from_secs(retention.interval_secs.max(1));
+    /// Prunes per `retention` every `interval_secs` until `stop`; a new
+    /// `retention` (roostd reloading its config) applies from the next round,
+    /// which starts a new interval.
+    pub async fn retention_loop(
+        self,
+        mut settings: tokio::sync::watch::Receiver<Retention>,
+        stop: CancellationToken,
+    ) {
         let age = |secs: u64| (secs > 0).then(|| ago(Duration::from_secs(secs)));
         let count = |n: u64| (n > 0).then_some(n);
         loop {
+            let every = Duration::from_secs(settings.borrow().interval_secs.max(1));
             tokio::select! {
                 () = stop.cancelled() => return,
+                changed = settings.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 () = tokio::time::sleep(every) => {}
             }
+            let retention = settings.borrow().clone();
             let rule = PruneRule {
                 sessions_ended_before: age(retention.sessions.max_age_secs),
                 keep_sessions: count(retention.sessions.max_count),

@@ -18,8 +18,8 @@ pub struct Shared {
     pub store: Store,
     pub runtime: Runtime,
     pub metrics: Arc<Metrics>,
-    /// Where artifacts are staged from.
-    pub registry: Arc<dyn crate::registry::Registry>,
+    /// Where artifacts are staged from (`registry()`; a reload may swap it).
+    registry: std::sync::RwLock<Arc<dyn crate::registry::Registry>>,
     /// The helper that jails native and shell tools, or why there is none.
     pub jail: crate::sandbox::Jail,
     /// What this host can enforce for tools (detected once).
@@ -124,7 +124,7 @@ impl Shared {
             support: host_jail.support,
             tool_uids: host_jail.tool_uids,
             jail: host_jail.jail,
-            registry,
+            registry: std::sync::RwLock::new(registry),
             bundles: Arc::default(),
             config,
             store,
@@ -142,11 +142,31 @@ impl Shared {
         crate::staging::StageCtx {
             config: &self.config,
             runtime: &self.runtime,
-            registry: &*self.registry,
+            registry: self.registry(),
+            progress: crate::staging::Progress::default(),
             bundles: &self.bundles,
             jail: &self.jail,
             support: &self.support,
         }
+    }
+
+    /// Where artifacts come from now.
+    pub fn registry(&self) -> Arc<dyn crate::registry::Registry> {
+        Arc::clone(
+            &self
+                .registry
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Artifacts come from `registry` from now on (`roostd` reloading its
+    /// config); sessions that run keep the one they started with.
+    pub fn set_registry(&self, registry: Arc<dyn crate::registry::Registry>) {
+        *self
+            .registry
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = registry;
     }
 
     /// A recorded session starts taking requests at its name and its id.

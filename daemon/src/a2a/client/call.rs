@@ -81,6 +81,7 @@ impl Peers {
         progress: UnboundedSender<String>,
     ) -> Result<PeerAnswer, RemoteError> {
         let token = self.token_for(peer_url);
+        let token = token.as_deref();
         let dialect = self.dialect_of(peer_url).await;
         match stream(peer_url, m, dialect, token, wait, &progress).await {
             Err(RemoteError::Refused { code, .. }) if dialect == Dialect::V10 && code == -32601 => {

@@ -272,7 +272,7 @@ impl SessionTask {
         let id = self.id.clone();
         let artifacts = Arc::new(SessionArtifacts::new(
             self.staged.artifacts.items.clone(),
-            Arc::clone(&self.shared.registry),
+            self.shared.registry(),
             self.workdir.clone(),
             self.bookkeeping.clone(),
             self.staged.artifacts.lock_path.clone(),

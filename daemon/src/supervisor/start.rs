@@ -1,6 +1,7 @@
-//! `roostctl restart`: a session stopped if it is live, then staged again
-//! from its stored start request and run under the same id and name, as a
-//! resume after a roostd restart does.
+//! Starting a session (`roostctl start`, with its staging steps told to a
+//! client that asks), and `roostctl restart`: a session stopped if it is
+//! live, then staged again from its stored start request and run under the
+//! same id and name, as a resume after a roostd restart does.
 
 use roost_ctl::api::Session;
 
@@ -8,6 +9,32 @@ use super::{OwnerCommand, Resume, Supervisor, SupervisorError};
 use crate::staging::stage;
 
 impl Supervisor {
+    /// Stages (concurrently with other requests) and launches a new session.
+    pub async fn start(
+        &self,
+        request: roost_ctl::api::StartRequest,
+    ) -> Result<Session, SupervisorError> {
+        self.start_with_progress(request, crate::staging::Progress::default())
+            .await
+    }
+
+    /// [`Self::start`], telling `progress` each staging step as it starts.
+    pub async fn start_with_progress(
+        &self,
+        request: roost_ctl::api::StartRequest,
+        progress: crate::staging::Progress,
+    ) -> Result<Session, SupervisorError> {
+        let mut ctx = self.shared.stage_ctx();
+        ctx.progress = progress;
+        let staged = stage(&ctx, request).await?;
+        self.ask(|reply| OwnerCommand::Launch {
+            staged: Box::new(staged),
+            resume: None,
+            reply,
+        })
+        .await
+    }
+
     /// Stops the session if it is live, then runs it again from its start
     /// request (same id, name and workdir; its restart count goes up by
     /// one). A request that no longer stages (the capsule changed or is

@@ -1,0 +1,30 @@
+//! `log:`: roostd's own log (not the guests' output, which is `logs:`).
+
+use serde::{Deserialize, Serialize};
+
+/// How much roostd logs. `RUST_LOG` in roostd's environment wins over it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// A level (`error`, `warn`, `info`, `debug`, `trace`) or directives as
+    /// `RUST_LOG` takes them (`info,roostd::a2a=debug`). SIGHUP applies a
+    /// change.
+    pub level: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+        }
+    }
+}
+
+impl LogSettings {
+    /// Whether `level` is one `tracing`'s filter takes; the error says why not.
+    pub fn check(&self) -> Result<(), String> {
+        tracing_subscriber::EnvFilter::try_new(&self.level)
+            .map(drop)
+            .map_err(|e| format!("log.level '{}': {e}", self.level))
+    }
+}
