@@ -235,45 +235,30 @@ impl Client {
     ) -> Result<Session, ClientError> {
         use crate::api::StartProgress;
         let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
-        let response = self
-            .send(
-                Method::POST,
-                &format!("{API_PREFIX}/sessions?progress=true"),
-                Some(body),
-            )
-            .await?;
-        if !response.status.is_success() {
-            let (status, bytes) = self.finish(response).await?;
-            return Err(api_error(status, &bytes));
-        }
-        let RawResponse {
-            mut body, sender, ..
-        } = response;
+        let path = format!("{API_PREFIX}/sessions?progress=true");
         let mut pending = Vec::new();
         let mut outcome = None;
-        while let Some(frame) = body.frame().await {
-            let Ok(data) = frame?.into_data() else {
-                continue;
-            };
-            pending.extend_from_slice(&data);
+        self.stream(Method::POST, &path, Some(body), |chunk| {
+            pending.extend_from_slice(chunk);
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=end).collect();
-                match serde_json::from_slice(&line)
-                    .map_err(|e| ClientError::Decode(format!("a start progress line: {e}")))?
-                {
-                    StartProgress::Step { step, what } => on_step(&step, &what),
-                    StartProgress::Session(session) => outcome = Some(Ok(*session)),
-                    StartProgress::Error { status, error } => {
+                let event = serde_json::from_slice(&line)
+                    .map_err(|e| ClientError::Decode(format!("a start progress line: {e}")));
+                match event {
+                    Ok(StartProgress::Step { step, what }) => on_step(&step, &what),
+                    Ok(StartProgress::Session(session)) => outcome = Some(Ok(*session)),
+                    Ok(StartProgress::Error { status, error }) => {
                         outcome = Some(Err(ClientError::Api {
                             status,
                             code: error.code,
                             message: error.message,
-                        }))
+                        }));
                     }
+                    Err(e) => outcome = Some(Err(e)),
                 }
             }
-        }
-        self.checkin(sender);
+        })
+        .await?;
         outcome.unwrap_or_else(|| {
             Err(ClientError::Decode(
                 "roostd ended the start without an outcome".into(),
@@ -465,7 +450,7 @@ impl Client {
             encode(id_or_name),
             query.to_query()
         );
-        self.stream(&path, on_chunk).await
+        self.stream(Method::GET, &path, None, on_chunk).await
     }
 
     /// Session state changes across the daemon as JSON lines
@@ -481,12 +466,19 @@ impl Client {
         if let Some(tail) = tail {
             path.push_str(&format!("&tail={tail}"));
         }
-        self.stream(&path, on_chunk).await
+        self.stream(Method::GET, &path, None, on_chunk).await
     }
 
-    /// A GET whose body is handed over chunk by chunk as it arrives.
-    async fn stream(&self, path: &str, mut on_chunk: impl FnMut(&[u8])) -> Result<(), ClientError> {
-        let response = self.send(Method::GET, path, None).await?;
+    /// A request whose answer's body is handed over chunk by chunk as it
+    /// arrives.
+    async fn stream(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        mut on_chunk: impl FnMut(&[u8]),
+    ) -> Result<(), ClientError> {
+        let response = self.send(method, path, body).await?;
         if !response.status.is_success() {
             let (status, bytes) = self.finish(response).await?;
             return Err(api_error(status, &bytes));

@@ -290,3 +290,60 @@ async fn logs_by_line_with_times_and_a2a_verbs_exit_with_the_task() {
     ]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
 }
+
+/// On a terminal (a pty from util-linux's `script`): `start` shows each
+/// staging step on one line it rewrites, and `list` colours states; with
+/// `NO_COLOR` set, no colour. The controls: the same commands through a pipe
+/// (every other test here) print neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_start_shows_its_steps_and_list_colours_unless_no_color() {
+    let daemon = Daemon::start().await;
+    let hello = capsule(daemon.root.path(), "tty", "hello", "");
+    let on_tty = |args: &str, no_color: bool| {
+        let line = format!(
+            "{} --socket {} {args}",
+            roostctl().display(),
+            daemon.socket.display()
+        );
+        let mut command = Command::new("script");
+        command
+            .args(["-qec", &line, "/dev/null"])
+            .env("TERM", "xterm")
+            .env_remove("ROOST_SOCKET")
+            .env_remove("NO_COLOR");
+        if no_color {
+            command.env("NO_COLOR", "1");
+        }
+        let out = command.output().expect("run script(1)");
+        assert!(out.status.success(), "{args}: {}", text(&out.stdout));
+        text(&out.stdout)
+    };
+    let started = on_tty(&format!("start {} --wait", hello.display()), false);
+    assert!(
+        started.contains("\x1b[2Kcompile ") && started.contains("\x1b[2Kread "),
+        "{started:?}"
+    );
+    let listed = on_tty("list --all", false);
+    assert!(listed.contains("\x1b[2mcompleted\x1b[0m"), "{listed:?}");
+    let plain = on_tty("list --all", true);
+    assert!(
+        plain.contains("completed") && !plain.contains("\x1b["),
+        "{plain:?}"
+    );
+    let piped = Command::new(roostctl())
+        .args([
+            "--socket",
+            &daemon.socket.display().to_string(),
+            "list",
+            "--all",
+        ])
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .output()
+        .expect("roostctl through a pipe");
+    let piped = text(&piped.stdout);
+    assert!(
+        piped.contains("completed") && !piped.contains("\x1b["),
+        "{piped:?}"
+    );
+}

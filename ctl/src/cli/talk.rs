@@ -16,10 +16,29 @@ pub(super) struct SendArgs<'a> {
     pub timeout: Option<Duration>,
 }
 
-/// The gateway's address (from the daemon) and the token from `ROOST_A2A_TOKEN`.
-async fn gateway(client: &Client) -> Result<(String, Option<String>), CliError> {
-    let health = client.health().await?;
-    Ok((health.a2a_addr, std::env::var("ROOST_A2A_TOKEN").ok()))
+/// roostd's gateway: its address (from the daemon) and the token from
+/// `ROOST_A2A_TOKEN`.
+struct Target {
+    addr: String,
+    token: Option<String>,
+}
+
+impl Target {
+    async fn of(client: &Client) -> Result<Self, CliError> {
+        let health = client.health().await?;
+        Ok(Self {
+            addr: health.a2a_addr,
+            token: std::env::var("ROOST_A2A_TOKEN").ok(),
+        })
+    }
+
+    fn route<'a>(&'a self, route: &'a str) -> Gateway<'a> {
+        Gateway {
+            addr: &self.addr,
+            route,
+            token: self.token.as_deref(),
+        }
+    }
 }
 
 /// `send`: one message to a route, printing what comes back (streamed text
@@ -30,12 +49,8 @@ pub(super) async fn send(
     args: &SendArgs<'_>,
     how: Output,
 ) -> Result<u8, CliError> {
-    let (addr, token) = gateway(client).await?;
-    let gw = Gateway {
-        addr: &addr,
-        route: args.route,
-        token: token.as_deref(),
-    };
+    let target = Target::of(client).await?;
+    let gw = target.route(args.route);
     let mut failed = None;
     let mut state: Option<String> = None;
     let mut task_id: Option<String> = args.task_id.map(str::to_string);
@@ -122,13 +137,11 @@ pub(super) async fn cancel(
     task_id: &str,
     how: Output,
 ) -> Result<u8, CliError> {
-    let (addr, token) = gateway(client).await?;
-    let gw = Gateway {
-        addr: &addr,
-        route,
-        token: token.as_deref(),
-    };
-    let task = gw.cancel(task_id).await?;
+    let task = Target::of(client)
+        .await?
+        .route(route)
+        .cancel(task_id)
+        .await?;
     if how.json {
         print_json(out, &task)?;
     } else if how.quiet {
@@ -147,13 +160,7 @@ pub(super) async fn card(
     route: &str,
     how: Output,
 ) -> Result<u8, CliError> {
-    let (addr, token) = gateway(client).await?;
-    let gw = Gateway {
-        addr: &addr,
-        route,
-        token: token.as_deref(),
-    };
-    let card = gw.card().await?;
+    let card = Target::of(client).await?.route(route).card().await?;
     if how.json {
         print_json(out, &card)?;
         return Ok(exit::OK);
