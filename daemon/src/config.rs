@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 mod a2a;
 mod log;
-pub use log::LogSettings;
+pub use log::{LogFormat, LogSettings};
 #[cfg(test)]
 mod shipped;
 pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};

@@ -21,7 +21,8 @@
 //!   the only HTTP client (guests' wasi-http requests go out through it too).
 //! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
 //! - [`ids`]: `SessionId`, `TaskId`.
-//! - [`logs`]: guest output capture; [`metrics`]: counters; [`notify`]: sd_notify.
+//! - [`logs`]: guest output capture; [`logfmt`]: roostd's own log as JSON;
+//!   [`metrics`]: counters; [`notify`]: sd_notify.
 //! - [`uploads`]: capsules uploaded over the control socket.
 
 pub mod a2a;
@@ -33,6 +34,7 @@ pub mod daemon;
 pub mod fsx;
 pub mod http_client;
 pub mod ids;
+pub mod logfmt;
 pub mod logs;
 pub mod manifest;
 pub mod metrics;

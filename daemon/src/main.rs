@@ -130,23 +130,48 @@ impl LogLevel {
     }
 }
 
-/// Logging to stderr (journald and log files get plain text; colours only
-/// on a terminal), filtered by `RUST_LOG`, else `level`.
-fn init_logging(level: &str) -> LogLevel {
+/// Logging as `log.format` says: text on stderr (colours only on a
+/// terminal), JSON lines on stderr, or journald's own protocol (text on
+/// stderr, with a warning, where there is no journald); filtered by
+/// `RUST_LOG`, else `log.level`.
+fn init_logging(settings: &roostd::config::LogSettings) -> LogLevel {
+    use roostd::config::LogFormat;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    let level = settings.level.as_str();
     let from_env = std::env::var("RUST_LOG").is_ok_and(|v| !v.is_empty());
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(std::io::stderr().is_terminal()),
-        )
-        .init();
+    let base = tracing_subscriber::registry().with(filter);
+    let text = || {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+    };
+    let mut no_journald = None;
+    match settings.format {
+        LogFormat::Text => base.with(text()).init(),
+        LogFormat::Json => base.with(roostd::logfmt::json_layer()).init(),
+        LogFormat::Journald => match tracing_journald::layer() {
+            Ok(journald) => base
+                // Fields as they are named (SESSION_ID, not F_SESSION_ID):
+                // none of roostd's collide with journald's own.
+                .with(
+                    journald
+                        .with_syslog_identifier("roostd".into())
+                        .with_field_prefix(None),
+                )
+                .init(),
+            Err(error) => {
+                base.with(text()).init();
+                no_journald = Some(error);
+            }
+        },
+    }
+    if let Some(error) = no_journald {
+        tracing::warn!(%error, "log.format is journald, but journald is not reachable here: logging text to stderr");
+    }
     LogLevel {
         handle,
         from_env,
@@ -182,7 +207,7 @@ fn main() -> anyhow::Result<()> {
     }
     tune_allocator();
     let config = DaemonConfig::load(overrides.clone()).context("roostd cannot start")?;
-    let log_level = init_logging(&config.log.level);
+    let log_level = init_logging(&config.log);
     for deprecation in &config.deprecations {
         tracing::warn!("{deprecation}");
     }

@@ -22,6 +22,7 @@ mod drivers;
 mod durability;
 mod harness;
 mod lifecycle;
+mod logging;
 mod manifests;
 mod mock_llm;
 mod operator;

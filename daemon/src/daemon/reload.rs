@@ -35,7 +35,7 @@ pub async fn serve(
 
 /// Keys that are applied on reload; any other change needs a restart.
 const RELOADED: &[&str] = &[
-    "log",
+    "log.level",
     "registry",
     "retention.interval_secs",
     "retention.tasks",
@@ -87,9 +87,9 @@ fn apply(h: &Handles, mut running: DaemonConfig, new: DaemonConfig) -> DaemonCon
             Err(error) => tracing::error!(%error, "registry not reloaded: the running one stays"),
         }
     }
-    if new.log != running.log {
-        running.log = new.log.clone();
-        applied.push("log".into());
+    if new.log.level != running.log.level {
+        running.log.level = new.log.level.clone();
+        applied.push("log.level".into());
     }
     let restart = needs_restart(&running, &new);
     if !restart.is_empty() {
@@ -144,7 +144,7 @@ mod tests {
     fn only_what_a_reload_cannot_apply_is_said_to_need_a_restart() {
         let running = DaemonConfig::default();
         let new = DaemonConfig::from_yaml(
-            "a2a_listen: 127.0.0.1:9999\npool: {max_instances: 7}\nlog: {level: debug}\n\
+            "a2a_listen: 127.0.0.1:9999\npool: {max_instances: 7}\nlog: {level: debug, format: json}\n\
              retention: {interval_secs: 5, trace: {max_bytes: 10}}\nregistry: /srv/reg\n\
              a2a: {peers: [{url: 'https://p.example', token_file: /t}], push: {enabled: false}}\n",
         )
@@ -156,6 +156,7 @@ mod tests {
             [
                 "a2a.push.enabled",
                 "a2a_listen",
+                "log.format",
                 "pool.max_instances",
                 "retention.trace.max_bytes"
             ]
