@@ -205,7 +205,19 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<T, ClientError> {
-        let response = self.send(method, path, body).await?;
+        self.call_typed(method, path, body, "application/json")
+            .await
+    }
+
+    /// A request whose body is of `content_type`, answered with JSON.
+    async fn call_typed<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        content_type: &str,
+    ) -> Result<T, ClientError> {
+        let response = self.send_typed(method, path, body, content_type).await?;
         let (status, bytes) = self.finish(response).await?;
         if !status.is_success() {
             return Err(api_error(status, &bytes));
@@ -401,14 +413,8 @@ impl Client {
         path: &str,
         zip: Vec<u8>,
     ) -> Result<T, ClientError> {
-        let response = self
-            .send_typed(Method::POST, path, Some(zip), "application/zip")
-            .await?;
-        let (status, bytes) = self.finish(response).await?;
-        if !status.is_success() {
-            return Err(api_error(status, &bytes));
-        }
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode(e.to_string()))
+        self.call_typed(Method::POST, path, Some(zip), "application/zip")
+            .await
     }
 
     /// Stops a session if it is live, then runs it again from its start
