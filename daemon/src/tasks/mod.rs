@@ -28,9 +28,36 @@ pub use queue::{Next, Queue};
 use crate::ids::TaskId;
 use crate::store::{NewA2aTask, Store, StoreError};
 pub use crate::store::{PushConfig, PushDelivery, TaskFilter};
+/// The tasks of a session's inbox that wait and still count against its
+/// `queue_depth`: a task canceled while it waits leaves this set at once
+/// (its slot is free again) though the channel still holds it until the
+/// session receives and skips it.
+type Queued = Arc<Mutex<HashSet<TaskId>>>;
+
+/// The channel holds this many times `queue_depth` (at least
+/// [`INBOX_SLACK`] more), so tasks canceled while they wait do not keep new
+/// ones out; the depth itself is counted apart ([`Queued`]).
+const INBOX_SLACK: usize = 16;
+
 /// The receiving end of a session's inbox. Tasks travel boxed: the channel
 /// allocates its slots in blocks of 32 up front, and every live session has one.
-pub type InboxRx = mpsc::Receiver<Box<Incoming>>;
+pub struct InboxRx {
+    rx: mpsc::Receiver<Box<Incoming>>,
+    queued: Queued,
+}
+
+impl InboxRx {
+    /// The next task handed to the session; it no longer counts as waiting.
+    pub async fn recv(&mut self) -> Option<Box<Incoming>> {
+        let task = self.rx.recv().await?;
+        lock(&self.queued).remove(&task.task_id);
+        Some(task)
+    }
+
+    fn close(&mut self) {
+        self.rx.close();
+    }
+}
 
 /// A task handed to a session.
 #[derive(Debug, Clone)]
@@ -81,6 +108,7 @@ pub struct NewTask<'a> {
 struct Inbox {
     tx: mpsc::Sender<Box<Incoming>>,
     depth: usize,
+    queued: Queued,
     /// How many of the session's launches wait on the inbox right now.
     waiting: Arc<AtomicUsize>,
 }
@@ -156,16 +184,19 @@ impl Broker {
 
     /// A session starts taking tasks: at most `depth` wait at a time.
     pub fn open_inbox(&self, session_id: &str, depth: usize) -> InboxRx {
-        let (tx, rx) = mpsc::channel(depth.max(1));
+        let depth = depth.max(1);
+        let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + INBOX_SLACK));
+        let queued = Queued::default();
         lock(&self.inboxes).insert(
             session_id.to_string(),
             Inbox {
                 tx,
-                depth: depth.max(1),
+                depth,
+                queued: Arc::clone(&queued),
                 waiting: Arc::default(),
             },
         );
-        rx
+        InboxRx { rx, queued }
     }
 
     /// The count of the session's launches waiting on its inbox (a launch
@@ -209,19 +240,32 @@ impl Broker {
             // and a launch is waiting.
             let direct = inbox.waiting.load(Ordering::Acquire) > 0
                 && inbox.tx.capacity() == inbox.tx.max_capacity();
-            (inbox.tx.clone(), inbox.depth, direct)
+            (
+                inbox.tx.clone(),
+                inbox.depth,
+                Arc::clone(&inbox.queued),
+                direct,
+            )
         };
-        let (tx, depth, direct) = permit_tx;
+        let (tx, depth, queued, direct) = permit_tx;
+        let full = || SubmitError::QueueFull {
+            route: new.route.to_string(),
+            depth,
+        };
         let permit = tx.try_reserve_owned().map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => SubmitError::QueueFull {
-                route: new.route.to_string(),
-                depth,
-            },
+            mpsc::error::TrySendError::Full(_) => full(),
             mpsc::error::TrySendError::Closed(_) => SubmitError::NotAccepting {
                 route: new.route.to_string(),
             },
         })?;
         let task_id = TaskId::generate();
+        {
+            let mut queued = lock(&queued);
+            if queued.len() >= depth {
+                return Err(full());
+            }
+            queued.insert(task_id.clone());
+        }
         let context_id = new
             .context_id
             .map(str::to_string)
@@ -253,6 +297,7 @@ impl Broker {
             // and nothing runs again.
             Ok(false) => {
                 lock(&self.handed).remove(&task_id);
+                lock(&queued).remove(&task_id);
                 drop(live);
                 let seen = self
                     .store
@@ -264,6 +309,7 @@ impl Broker {
             }
             Err(error) => {
                 lock(&self.handed).remove(&task_id);
+                lock(&queued).remove(&task_id);
                 return Err(error.into());
             }
         }
@@ -419,6 +465,11 @@ impl Broker {
             }
         };
         if waiting {
+            // Its queue slot is free at once, though its session skips it
+            // only when it gets there.
+            for inbox in lock(&self.inboxes).values() {
+                lock(&inbox.queued).remove(task_id);
+            }
             let ended = self
                 .finish(task_id, TaskState::Canceled, Some("canceled by the client"))
                 .await;
@@ -517,3 +568,6 @@ impl Broker {
         self.store.a2a_tasks(filter).await
     }
 }
+
+#[cfg(test)]
+mod tests;
