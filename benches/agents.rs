@@ -191,6 +191,7 @@ async fn main() {
     let work = tempfile::tempdir().expect("work");
     let spec = ToolSpec {
         session_id: "ses_bench".into(),
+        capsule: "bench".into(),
         workdir: work.path().to_path_buf(),
         bookkeeping: work.path().to_path_buf(),
         env: vec![

@@ -81,6 +81,7 @@ fn runtime(cache: &Path) -> Runtime {
 fn spec(dir: &Path, policy: &Arc<CapabilityPolicy>) -> ToolSpec {
     ToolSpec {
         session_id: "ses_bench".into(),
+        capsule: "bench".into(),
         workdir: dir.to_path_buf(),
         bookkeeping: dir.to_path_buf(),
         env: vec![("MURMUR_SESSION_ID".into(), "ses_bench".into())],

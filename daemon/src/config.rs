@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 mod a2a;
 mod log;
+mod observe;
 pub use log::{LogFormat, LogSettings};
+pub use observe::{MetricsConfig, OtlpProtocol, TelemetryConfig, UiConfig};
 #[cfg(test)]
 mod shipped;
 pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};
@@ -63,6 +65,9 @@ pub struct DaemonConfig {
     pub tls: TlsConfig,
     /// roostd's own log.
     pub log: LogSettings,
+    pub telemetry: TelemetryConfig,
+    pub metrics: MetricsConfig,
+    pub ui: UiConfig,
     /// What the file said that still works but should change (logged at
     /// start-up).
     #[serde(skip)]
@@ -293,6 +298,9 @@ impl Default for DaemonConfig {
             retention: Retention::default(),
             tls: TlsConfig::default(),
             log: LogSettings::default(),
+            telemetry: TelemetryConfig::default(),
+            metrics: MetricsConfig::default(),
+            ui: UiConfig::default(),
             deprecations: Vec::new(),
         }
     }
@@ -460,6 +468,8 @@ impl DaemonConfig {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         self.log.check().map_err(ConfigError::Invalid)?;
+        self.telemetry.check().map_err(ConfigError::Invalid)?;
+        self.ui.check().map_err(ConfigError::Invalid)?;
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()
         {

@@ -50,6 +50,21 @@ pub enum DaemonError {
     Resume(#[from] SupervisorError),
     #[error("tls.ca_file: {0}")]
     CaFile(#[from] crate::http_client::CaFileError),
+    #[error(transparent)]
+    Telemetry(#[from] crate::telemetry::TelemetryError),
+    #[error("cannot listen for {what} on {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+async fn bind(what: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, DaemonError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| DaemonError::Bind { what, addr, source })
 }
 
 /// What `roostd --check-config` checks beyond the file itself (which
@@ -58,6 +73,9 @@ pub enum DaemonError {
 /// warnings roostd would log at start-up.
 pub fn check(config: &DaemonConfig) -> Result<Vec<String>, DaemonError> {
     Tokens::read(config)?;
+    if let Some(path) = &config.telemetry.headers_file {
+        crate::telemetry::read_headers(path)?;
+    }
     if let Some(path) = &config.tls.ca_file {
         crate::http_client::trust_ca_file(path)?;
     }
@@ -89,6 +107,12 @@ pub async fn run(
         let count = crate::http_client::trust_ca_file(path)?;
         tracing::info!(ca_file = %path.display(), certificates = count, "trusting tls.ca_file for outgoing HTTPS");
     }
+    // Dropped (its spans flushed) when `run` returns.
+    let telemetry =
+        crate::telemetry::install(&config.telemetry, tokio::runtime::Handle::current())?;
+    if let Some(endpoint) = &config.telemetry.otlp_endpoint {
+        tracing::info!(%endpoint, protocol = ?config.telemetry.protocol, "exporting traces over OTLP");
+    }
     let store = Store::open(&config.state_dir.join("roost.db"), config.store.sync).await?;
     let interrupted = store.interrupt_live().await?;
     if interrupted > 0 {
@@ -118,6 +142,10 @@ pub async fn run(
             addr: config.a2a_listen,
             source,
         })?;
+    let metrics_listener = match config.metrics.listen {
+        Some(addr) => Some(bind("metrics", addr).await?),
+        None => None,
+    };
     let peers = unix::PeerPolicy::new(config.control.group.as_deref())
         .map_err(|e| DaemonError::Control(e.to_string()))?;
     let control = unix::bind(&config.socket).await?;
@@ -261,6 +289,21 @@ pub async fn run(
             servers.clone(),
         ));
     }
+    let health = Arc::new(crate::health::Health::new(store.clone(), a2a_addr));
+    let metrics_task = metrics_listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "metrics on /metrics, /healthz, /readyz");
+        }
+        tokio::spawn(api::serve_metrics(
+            listener,
+            api::MetricsState {
+                supervisor: supervisor.clone(),
+                started,
+                health: Arc::clone(&health),
+            },
+            servers.clone(),
+        ))
+    });
     let a2a_task = tokio::spawn(crate::a2a::serve(
         a2a_listener,
         crate::a2a::GatewayParts {
@@ -272,6 +315,7 @@ pub async fn run(
             push: push_policy,
             dedupe: dedupe_message_ids,
             grpc: grpc_settings,
+            health: Arc::clone(&health),
         },
         servers.clone(),
     ));
@@ -308,7 +352,11 @@ pub async fn run(
     // Sessions not yet resumed stay as they are for the next start.
     resuming.abort();
     supervisor.shutdown(grace).await;
-    for task in [control_task, a2a_task].into_iter().chain(control_tcp_task) {
+    for task in [control_task, a2a_task]
+        .into_iter()
+        .chain(control_tcp_task)
+        .chain(metrics_task)
+    {
         match tokio::time::timeout(Duration::from_secs(2), task).await {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "listener ended with an error"),
@@ -321,6 +369,10 @@ pub async fn run(
     }
     store.close().await;
     let _ = std::fs::remove_file(&socket_path);
+    if let Some(guard) = telemetry {
+        // The flush blocks: off the runtime's threads.
+        let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
+    }
     tracing::info!("roostd stopped");
     Ok(())
 }
@@ -370,7 +422,10 @@ pub fn wire(
                 None
             }
         };
-    let tasks = Arc::new(crate::tasks::Broker::new(store.clone()));
+    let tasks = Arc::new(crate::tasks::Broker::new(
+        store.clone(),
+        Arc::clone(&metrics),
+    ));
     let routes = Arc::new(crate::supervisor::Routes::default());
     let outbox = Arc::new(crate::a2a::client::Peers::new(
         a2a_base.clone(),

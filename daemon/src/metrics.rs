@@ -1,116 +1,394 @@
-//! Process counters and their Prometheus text rendering (`GET /metrics`).
+//! Process metrics and their exposition (`GET /metrics`): the only module
+//! that names `prometheus-client`. Series are `roost_*` (plus the standard
+//! `process_*`), labelled by route, capsule, model or a small fixed set,
+//! never by a task or session id.
 
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-/// Counters updated from anywhere; gauges are passed in at render time.
-#[derive(Default)]
-pub struct Metrics {
-    sessions_started: AtomicU64,
-    sessions_restarted: AtomicU64,
-    components_compiled: AtomicU64,
-    cache_hits_memory: AtomicU64,
-    cache_hits_disk: AtomicU64,
-    outcomes: [AtomicU64; 4],
-    api_requests: AtomicU64,
-}
+use prometheus_client::encoding::{EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::Registry;
+
+mod process;
 
 /// How a guest run ended, for the outcome counter.
 #[derive(Debug, Clone, Copy)]
 pub enum SessionOutcome {
-    Completed = 0,
-    Failed = 1,
-    Stopped = 2,
-    Interrupted = 3,
+    Completed,
+    Failed,
+    Stopped,
+    Interrupted,
 }
 
-const OUTCOME_LABELS: [&str; 4] = ["completed", "failed", "stopped", "interrupted"];
+impl SessionOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Stopped => "stopped",
+            Self::Interrupted => "interrupted",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Tier {
+    tier: &'static str,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Outcome {
+    outcome: &'static str,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Route {
+    route: String,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteState {
+    route: String,
+    state: &'static str,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolKind {
+    capsule: String,
+    kind: &'static str,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolStatus {
+    capsule: String,
+    kind: &'static str,
+    status: &'static str,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Model {
+    capsule: String,
+    model: String,
+}
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Tokens {
+    capsule: String,
+    model: String,
+    /// `input` or `output`.
+    direction: &'static str,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Seconds, 5 ms to ~5.8 min.
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.5, 13))
+}
+
+/// Counters, gauges and histograms updated from anywhere; rendered by
+/// [`Metrics::render`].
+pub struct Metrics {
+    registry: Registry,
+    sessions_started: Counter,
+    sessions_restarted: Counter,
+    components_compiled: Counter,
+    cache_hits: Family<Tier, Counter>,
+    outcomes: Family<Outcome, Counter>,
+    api_requests: Counter,
+    live_sessions: Gauge,
+    uptime: Gauge,
+    tasks: Family<RouteState, Counter>,
+    queue_depth: Family<Route, Gauge>,
+    task_duration: Histograms<Route>,
+    queue_wait: Histograms<Route>,
+    tool_calls: Family<ToolStatus, Counter>,
+    tool_duration: Histograms<ToolKind>,
+    tokens: Family<Tokens, Counter>,
+    inference_errors: Family<Model, Counter>,
+    inference_duration: Histograms<Model>,
+    compiled_count: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl Metrics {
-    pub fn session_started(&self) {
-        self.sessions_started.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn session_restarted(&self) {
-        self.sessions_restarted.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn compiled(&self) {
-        self.components_compiled.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn cache_hit_memory(&self) {
-        self.cache_hits_memory.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn cache_hit_disk(&self) {
-        self.cache_hits_disk.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn outcome(&self, outcome: SessionOutcome) {
-        self.outcomes[outcome as usize].fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn api_request(&self) {
-        self.api_requests.fetch_add(1, Ordering::Relaxed);
-    }
-    pub fn components_compiled(&self) -> u64 {
-        self.components_compiled.load(Ordering::Relaxed)
+    pub fn new() -> Self {
+        let mut root = Registry::default();
+        root.register_collector(Box::new(process::Process::new()));
+        let mut m = Self {
+            registry: Registry::default(),
+            sessions_started: Counter::default(),
+            sessions_restarted: Counter::default(),
+            components_compiled: Counter::default(),
+            cache_hits: Family::default(),
+            outcomes: Family::default(),
+            api_requests: Counter::default(),
+            live_sessions: Gauge::default(),
+            uptime: Gauge::default(),
+            tasks: Family::default(),
+            queue_depth: Family::default(),
+            task_duration: Family::new_with_constructor(latency),
+            queue_wait: Family::new_with_constructor(latency),
+            tool_calls: Family::default(),
+            tool_duration: Family::new_with_constructor(latency),
+            tokens: Family::default(),
+            inference_errors: Family::default(),
+            inference_duration: Family::new_with_constructor(latency),
+            compiled_count: AtomicU64::new(0),
+        };
+        let r = root.sub_registry_with_prefix("roost");
+        r.register(
+            "build",
+            "roostd's version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        r.register(
+            "sessions_started",
+            "Guest runs started (first runs and restarts)",
+            m.sessions_started.clone(),
+        );
+        r.register(
+            "sessions_restarted",
+            "Guest runs started again by supervision",
+            m.sessions_restarted.clone(),
+        );
+        r.register(
+            "components_compiled",
+            "Components compiled by cranelift (cache misses)",
+            m.components_compiled.clone(),
+        );
+        r.register(
+            "component_cache_hits",
+            "Prepared components found in the cache, by tier (memory, disk)",
+            m.cache_hits.clone(),
+        );
+        r.register(
+            "session_outcomes",
+            "Guest runs by how they ended",
+            m.outcomes.clone(),
+        );
+        r.register(
+            "api_requests",
+            "Control API requests served",
+            m.api_requests.clone(),
+        );
+        r.register(
+            "live_sessions",
+            "Sessions starting or running",
+            m.live_sessions.clone(),
+        );
+        r.register(
+            "uptime_seconds",
+            "Seconds since roostd started",
+            m.uptime.clone(),
+        );
+        r.register(
+            "a2a_tasks",
+            "A2A tasks by route and the state they reached (submitted when accepted, then \
+             their final state)",
+            m.tasks.clone(),
+        );
+        r.register(
+            "a2a_queue_depth",
+            "A2A tasks waiting for their session, by route",
+            m.queue_depth.clone(),
+        );
+        r.register(
+            "a2a_task_duration_seconds",
+            "A2A tasks from acceptance to their final state, by route",
+            m.task_duration.clone(),
+        );
+        r.register(
+            "a2a_task_queue_wait_seconds",
+            "A2A tasks from acceptance to their session taking them, by route",
+            m.queue_wait.clone(),
+        );
+        r.register(
+            "tool_calls",
+            "An agent's tool calls by capsule, tool kind and status",
+            m.tool_calls.clone(),
+        );
+        r.register(
+            "tool_call_duration_seconds",
+            "An agent's tool calls by capsule and tool kind",
+            m.tool_duration.clone(),
+        );
+        r.register(
+            "inference_tokens",
+            "Model tokens by capsule, model and direction (input, output)",
+            m.tokens.clone(),
+        );
+        r.register(
+            "inference_errors",
+            "Model calls that failed, by capsule and model",
+            m.inference_errors.clone(),
+        );
+        r.register(
+            "inference_duration_seconds",
+            "Model calls by capsule and model",
+            m.inference_duration.clone(),
+        );
+        m.registry = root;
+        // Fixed label sets show from the start (at 0).
+        for tier in ["memory", "disk"] {
+            m.cache_hits.get_or_create(&Tier { tier }).inc_by(0);
+        }
+        for outcome in [
+            SessionOutcome::Completed,
+            SessionOutcome::Failed,
+            SessionOutcome::Stopped,
+            SessionOutcome::Interrupted,
+        ] {
+            m.outcomes
+                .get_or_create(&Outcome {
+                    outcome: outcome.label(),
+                })
+                .inc_by(0);
+        }
+        m
     }
 
-    /// Prometheus text exposition format 0.0.4.
-    pub fn render(&self, live_sessions: u64, uptime_secs: u64) -> String {
-        let mut out = String::new();
-        let counter = |out: &mut String, name: &str, help: &str, value: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-            );
+    pub fn session_started(&self) {
+        self.sessions_started.inc();
+    }
+    pub fn session_restarted(&self) {
+        self.sessions_restarted.inc();
+    }
+    pub fn compiled(&self) {
+        self.components_compiled.inc();
+        self.compiled_count.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn cache_hit_memory(&self) {
+        self.cache_hits
+            .get_or_create(&Tier { tier: "memory" })
+            .inc();
+    }
+    pub fn cache_hit_disk(&self) {
+        self.cache_hits.get_or_create(&Tier { tier: "disk" }).inc();
+    }
+    pub fn outcome(&self, outcome: SessionOutcome) {
+        self.outcomes
+            .get_or_create(&Outcome {
+                outcome: outcome.label(),
+            })
+            .inc();
+    }
+    pub fn api_request(&self) {
+        self.api_requests.inc();
+    }
+    pub fn components_compiled(&self) -> u64 {
+        self.compiled_count.load(Ordering::Relaxed)
+    }
+
+    /// A task reached `state` (`submitted` on acceptance).
+    pub fn task_state(&self, route: &str, state: &'static str) {
+        self.tasks
+            .get_or_create(&RouteState {
+                route: route.to_string(),
+                state,
+            })
+            .inc();
+    }
+    pub fn task_ended(&self, route: &str, took: Duration) {
+        self.task_duration
+            .get_or_create(&Route {
+                route: route.to_string(),
+            })
+            .observe(took.as_secs_f64());
+    }
+    pub fn task_waited(&self, route: &str, waited: Duration) {
+        self.queue_wait
+            .get_or_create(&Route {
+                route: route.to_string(),
+            })
+            .observe(waited.as_secs_f64());
+    }
+    pub fn tool_call(
+        &self,
+        capsule: &str,
+        kind: &'static str,
+        status: &'static str,
+        took: Duration,
+    ) {
+        let capsule = capsule.to_string();
+        self.tool_duration
+            .get_or_create(&ToolKind {
+                capsule: capsule.clone(),
+                kind,
+            })
+            .observe(took.as_secs_f64());
+        self.tool_calls
+            .get_or_create(&ToolStatus {
+                capsule,
+                kind,
+                status,
+            })
+            .inc();
+    }
+    /// A model call ended: its tokens (none when it failed) and how long it took.
+    pub fn inference(
+        &self,
+        capsule: &str,
+        model: &str,
+        tokens: Option<(u64, u64)>,
+        took: Duration,
+    ) {
+        let labels = Model {
+            capsule: capsule.to_string(),
+            model: model.to_string(),
         };
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        counter(
-            &mut out,
-            "roost_sessions_started_total",
-            "Guest runs started (first runs and restarts).",
-            load(&self.sessions_started),
-        );
-        counter(
-            &mut out,
-            "roost_sessions_restarted_total",
-            "Guest runs started again by supervision.",
-            load(&self.sessions_restarted),
-        );
-        counter(
-            &mut out,
-            "roost_components_compiled_total",
-            "Components compiled by cranelift (cache misses).",
-            load(&self.components_compiled),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP roost_component_cache_hits_total Prepared components found in the cache.\n# TYPE roost_component_cache_hits_total counter\nroost_component_cache_hits_total{{tier=\"memory\"}} {}\nroost_component_cache_hits_total{{tier=\"disk\"}} {}",
-            load(&self.cache_hits_memory),
-            load(&self.cache_hits_disk)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP roost_session_outcomes_total Guest runs by how they ended.\n# TYPE roost_session_outcomes_total counter"
-        );
-        for (label, value) in OUTCOME_LABELS.iter().zip(&self.outcomes) {
-            let _ = writeln!(
-                out,
-                "roost_session_outcomes_total{{outcome=\"{label}\"}} {}",
-                load(value)
-            );
+        self.inference_duration
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        let Some((input, output)) = tokens else {
+            self.inference_errors.get_or_create(&labels).inc();
+            return;
+        };
+        for (direction, n) in [("input", input), ("output", output)] {
+            self.tokens
+                .get_or_create(&Tokens {
+                    capsule: labels.capsule.clone(),
+                    model: labels.model.clone(),
+                    direction,
+                })
+                .inc_by(n);
         }
-        counter(
-            &mut out,
-            "roost_api_requests_total",
-            "Control API requests served.",
-            load(&self.api_requests),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP roost_live_sessions Sessions starting or running.\n# TYPE roost_live_sessions gauge\nroost_live_sessions {live_sessions}"
-        );
-        let _ = writeln!(
-            out,
-            "# HELP roost_uptime_seconds Seconds since roostd started.\n# TYPE roost_uptime_seconds gauge\nroost_uptime_seconds {uptime_secs}"
-        );
+    }
+
+    /// The exposition (OpenMetrics text, which Prometheus reads), with the
+    /// gauges read at scrape time: live sessions, uptime, and each route's
+    /// waiting tasks.
+    pub fn render(
+        &self,
+        live_sessions: u64,
+        uptime_secs: u64,
+        queued: &[(String, usize)],
+    ) -> String {
+        self.live_sessions
+            .set(i64::try_from(live_sessions).unwrap_or(i64::MAX));
+        self.uptime
+            .set(i64::try_from(uptime_secs).unwrap_or(i64::MAX));
+        self.queue_depth.clear();
+        for (route, n) in queued {
+            self.queue_depth
+                .get_or_create(&Route {
+                    route: route.clone(),
+                })
+                .set(i64::try_from(*n).unwrap_or(i64::MAX));
+        }
+        let mut out = String::new();
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!(%error, "cannot encode the metrics");
+        }
         out
     }
 }
+
+/// The exposition's content type.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// For the process collector's exemplar-free counters.
+type NoExemplar = Option<&'static prometheus_client::metrics::exemplar::Exemplar<NoLabelSet, f64>>;

@@ -1,6 +1,7 @@
 //! Staging: everything that can be checked before a session exists (manifest,
 //! name, workdir, limits, compiled component). A staging error creates no row.
 
+use crate::telemetry::{Kind, Span};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -142,6 +143,19 @@ pub struct Staged {
 /// Validates a start request, prepares its component and resolves, verifies and
 /// compiles its artifacts (each cached per content hash). Writes nothing.
 pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Staged, StageError> {
+    let mut span = Span::start("stage", Kind::Internal, None);
+    span.set("roost.capsule.path", request.path.as_str());
+    let staged = crate::telemetry::scope(span.traceparent(), stage_traced(shared, request)).await;
+    match &staged {
+        Ok(staged) => {
+            span.set("roost.capsule", staged.manifest.name.as_str());
+        }
+        Err(error) => span.fail(error.to_string()),
+    }
+    staged
+}
+
+async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<Staged, StageError> {
     let config = shared.config;
     let path = absolute("path", &request.path)?;
     let user_workdir = request

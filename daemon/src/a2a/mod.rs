@@ -78,6 +78,8 @@ pub struct GatewayParts {
     pub dedupe: bool,
     /// Serve the gRPC binding, and where a request without a tenant goes.
     pub grpc: Option<crate::config::GrpcSettings>,
+    /// `/healthz` and `/readyz` (no token: they say nothing about tasks).
+    pub health: Arc<crate::health::Health>,
 }
 
 /// Serves the A2A gateway on `listener` until `stop`.
@@ -131,6 +133,7 @@ pub fn app(parts: GatewayParts) -> Router {
         .layer(middleware::from_fn_with_state(gw.clone(), auth))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(gw)
+        .merge(crate::api::health_routes(parts.health))
 }
 
 fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Response {

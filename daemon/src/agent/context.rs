@@ -2,6 +2,7 @@
 //! `MURMUR.md`, and checkpoint verification and signing.
 
 use super::*;
+use crate::telemetry::{Kind, Span};
 
 impl AgentRun<'_> {
     /// Sends `kind` to every hook bound to it, in order; a failing or slow
@@ -35,7 +36,31 @@ impl AgentRun<'_> {
                 continue;
             }
             let started = Instant::now();
-            match Box::pin(self.runtime.call_hook(hook, kind, &payload, spec)).await {
+            let mut span = Span::start(format!("hook {kind}"), Kind::Internal, None);
+            span.set("roost.hook.name", name.as_str());
+            span.set("roost.hook.kind", kind);
+            // As the seed does: the hook continues the trace, and may export
+            // its own spans to the same collector.
+            let traced;
+            let spec = match span.traceparent() {
+                Some(traceparent) => {
+                    let mut with = spec.clone();
+                    with.env.push(("TRACEPARENT".into(), traceparent));
+                    if let Some(endpoint) = crate::telemetry::endpoint() {
+                        with.env
+                            .push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint.into()));
+                    }
+                    traced = with;
+                    &traced
+                }
+                None => spec,
+            };
+            let called = Box::pin(self.runtime.call_hook(hook, kind, &payload, spec)).await;
+            if let Err(error) = &called {
+                span.fail(error.to_string());
+            }
+            drop(span);
+            match called {
                 Ok(Some(answer)) if first.is_none() => first = Some((name.clone(), answer)),
                 Ok(_) => {}
                 Err(error) => {

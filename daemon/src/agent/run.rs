@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::ids::TaskId;
+use crate::telemetry::{Kind, Span};
 
 /// Where a task came from.
 struct TaskInput {
@@ -20,6 +21,7 @@ struct TaskOutcome {
     turns: u32,
 }
 
+#[derive(Debug)]
 pub(super) enum TaskFailure {
     Failed(String),
     /// The session was stopped.
@@ -136,7 +138,15 @@ impl AgentRun<'_> {
                     source: "task_md",
                     a2a: None,
                 };
-                let outcome = Box::pin(self.run_task(state, tools, input)).await;
+                let mut span = Span::start("agent task", Kind::Internal, None);
+                span.set("roost.task.source", "task_md");
+                span.set("roost.route", self.route.as_str());
+                let run = Box::pin(self.run_task(state, tools, input));
+                let outcome = crate::telemetry::scope(span.traceparent(), run).await;
+                if let Err(failure) = &outcome {
+                    span.fail(format!("{failure:?}"));
+                }
+                drop(span);
                 match (lifecycle.task_acceptance, outcome) {
                     (_, Err(TaskFailure::Stopped)) => return AgentEnd::Stopped,
                     (_, Err(TaskFailure::Failed(e))) => return AgentEnd::Failed(e),
@@ -208,12 +218,16 @@ impl AgentRun<'_> {
                 Some(input_timeout),
                 Some(&self.task_slot),
                 |link, incoming| async move {
+                    // The task's span (see tasks::watch) is the parent of
+                    // everything its run does.
+                    let traceparent = link.traceparent.clone();
                     let input = TaskInput {
                         text: incoming.text,
                         source: "a2a",
                         a2a: Some((link.task_id, link.context_id, link.cancel)),
                     };
-                    task_outcome(Box::pin(self.run_task(state, tools, input)).await)
+                    let run = Box::pin(self.run_task(state, tools, input));
+                    task_outcome(crate::telemetry::scope(traceparent, run).await)
                 },
             )
             .await

@@ -4,6 +4,7 @@
 
 use super::run::TaskFailure;
 use super::*;
+use crate::telemetry::{Kind, Span};
 
 /// Why a task's turns could not go on.
 #[derive(Debug, thiserror::Error)]
@@ -168,6 +169,19 @@ impl AgentRun<'_> {
             stream: true,
         };
         let data = serde_json::to_string(&request).map_err(TurnError::Encode)?;
+        // GenAI semantic conventions; no prompt text unless
+        // telemetry.capture_content (the API key is never in `data`).
+        let mut span = Span::start(format!("chat {}", call.model), Kind::Client, None);
+        span.set("gen_ai.operation.name", "chat");
+        span.set("gen_ai.request.model", call.model);
+        span.set("roost.driver", spec.driver.as_str());
+        span.set("roost.turn", u64::from(call.turn));
+        if crate::telemetry::capture_content() {
+            span.set(
+                "gen_ai.input.messages",
+                serde_json::to_string(call.messages).unwrap_or_default(),
+            );
+        }
         let started = Instant::now();
         let output = Box::pin(self.runtime.run_tool(
             &self.plan.driver,
@@ -194,6 +208,10 @@ impl AgentRun<'_> {
             Ok(r) => r,
             Err(error) => {
                 let error = self.plan.redact(&error);
+                span.fail(error.as_str());
+                self.broker
+                    .metrics()
+                    .inference(&self.capsule, call.model, None, started.elapsed());
                 state
                     .trace
                     .event(
@@ -212,6 +230,24 @@ impl AgentRun<'_> {
             }
         };
         let used = response.usage.unwrap_or_default();
+        self.broker.metrics().inference(
+            &self.capsule,
+            call.model,
+            Some((used.input_tokens, used.output_tokens)),
+            started.elapsed(),
+        );
+        span.set("gen_ai.usage.input_tokens", used.input_tokens);
+        span.set("gen_ai.usage.output_tokens", used.output_tokens);
+        span.set(
+            "gen_ai.response.finish_reasons",
+            response.stop_reason.as_str(),
+        );
+        if crate::telemetry::capture_content()
+            && let Some(text) = &response.text
+        {
+            span.set("gen_ai.output.messages", text.as_str());
+        }
+        drop(span);
         state.used.add(used);
         state.task_used.add(used);
         let fields = json!({
@@ -244,6 +280,14 @@ impl AgentRun<'_> {
                 "tool '{}' is not declared in manifest allowlist (`tools:` in murmur.yaml)",
                 call.name
             );
+            let mut span = Span::start(format!("execute_tool {}", call.name), Kind::Internal, None);
+            span.set("gen_ai.operation.name", "execute_tool");
+            span.set("gen_ai.tool.name", call.name.as_str());
+            span.set("roost.tool.status", "denied");
+            span.fail("denied: not in the manifest's tools allow-list");
+            self.broker
+                .metrics()
+                .tool_call(&self.capsule, "none", "denied", started.elapsed());
             state
                 .trace
                 .event(

@@ -4,6 +4,7 @@
 mod error;
 mod events;
 mod logs;
+mod observe;
 mod policy;
 mod registry;
 mod sessions;
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use error::ApiError;
+pub use observe::{MetricsState, health_routes, serve_metrics};
 
 use crate::supervisor::Supervisor;
 
@@ -249,18 +251,8 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
     .await
 }
 
-async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
-    let text = state.host.metrics.render(
-        state.supervisor.live_sessions(),
-        state.started.elapsed().as_secs(),
-    );
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
+async fn metrics(State(state): State<ApiState>) -> Response {
+    observe::exposition(&state.supervisor, state.started)
 }
 
 async fn fallback(request: Request) -> ApiError {

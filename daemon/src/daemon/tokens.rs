@@ -64,20 +64,9 @@ impl Tokens {
 /// group is roostd's own (`root:roost 0640` under the shipped unit, where
 /// roostd runs as group `roost`). At least 16 characters.
 pub fn read_token(path: Option<&std::path::Path>, what: &str) -> Result<Arc<str>, DaemonError> {
-    use std::os::unix::fs::MetadataExt;
     let path = path.ok_or_else(|| DaemonError::Control(format!("{what} is required")))?;
     let fail = |why: String| DaemonError::Control(format!("{what} {}: {why}", path.display()));
-    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
-    let mode = meta.mode() & 0o777;
-    // SAFETY: getegid has no preconditions and cannot fail.
-    let own_group = meta.gid() == unsafe { libc::getegid() };
-    if mode & 0o037 != 0 || (mode & 0o040 != 0 && !own_group) {
-        return Err(fail(format!(
-            "mode {mode:o} lets other users read or change it; chmod 600 it (or 640 with \
-             roostd's own group as the file's group)"
-        )));
-    }
-    let token = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let token = crate::secrets::read_private(path).map_err(fail)?;
     let token = token.trim();
     if token.len() < 16 {
         return Err(fail("the token must be at least 16 characters".into()));

@@ -2,6 +2,7 @@
 //! process (in memory), and serialized under the state dir so a restart does not
 //! recompile.
 
+use crate::telemetry::{Kind, Span};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,10 @@ pub(crate) struct ComponentCache {
 }
 
 impl ComponentCache {
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     pub(crate) fn new(dir: PathBuf, metrics: Arc<Metrics>) -> Self {
         Self {
             dir,
@@ -116,6 +121,10 @@ impl ComponentCache {
         let prepared = cell
             .get_or_try_init(|| async {
                 initialised_here = true;
+                let mut span = Span::start("load component", Kind::Internal, None);
+                span.set("roost.component", what.as_str());
+                span.set("roost.component.sha256", sha.as_str());
+                let compiled_before = self.metrics.components_compiled();
                 let engine = engine.clone();
                 let cached = self.dir.join(format!("{sha}.cwasm"));
                 let metrics = Arc::clone(&self.metrics);
@@ -124,7 +133,14 @@ impl ComponentCache {
                     load_or_compile(&engine, &cached, &what, &sha_for_task, source, &metrics)
                 })
                 .await
-                .map_err(|e| RuntimeError::Engine(format!("compile task failed: {e}")))??;
+                .map_err(|e| RuntimeError::Engine(format!("compile task failed: {e}")))
+                .and_then(|loaded| loaded)
+                .inspect_err(|e| span.fail(e.to_string()))?;
+                span.set(
+                    "roost.component.compiled",
+                    self.metrics.components_compiled() > compiled_before,
+                );
+                drop(span);
                 prepare(sha.clone(), component).map(Arc::new)
             })
             .await?;

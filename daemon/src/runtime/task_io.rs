@@ -63,6 +63,11 @@ pub trait TaskIo: Send + Sync {
     fn cancel(&self) -> &CancellationToken;
     /// The task's W3C trace id: the client's, else one named after the task.
     fn trace_id(&self) -> String;
+    /// The span the task's run continues (a W3C `traceparent`), when
+    /// telemetry is on or the client sent one.
+    fn traceparent(&self) -> Option<String> {
+        None
+    }
     /// Asks the task's client for input (the task goes to input-required).
     async fn request_input(&self, prompt: &str) -> Result<Reply, InputError>;
     /// A text chunk of the answer (or of the agent's thinking).

@@ -256,6 +256,12 @@ impl Store {
         Ok(self.write_one(op).await? == 1)
     }
 
+    /// Whether the database takes writes now (a write that changes
+    /// nothing goes through the writer and commits).
+    pub async fn writable(&self) -> Result<(), StoreError> {
+        self.write_one(WriteOp::Probe).await.map(drop)
+    }
+
     /// By id, else by name (the live session with that name, else the newest one).
     pub async fn get(&self, id_or_name: &str) -> Result<Option<Session>, StoreError> {
         let sql = format!(

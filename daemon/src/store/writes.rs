@@ -58,6 +58,9 @@ pub(super) enum WriteOp {
     Push(super::push_writes::PushWrite),
     /// An agent's conversation in a context, replaced.
     Conversation(super::conversation_writes::SaveConversation),
+    /// A write statement that changes nothing, committed: proves the
+    /// writer thread answers and the database takes writes (`/readyz`).
+    Probe,
     /// Panics on the thread (tests of its recovery).
     #[cfg(test)]
     Panic,
@@ -78,6 +81,7 @@ impl WriteOp {
                     | WriteOp::Prune { .. }
                     | WriteOp::PruneSessionTasks { .. }
                     | WriteOp::DeleteSession { .. }
+                    | WriteOp::Probe
             ),
         }
     }
@@ -149,6 +153,10 @@ pub(super) fn apply(
                 "DELETE FROM sessions WHERE id = ?1 AND state NOT IN ('starting', 'running')",
             )?
             .execute(params![id])? as u64,
+        ),
+        WriteOp::Probe => Some(
+            conn.prepare_cached("DELETE FROM sessions WHERE 0")?
+                .execute([])? as u64,
         ),
         #[cfg(test)]
         WriteOp::Panic => panic!("a write that panics"),

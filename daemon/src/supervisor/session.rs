@@ -1,6 +1,7 @@
 //! One session's task: runs the capsule, records each transition, and applies
 //! the restart policy with backoff until the session ends for good.
 
+use crate::telemetry::{Kind, Span};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -114,8 +115,22 @@ impl SessionTask {
         let mut recorded_running = again.is_none();
         let (state, error) = loop {
             let started = Instant::now();
-            let end =
-                Box::pin(self.run_once(std::mem::replace(&mut recorded_running, false))).await;
+            let mut span = Span::root_in(
+                format!("session run {}", self.staged.manifest.name),
+                Kind::Internal,
+                None,
+                &crate::tasks::trace_id_of(&self.id),
+            );
+            span.set("roost.session_id", self.id.to_string());
+            span.set("roost.capsule", self.staged.manifest.name.as_str());
+            span.set("roost.route", self.name.as_str());
+            span.set("roost.restart_count", u64::from(self.restart_count));
+            let run = Box::pin(self.run_once(std::mem::replace(&mut recorded_running, false)));
+            let end = crate::telemetry::scope(span.traceparent(), run).await;
+            if let RunEnd::Failed(error) = &end {
+                span.fail(error.as_str());
+            }
+            drop(span);
             let (failed, error) = match &end {
                 RunEnd::Stopped => break (SessionState::Stopped, None),
                 RunEnd::Completed => (false, None),
@@ -420,7 +435,7 @@ impl SessionTask {
     fn open_inbox(&self) -> Option<crate::tasks::InboxRx> {
         let lifecycle = self.staged.program.lifecycle()?;
         let depth = lifecycle.inbox_depth()?;
-        Some(self.shared.tasks.open_inbox(&self.id, depth))
+        Some(self.shared.tasks.open_inbox(&self.id, &self.name, depth))
     }
 
     /// How long a session without a task waits for one (`a2a.idle_timeout_secs`).

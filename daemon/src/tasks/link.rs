@@ -165,6 +165,9 @@ impl TaskIo for TaskLink {
         &self.cancel
     }
 
+    fn traceparent(&self) -> Option<String> {
+        self.traceparent.clone()
+    }
     fn trace_id(&self) -> String {
         TaskLink::trace_id(self)
     }

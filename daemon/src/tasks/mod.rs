@@ -15,6 +15,7 @@ mod link;
 pub mod model;
 mod push;
 mod queue;
+mod watch;
 
 pub use crate::runtime::{InputError, Outcome, Reply, TaskSlot, trace_id_of};
 pub use input::ResumeError;
@@ -23,42 +24,12 @@ pub use link::{INPUT_TIMEOUT, TaskLink};
 pub use model::{
     A2aTask, ANSWER_ARTIFACT, EventKind, NEVER_RAN, TaskEvent, TaskState, message_text,
 };
-pub use queue::{Next, Queue};
+use queue::{INBOX_SLACK, Queued};
+pub use queue::{InboxRx, Next, Queue};
 
 use crate::ids::TaskId;
 use crate::store::{NewA2aTask, Store, StoreError};
 pub use crate::store::{PushConfig, PushDelivery, TaskFilter};
-/// The tasks of a session's inbox that wait and still count against its
-/// `queue_depth`: a task canceled while it waits leaves this set at once
-/// (its slot is free again) though the channel still holds it until the
-/// session receives and skips it.
-type Queued = Arc<Mutex<HashSet<TaskId>>>;
-
-/// The channel holds this many times `queue_depth` (at least
-/// [`INBOX_SLACK`] more), so tasks canceled while they wait do not keep new
-/// ones out; the depth itself is counted apart ([`Queued`]).
-const INBOX_SLACK: usize = 16;
-
-/// The receiving end of a session's inbox. Tasks travel boxed: the channel
-/// allocates its slots in blocks of 32 up front, and every live session has one.
-pub struct InboxRx {
-    rx: mpsc::Receiver<Box<Incoming>>,
-    queued: Queued,
-}
-
-impl InboxRx {
-    /// The next task handed to the session; it no longer counts as waiting.
-    pub async fn recv(&mut self) -> Option<Box<Incoming>> {
-        let task = self.rx.recv().await?;
-        lock(&self.queued).remove(&task.task_id);
-        Some(task)
-    }
-
-    fn close(&mut self) {
-        self.rx.close();
-    }
-}
-
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {
@@ -107,6 +78,7 @@ pub struct NewTask<'a> {
 
 struct Inbox {
     tx: mpsc::Sender<Box<Incoming>>,
+    route: String,
     depth: usize,
     queued: Queued,
     /// How many of the session's launches wait on the inbox right now.
@@ -123,7 +95,7 @@ pub struct Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let mut live = lock(&self.broker.live);
+        let mut live = lock(&self.broker.fan.live);
         if live
             .get(&self.task_id)
             .is_some_and(|tx| tx.receiver_count() <= 1)
@@ -136,16 +108,25 @@ impl Drop for Subscription {
 /// Where each task's live events go.
 type LiveTasks = HashMap<String, broadcast::Sender<TaskEvent>>;
 
+/// Where committed events go: subscribers, and metrics and traces.
+struct Fan {
+    live: Mutex<LiveTasks>,
+    watch: watch::Watch,
+}
+
 /// Tells a task's subscribers about its committed events (on the task
 /// writer's thread, so in log order).
-fn fan_out(live: &Mutex<LiveTasks>, task_id: &str, written: &[Option<TaskEvent>]) {
-    let mut live = lock(live);
+fn fan_out(fan: &Fan, task_id: &str, written: &[Option<TaskEvent>]) {
+    let mut live = lock(&fan.live);
     for event in written.iter().flatten() {
         if let Some(tx) = live.get(task_id) {
             let _ = tx.send(event.clone());
         }
-        if matches!(&event.kind, EventKind::Status { state, .. } if state.is_terminal()) {
+        if let EventKind::Status { state, message } = &event.kind
+            && state.is_terminal()
+        {
             live.remove(task_id);
+            fan.watch.ended(task_id, *state, message.as_deref());
         }
     }
 }
@@ -154,7 +135,7 @@ fn fan_out(live: &Mutex<LiveTasks>, task_id: &str, written: &[Option<TaskEvent>]
 pub struct Broker {
     store: Store,
     inboxes: Mutex<HashMap<String, Inbox>>,
-    live: Arc<Mutex<LiveTasks>>,
+    fan: Arc<Fan>,
     /// Tokens of running tasks; a canceled token for a task canceled before
     /// it started (so it never starts).
     running: Mutex<HashMap<String, CancellationToken>>,
@@ -171,11 +152,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Broker {
-    pub fn new(store: Store) -> Self {
+    pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
         Self {
             store,
             inboxes: Mutex::default(),
-            live: Arc::default(),
+            fan: Arc::new(Fan {
+                live: Mutex::default(),
+                watch: watch::Watch::new(metrics),
+            }),
             running: Mutex::default(),
             waiting: Mutex::default(),
             handed: Mutex::default(),
@@ -183,7 +167,7 @@ impl Broker {
     }
 
     /// A session starts taking tasks: at most `depth` wait at a time.
-    pub fn open_inbox(&self, session_id: &str, depth: usize) -> InboxRx {
+    pub fn open_inbox(&self, session_id: &str, route: &str, depth: usize) -> InboxRx {
         let depth = depth.max(1);
         let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + INBOX_SLACK));
         let queued = Queued::default();
@@ -191,12 +175,26 @@ impl Broker {
             session_id.to_string(),
             Inbox {
                 tx,
+                route: route.to_string(),
                 depth,
                 queued: Arc::clone(&queued),
                 waiting: Arc::default(),
             },
         );
         InboxRx { rx, queued }
+    }
+
+    /// Each route's tasks waiting for their session (for the metrics).
+    pub fn queue_depths(&self) -> Vec<(String, usize)> {
+        lock(&self.inboxes)
+            .values()
+            .map(|inbox| (inbox.route.clone(), lock(&inbox.queued).len()))
+            .collect()
+    }
+
+    /// The metrics the broker counts into.
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        self.fan.watch.metrics()
     }
 
     /// The count of the session's launches waiting on its inbox (a launch
@@ -313,6 +311,13 @@ impl Broker {
                 return Err(error.into());
             }
         }
+        let traceparent = self.fan.watch.accepted(&watch::Accepted {
+            task_id: &task_id,
+            route: new.route,
+            session_id: new.session_id,
+            context_id: &context_id,
+            traceparent: new.traceparent,
+        });
         if direct {
             // Subscribers hear of `working` before anything the session does.
             let working = TaskEvent {
@@ -320,7 +325,7 @@ impl Broker {
                 at: task.created_at.clone(),
                 kind: link::working(),
             };
-            fan_out(&self.live, &task_id, &[Some(working)]);
+            fan_out(&self.fan, &task_id, &[Some(working)]);
         }
         // Handed to the session only once its record is committed: a task
         // that runs is always a task the client was told about.
@@ -329,7 +334,7 @@ impl Broker {
             context_id,
             message_id: new.message_id.to_string(),
             text: new.text.to_string(),
-            traceparent: new.traceparent.map(str::to_string),
+            traceparent,
             working: direct,
         }));
         Ok((task, Some(live)))
@@ -353,12 +358,12 @@ impl Broker {
         kinds: Vec<EventKind>,
     ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
         let (reply, answer) = oneshot::channel();
-        let live = Arc::clone(&self.live);
+        let fan = Arc::clone(&self.fan);
         let id = task_id.to_string();
         self.store
             .append_task_events_then(task_id, kinds, true, move |written| {
                 if let Ok(events) = &written {
-                    fan_out(&live, &id, events);
+                    fan_out(&fan, &id, events);
                 }
                 let _ = reply.send(written);
             });
@@ -368,12 +373,12 @@ impl Broker {
     /// Queues events for the task's log without waiting; its subscribers
     /// hear of them once they are committed, and `permit` is released then.
     fn publish_queued(&self, task_id: &str, kinds: Vec<EventKind>, permit: OwnedSemaphorePermit) {
-        let live = Arc::clone(&self.live);
+        let fan = Arc::clone(&self.fan);
         let id = task_id.to_string();
         self.store
             .append_task_events_then(task_id, kinds, false, move |written| {
                 match &written {
-                    Ok(events) => fan_out(&live, &id, events),
+                    Ok(events) => fan_out(&fan, &id, events),
                     Err(error) => {
                         tracing::warn!(%error, task_id = %id, "cannot record a task update");
                     }
@@ -401,7 +406,7 @@ impl Broker {
 
     /// Live events of a task from now on (replay the log from the store first).
     pub fn subscribe(self: &Arc<Self>, task_id: &str) -> Subscription {
-        let rx = lock(&self.live)
+        let rx = lock(&self.fan.live)
             .entry(task_id.to_string())
             .or_insert_with(|| broadcast::channel(64).0)
             .subscribe();
@@ -424,6 +429,7 @@ impl Broker {
     /// delivered to one run only; this is the backstop).
     pub fn running(&self, task_id: &str) -> Option<CancellationToken> {
         lock(&self.handed).remove(task_id);
+        self.fan.watch.taken(task_id);
         let mut running = lock(&self.running);
         match running.get(task_id) {
             Some(token) if token.is_cancelled() => {

@@ -2,16 +2,50 @@
 //! delivered task's run, with its answer and final state recorded
 //! (`Broker::serve`).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::runtime::Outcome;
 
 use super::{
-    ANSWER_ARTIFACT, Broker, EventKind, InboxRx, Incoming, NEVER_RAN, TaskLink, TaskSlot,
-    TaskState, lock,
+    ANSWER_ARTIFACT, Broker, EventKind, Incoming, NEVER_RAN, TaskId, TaskLink, TaskSlot, TaskState,
+    lock,
 };
+
+/// The tasks of a session's inbox that wait and still count against its
+/// `queue_depth`: a task canceled while it waits leaves this set at once
+/// (its slot is free again) though the channel still holds it until the
+/// session receives and skips it.
+pub(super) type Queued = Arc<Mutex<HashSet<TaskId>>>;
+
+/// The channel holds this many times `queue_depth` (at least
+/// [`INBOX_SLACK`] more), so tasks canceled while they wait do not keep new
+/// ones out; the depth itself is counted apart ([`Queued`]).
+pub(super) const INBOX_SLACK: usize = 16;
+
+/// The receiving end of a session's inbox. Tasks travel boxed: the channel
+/// allocates its slots in blocks of 32 up front, and every live session has one.
+pub struct InboxRx {
+    pub(super) rx: mpsc::Receiver<Box<Incoming>>,
+    pub(super) queued: Queued,
+}
+
+impl InboxRx {
+    /// The next task handed to the session; it no longer counts as waiting.
+    pub async fn recv(&mut self) -> Option<Box<Incoming>> {
+        let task = self.rx.recv().await?;
+        lock(&self.queued).remove(&task.task_id);
+        Some(task)
+    }
+
+    pub(super) fn close(&mut self) {
+        self.rx.close();
+    }
+}
 
 /// What waiting for the next task gave.
 pub enum Next {

@@ -23,7 +23,7 @@ async fn broker_with_session(dir: &std::path::Path) -> Arc<Broker> {
         })
         .await
         .expect("session");
-    Arc::new(Broker::new(store))
+    Arc::new(Broker::new(store, Arc::default()))
 }
 
 fn task(message_id: &str) -> NewTask<'_> {
@@ -43,7 +43,7 @@ fn task(message_id: &str) -> NewTask<'_> {
 async fn a_task_canceled_while_it_waits_frees_its_slot_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = broker_with_session(dir.path()).await;
-    let mut inbox = broker.open_inbox("ses_q", 1);
+    let mut inbox = broker.open_inbox("ses_q", "q", 1);
     let (first, _) = broker.submit(task("m1")).await.expect("first accepted");
     // The depth is 1: a second waiting task is refused ...
     let refused = broker.submit(task("m2")).await;

@@ -9,6 +9,7 @@ use super::super::bindings::{Status, ToolInput, ToolResult, murmur};
 use super::super::call::call_tool;
 use super::super::catalog::{Target, ToolError, ToolOutput, ToolRequest};
 use super::{GuestState, SessionTools, from_wit, into_wit};
+use crate::telemetry::{Kind, Span};
 
 impl SessionTools {
     /// Dispatches one tool call; names outside the allow-list fail before
@@ -24,6 +25,14 @@ impl SessionTools {
             return Err(ToolError::NotAllowed(name.to_string()));
         }
         let started = Instant::now();
+        let mut span = Span::start(format!("execute_tool {name}"), Kind::Internal, None);
+        span.set("gen_ai.operation.name", "execute_tool");
+        span.set("gen_ai.tool.name", name);
+        if crate::telemetry::capture_content()
+            && let Some(data) = &input.data
+        {
+            span.set("gen_ai.tool.call.arguments", data.as_str());
+        }
         let request = ToolRequest {
             data: input.data.clone(),
             log_path: input.log_path.clone(),
@@ -79,6 +88,15 @@ impl SessionTools {
             },
             Err(_) => "dispatch-error",
         };
+        span.set("roost.tool.kind", kind);
+        span.set("roost.tool.status", status);
+        if status != "passed" {
+            span.fail(status);
+        }
+        self.core
+            .cache
+            .metrics()
+            .tool_call(&self.spec.capsule, kind, status, started.elapsed());
         tracing::info!(
             tool = name,
             kind,

@@ -27,6 +27,8 @@ use crate::policy::CapabilityPolicy;
 #[derive(Clone)]
 pub struct ToolSpec {
     pub session_id: SessionId,
+    /// The capsule's name (a metrics label).
+    pub capsule: String,
     /// The directory tools see (preopened as `.`, the cwd of native tools).
     pub workdir: PathBuf,
     /// The session's bookkeeping dir (installed tools, logs, tool output).

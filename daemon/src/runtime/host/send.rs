@@ -3,6 +3,7 @@
 //! [`Outbox`](super::super::Outbox) with the current task's trace; `call`
 //! also waits for the peer's answer, passing on what it streams.
 
+use crate::telemetry::{Kind, Span};
 use std::sync::Arc;
 
 use super::super::bindings::murmur;
@@ -35,19 +36,31 @@ impl GuestState {
         &mut self,
         peer_url: &str,
         message: murmur::message::send::Message,
-    ) -> Result<(String, Arc<dyn super::super::Outbox>, OutMessage), String> {
+    ) -> Result<(String, Arc<dyn super::super::Outbox>, OutMessage, Span), String> {
         let peer_url = self.allowed_peer(peer_url)?;
         let outbox = self
             .outbox
             .clone()
             .ok_or_else(|| "this daemon has no A2A gateway to send through".to_string())?;
+        // A client span under the caller's task (or whatever runs now); the
+        // peer continues it.
+        let parent = self
+            .task
+            .as_ref()
+            .and_then(|t| t.traceparent())
+            .or_else(crate::telemetry::current);
+        let mut span = Span::start("a2a send", Kind::Client, parent.as_deref());
+        span.set("roost.peer", peer_url.as_str());
+        span.set("a2a.message.id", message.message_id.as_str());
         let message = OutMessage {
             message_id: message.message_id,
             context_id: message.context_id,
             text: message.text,
-            traceparent: traceparent(self.task.as_ref(), &self.hooks.session_id),
+            traceparent: span
+                .traceparent()
+                .unwrap_or_else(|| traceparent(self.task.as_ref(), &self.hooks.session_id)),
         };
-        Ok((peer_url, outbox, message))
+        Ok((peer_url, outbox, message, span))
     }
 
     /// Logs a send (or why it failed) and notes it for the trace, with
@@ -97,9 +110,13 @@ impl murmur::message::send::Host for GuestState {
         peer_url: String,
         message: murmur::message::send::Message,
     ) -> Result<murmur::message::send::TaskResult, String> {
-        let (peer_url, outbox, message) = self.outgoing(&peer_url, message)?;
+        let (peer_url, outbox, message, mut span) = self.outgoing(&peer_url, message)?;
         let (message_id, traceparent) = (message.message_id.clone(), message.traceparent.clone());
         let sent = outbox.send(&peer_url, message).await;
+        if let Err(error) = &sent {
+            span.fail(error.to_string());
+        }
+        drop(span);
         let sent = self.record("a2a_send", &peer_url, &message_id, sent, |sent| {
             serde_json::json!({
                 "peer_task_id": sent.task_id, "peer_context_id": sent.context_id,
@@ -125,7 +142,7 @@ impl murmur::peer::call::Host for GuestState {
         message: murmur::message::send::Message,
         timeout_secs: u32,
     ) -> Result<murmur::peer::call::Answer, String> {
-        let (peer_url, outbox, message) = self.outgoing(&peer_url, message)?;
+        let (peer_url, outbox, message, mut span) = self.outgoing(&peer_url, message)?;
         let (message_id, traceparent) = (message.message_id.clone(), message.traceparent.clone());
         let secs = match timeout_secs {
             0 => DEFAULT_CALL,
@@ -157,6 +174,10 @@ impl murmur::peer::call::Host for GuestState {
                 task.chunk(&text, true).await;
             }
         }
+        if let Err(error) = &answer {
+            span.fail(error.to_string());
+        }
+        drop(span);
         let answer = self.record("a2a_call", &peer_url, &message_id, answer, |a| {
             serde_json::json!({
                 "peer_task_id": a.task_id, "peer_context_id": a.context_id,

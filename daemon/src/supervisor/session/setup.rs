@@ -398,6 +398,7 @@ impl SessionTask {
         });
         ToolSpec {
             session_id: self.id.clone(),
+            capsule: self.staged.manifest.name.clone(),
             workdir: self.workdir.clone(),
             bookkeeping: self.bookkeeping.clone(),
             env,

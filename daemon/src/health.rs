@@ -1,0 +1,71 @@
+//! Liveness and readiness as `/healthz` and `/readyz` report them (the
+//! metrics listener and the A2A gateway render them): ready when the store
+//! takes a write and the A2A gateway accepts connections.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::store::Store;
+
+/// How long one check may take before it counts as failed.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Clone)]
+pub struct Health {
+    store: Store,
+    gateway: SocketAddr,
+}
+
+/// The checks' outcome.
+pub struct Report {
+    pub ready: bool,
+    pub body: Value,
+}
+
+impl Health {
+    pub fn new(store: Store, gateway: SocketAddr) -> Self {
+        Self { store, gateway }
+    }
+
+    /// Each check, with why it failed.
+    pub async fn ready(&self) -> Report {
+        let store = match tokio::time::timeout(CHECK_TIMEOUT, self.store.writable()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(format!("the store takes no writes: {error}")),
+            Err(_) => Err("the store did not answer a write within 2 s".to_string()),
+        };
+        let gateway =
+            match tokio::time::timeout(CHECK_TIMEOUT, tokio::net::TcpStream::connect(self.gateway))
+                .await
+            {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(error)) => Err(format!(
+                    "the A2A gateway on {} refuses: {error}",
+                    self.gateway
+                )),
+                Err(_) => Err(format!(
+                    "the A2A gateway on {} did not accept within 2 s",
+                    self.gateway
+                )),
+            };
+        let ready = store.is_ok() && gateway.is_ok();
+        let show = |r: &Result<(), String>| match r {
+            Ok(()) => json!({"ok": true}),
+            Err(e) => json!({"ok": false, "error": e}),
+        };
+        Report {
+            ready,
+            body: json!({
+                "status": if ready { "ready" } else { "not ready" },
+                "checks": {"store": show(&store), "gateway": show(&gateway)},
+            }),
+        }
+    }
+}
+
+/// `/healthz`: the process answers.
+pub fn live() -> Value {
+    json!({"status": "live", "version": env!("CARGO_PKG_VERSION")})
+}
