@@ -9,8 +9,10 @@ use serde::{Deserialize, Serialize};
 mod a2a;
 mod log;
 mod observe;
+mod overrides;
 pub use log::{LogFormat, LogSettings};
 pub use observe::{MetricsConfig, OtlpProtocol, TelemetryConfig, UiConfig};
+pub use overrides::Overrides;
 #[cfg(test)]
 mod shipped;
 pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};
@@ -344,17 +346,6 @@ impl Default for RestartConfig {
     }
 }
 
-/// Values given on the command line or through the environment; `None` = not given.
-#[derive(Debug, Default, Clone)]
-pub struct Overrides {
-    pub config: Option<PathBuf>,
-    pub state_dir: Option<PathBuf>,
-    pub socket: Option<PathBuf>,
-    pub a2a_listen: Option<SocketAddr>,
-    pub registry: Option<String>,
-    pub a2a_idle_timeout_secs: Option<u64>,
-}
-
 impl DaemonConfig {
     /// The registry to stage artifacts from.
     pub fn registry_location(&self) -> String {
@@ -377,21 +368,7 @@ impl DaemonConfig {
                 }
             }
         };
-        if let Some(dir) = overrides.state_dir {
-            config.state_dir = dir;
-        }
-        if let Some(socket) = overrides.socket {
-            config.socket = socket;
-        }
-        if let Some(addr) = overrides.a2a_listen {
-            config.a2a_listen = addr;
-        }
-        if let Some(registry) = overrides.registry {
-            config.registry = Some(registry);
-        }
-        if let Some(secs) = overrides.a2a_idle_timeout_secs {
-            config.a2a.idle_timeout_secs = secs;
-        }
+        overrides.apply(&mut config);
         config.validate()?;
         Ok(config)
     }

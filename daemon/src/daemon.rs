@@ -146,6 +146,10 @@ pub async fn run(
         Some(addr) => Some(bind("metrics", addr).await?),
         None => None,
     };
+    let ui_listener = match config.ui.listen {
+        Some(addr) => Some(bind("the dashboard", addr).await?),
+        None => None,
+    };
     let peers = unix::PeerPolicy::new(config.control.group.as_deref())
         .map_err(|e| DaemonError::Control(e.to_string()))?;
     let control = unix::bind(&config.socket).await?;
@@ -167,6 +171,7 @@ pub async fn run(
         a2a: a2a_token,
         routes: route_tokens,
         peers: peer_tokens,
+        ui: ui_token,
         ..
     } = tokens;
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
@@ -279,6 +284,18 @@ pub async fn run(
             servers.clone(),
         ))
     });
+    let ui_task = ui_listener.zip(ui_token).map(|(listener, token)| {
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(url = %format!("http://{addr}/"), "dashboard");
+        }
+        let ui = api::ui::UiState::new(
+            supervisor.clone(),
+            Arc::clone(&state.host),
+            token,
+            servers.clone(),
+        );
+        tokio::spawn(api::ui::serve_ui(listener, ui, servers.clone()))
+    });
     let control_task = tokio::spawn(api::serve_unix(control, state, servers.clone()));
     let push_policy = config_push.map(|allow| Arc::new(crate::a2a::push::PushPolicy::new(&allow)));
     if let Some(policy) = &push_policy {
@@ -356,6 +373,7 @@ pub async fn run(
         .into_iter()
         .chain(control_tcp_task)
         .chain(metrics_task)
+        .chain(ui_task)
     {
         match tokio::time::timeout(Duration::from_secs(2), task).await {
             Ok(Ok(Ok(()))) => {}

@@ -69,3 +69,38 @@ impl Health {
 pub fn live() -> Value {
     json!({"status": "live", "version": env!("CARGO_PKG_VERSION")})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn not_ready_names_what_failed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(
+            &dir.path().join("roost.db"),
+            crate::store::Durability::Normal,
+        )
+        .await
+        .expect("store");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let open = listener.local_addr().expect("addr");
+        // The control: a gateway that accepts, a store that takes writes.
+        let report = Health::new(store.clone(), open).ready().await;
+        assert!(report.ready, "{}", report.body);
+        drop(listener);
+        let report = Health::new(store.clone(), open).ready().await;
+        assert!(!report.ready);
+        assert_eq!(report.body["checks"]["store"]["ok"], true);
+        assert_eq!(report.body["checks"]["gateway"]["ok"], false);
+        assert!(
+            report.body["checks"]["gateway"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("refuses")),
+            "{}",
+            report.body
+        );
+    }
+}

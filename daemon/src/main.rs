@@ -35,6 +35,15 @@ struct Args {
     /// Artifact registry: a directory or an http:// URL (default: <state-dir>/registry).
     #[arg(long, env = "ROOST_REGISTRY")]
     registry: Option<String>,
+    /// Serve /metrics, /healthz and /readyz on this address (metrics.listen).
+    #[arg(long, env = "ROOST_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// Serve the web dashboard on this address (ui.listen; needs a token file).
+    #[arg(long, env = "ROOST_UI_LISTEN")]
+    ui_listen: Option<SocketAddr>,
+    /// The dashboard's login token (ui.token_file): mode 0600.
+    #[arg(long, env = "ROOST_UI_TOKEN_FILE")]
+    ui_token_file: Option<PathBuf>,
     /// Check the configuration (file, environment, flags; token and CA
     /// files), print the effective one as YAML, and exit: 0 if roostd
     /// would start with it, 2 if not.
@@ -201,6 +210,9 @@ fn main() -> anyhow::Result<()> {
         a2a_listen: args.a2a_listen,
         registry: args.registry,
         a2a_idle_timeout_secs: args.a2a_idle_timeout_secs,
+        metrics_listen: args.metrics_listen,
+        ui_listen: args.ui_listen,
+        ui_token_file: args.ui_token_file,
     };
     if args.check_config {
         std::process::exit(check_config(overrides));

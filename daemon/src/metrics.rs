@@ -392,3 +392,85 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 
 /// For the process collector's exemplar-free counters.
 type NoExemplar = Option<&'static prometheus_client::metrics::exemplar::Exemplar<NoLabelSet, f64>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every series, each with one sample.
+    fn exposition() -> String {
+        let m = Metrics::new();
+        m.session_started();
+        m.session_restarted();
+        m.compiled();
+        m.cache_hit_disk();
+        m.outcome(SessionOutcome::Failed);
+        m.api_request();
+        m.task_state("r", "submitted");
+        m.task_waited("r", Duration::from_millis(3));
+        m.task_ended("r", Duration::from_millis(30));
+        m.tool_call("c", "wasm", "passed", Duration::from_millis(2));
+        m.inference("c", "m", Some((10, 2)), Duration::from_millis(40));
+        m.inference("c", "m", None, Duration::from_millis(40));
+        m.render(1, 5, &[("r".into(), 2)])
+    }
+
+    fn sample_names(text: &str) -> std::collections::HashSet<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_shipped_grafana_dashboard_names_only_series_roostd_serves() {
+        let served = sample_names(&exposition());
+        let dashboard = include_str!("../../contrib/grafana/roostd.json");
+        let json: serde_json::Value = serde_json::from_str(dashboard).expect("dashboard JSON");
+        let mut named = 0;
+        for word in dashboard.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("roost_") || word.starts_with("process_") {
+                named += 1;
+                assert!(
+                    served.contains(word),
+                    "the dashboard names {word}, not served"
+                );
+            }
+        }
+        assert!(named > 15, "{named}");
+        assert!(json["panels"].as_array().is_some_and(|p| p.len() > 10));
+    }
+
+    #[test]
+    fn labels_are_bounded_and_units_are_base_units() {
+        let text = exposition();
+        assert!(
+            text.contains("roost_a2a_queue_depth{route=\"r\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "roost_inference_tokens_total{capsule=\"c\",model=\"m\",direction=\"input\"} 10"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("roost_inference_errors_total{capsule=\"c\",model=\"m\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("roost_build_info{version=\""), "{text}");
+        assert!(text.ends_with("# EOF\n"), "OpenMetrics");
+        for line in text.lines().filter(|l| l.starts_with("# TYPE")) {
+            let name = line.split(' ').nth(2).unwrap_or_default();
+            assert!(
+                name.starts_with("roost_") || name.starts_with("process_"),
+                "{line}"
+            );
+            assert!(
+                !name.contains("_ms") && !name.contains("milli"),
+                "base units: {line}"
+            );
+        }
+    }
+}

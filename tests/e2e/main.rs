@@ -18,6 +18,7 @@ mod cli;
 mod concurrency;
 mod containment;
 mod conversations;
+mod dashboard;
 mod drivers;
 mod durability;
 mod harness;

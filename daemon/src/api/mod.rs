@@ -1,4 +1,5 @@
-//! The control API (HTTP/JSON under `/v1/`, plus `/metrics`): with `a2a`, the
+//! The control API (HTTP/JSON under `/v1/`, plus `/metrics`), the metrics
+//! listener (`observe.rs`) and the web dashboard (`ui/`): with `a2a`, the
 //! only module that knows HTTP. Handlers hold a [`Supervisor`] handle and nothing else.
 
 mod error;
@@ -8,6 +9,7 @@ mod observe;
 mod policy;
 mod registry;
 mod sessions;
+pub mod ui;
 pub mod unix;
 mod uploads;
 

@@ -27,6 +27,14 @@ pub(super) async fn policy(
             request.path
         )));
     }
+    report(&state.host, path).await.map(Json)
+}
+
+/// The policy the capsule at `path` (absolute) runs under on this host.
+pub(super) async fn report(
+    host: &super::HostFacts,
+    path: std::path::PathBuf,
+) -> Result<PolicyReport, ApiError> {
     let manifest = tokio::task::spawn_blocking(move || CapsuleManifest::load(&path))
         .await
         .map_err(|e| ApiError::internal(&e))?
@@ -37,7 +45,6 @@ pub(super) async fn policy(
                 e.to_string(),
             )
         })?;
-    let host = &state.host;
     let config = &host.config;
     let policy = &manifest.policy;
     let timeout_secs = policy
@@ -62,7 +69,7 @@ pub(super) async fn policy(
         && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse)
         .then(|| format!("this host cannot enforce: {}", missing.join("; ")));
     let paths = |v: &[std::path::PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
-    Ok(Json(PolicyReport {
+    Ok(PolicyReport {
         capsule: manifest.name.clone(),
         version: manifest.version.clone(),
         manifest: manifest.manifest_path.display().to_string(),
@@ -98,5 +105,5 @@ pub(super) async fn policy(
             .into(),
         native_tools: native,
         refused,
-    }))
+    })
 }

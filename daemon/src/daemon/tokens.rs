@@ -1,5 +1,5 @@
 //! The bearer tokens roostd reads from files: the TCP control API's, the
-//! A2A gateway's and its routes', and what it sends to peers. Read at
+//! A2A gateway's and its routes', what it sends to peers, the dashboard's. Read at
 //! start-up, by `roostd --check-config`, and again on SIGHUP.
 
 use std::collections::HashMap;
@@ -19,6 +19,8 @@ pub struct Tokens {
     pub routes: HashMap<String, crate::a2a::access::RouteToken>,
     /// `a2a.peers[i]`: (URL, token).
     pub peers: Vec<(String, Arc<str>)>,
+    /// `ui.token_file`, when `ui.listen` is set.
+    pub ui: Option<Arc<str>>,
 }
 
 impl Tokens {
@@ -50,11 +52,19 @@ impl Tokens {
             let what = format!("a2a.peers[{i}].token_file");
             peers.push((peer.url.clone(), read_token(Some(&peer.token_file), &what)?));
         }
+        let ui = match &config.ui.listen {
+            Some(_) => Some(read_token(
+                config.ui.token_file.as_deref(),
+                "ui.token_file",
+            )?),
+            None => None,
+        };
         Ok(Self {
             control,
             a2a,
             routes,
             peers,
+            ui,
         })
     }
 }
