@@ -174,6 +174,7 @@ pub async fn run(
         ui: ui_token,
         ..
     } = tokens;
+    let ui_token = ui_token.map(|token| Arc::new(api::TokenCell::new(token)));
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
     let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
@@ -255,6 +256,7 @@ pub async fn run(
         reload::Handles {
             access: Arc::clone(&access),
             control_token: control_tcp.as_ref().map(|(_, _, token)| Arc::clone(token)),
+            ui_token: ui_token.clone(),
             peers: outbox,
             retention,
             supervisor: supervisor.clone(),

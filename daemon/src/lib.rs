@@ -17,12 +17,17 @@
 //! - [`runtime`]: the only module that touches wasmtime; it knows nothing of
 //!   its embedder, which implements its ports.
 //! - [`store`]: the only module that knows SQL.
-//! - [`api`], [`a2a`]: the only modules that serve HTTP; [`http_client`] is
+//! - [`api`], [`a2a`]: the only modules that serve HTTP (the control API,
+//!   the metrics listener and the dashboard; the gateway); [`http_client`] is
 //!   the only HTTP client (guests' wasi-http requests go out through it too).
 //! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
 //! - [`ids`]: `SessionId`, `TaskId`.
 //! - [`logs`]: guest output capture; [`logfmt`]: roostd's own log as JSON;
-//!   [`metrics`]: counters; [`notify`]: sd_notify.
+//!   [`notify`]: sd_notify.
+//! - [`telemetry`]: the only module that knows OpenTelemetry (OTLP export,
+//!   spans); [`metrics`]: the only one that knows Prometheus; [`health`]:
+//!   readiness.
+//! - [`secrets`]: files holding tokens, checked before they are read.
 //! - [`uploads`]: capsules uploaded over the control socket.
 
 pub mod a2a;

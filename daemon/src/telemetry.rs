@@ -23,7 +23,8 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{
-    IdGenerator, RandomIdGenerator, Sampler, SdkTracerProvider, SpanData, SpanExporter,
+    BatchConfigBuilder, BatchSpanProcessor, IdGenerator, RandomIdGenerator, Sampler,
+    SdkTracerProvider, SpanData, SpanExporter,
 };
 
 use crate::config::{OtlpProtocol, TelemetryConfig};
@@ -105,11 +106,23 @@ pub fn install(
         }
     }
     .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+    // Room for bursts: at thousands of tasks a second the SDK's defaults
+    // (2,048 queued, 512 a batch) drop spans. `OTEL_BSP_*` still win.
+    let mut batch = BatchConfigBuilder::default();
+    if std::env::var_os("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
+        batch = batch.with_max_queue_size(65_536);
+    }
+    if std::env::var_os("OTEL_BSP_MAX_EXPORT_BATCH_SIZE").is_none() {
+        batch = batch.with_max_export_batch_size(4_096);
+    }
+    let processor = BatchSpanProcessor::builder(OnRuntime {
+        inner: exporter,
+        runtime,
+    })
+    .with_batch_config(batch.build())
+    .build();
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(OnRuntime {
-            inner: exporter,
-            runtime,
-        })
+        .with_span_processor(processor)
         .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
             config.sample_ratio,
         ))))
@@ -388,7 +401,12 @@ struct OnRuntime<E> {
 
 impl<E: SpanExporter> SpanExporter for OnRuntime<E> {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        self.runtime.block_on(self.inner.export(batch))
+        let spans = batch.len();
+        let result = self.runtime.block_on(self.inner.export(batch));
+        if let Err(error) = &result {
+            tracing::warn!(%error, spans, "telemetry: spans not exported");
+        }
+        result
     }
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
         let _entered = self.runtime.enter();

@@ -424,3 +424,64 @@ fn parse(text: &str) -> HashMap<String, Value> {
     );
     serde_json::from_slice(&out.stdout).expect("parser output")
 }
+
+/// Every accepted task has exactly one span and one queue-wait span, also
+/// when tasks come faster than one at a time (the conformance capsule,
+/// 8 clients side by side).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_task_has_one_span_and_one_queue_wait() {
+    let receiver = Receiver::http().await;
+    let daemon = Daemon::start_with(
+        &format!(
+            "{TEST_CONFIG}telemetry: {{otlp_endpoint: \"http://127.0.0.1:{}\"}}\n",
+            receiver.port
+        ),
+        &[("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    )
+    .await;
+    let dir = crate::harness::conformance(
+        daemon.root.path(),
+        "many",
+        "{task_acceptance: queue, after_task: sleep, queue_depth: 64, concurrency: 8}",
+        "",
+    );
+    daemon.client.start(&request(&dir)).await.expect("start");
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let sends = (0..8).map(|c| {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            for i in 0..25 {
+                let r = rpc(
+                    &addr,
+                    "many",
+                    Some("1.0"),
+                    "SendMessage",
+                    json!({"message": {"messageId": format!("m-{c}-{i}"), "role": "ROLE_USER",
+                        "parts": [{"text": "hello"}]}}),
+                )
+                .await;
+                assert_eq!(
+                    r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+                    "{r}"
+                );
+            }
+        })
+    });
+    for send in sends.collect::<Vec<_>>() {
+        send.await.expect("client");
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let count = |name: &str| receiver.spans().iter().filter(|s| s.name == name).count();
+    while (count("a2a task many") < 200 || count("queue wait") < 200) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(count("a2a task many"), 200);
+    assert_eq!(count("queue wait"), 200);
+    let ids: std::collections::HashSet<String> = receiver
+        .spans()
+        .iter()
+        .filter(|s| s.name == "a2a task many")
+        .map(|s| s.attrs["a2a.task.id"].clone())
+        .collect();
+    assert_eq!(ids.len(), 200, "one span per task");
+}

@@ -218,16 +218,12 @@ impl AgentRun<'_> {
                 Some(input_timeout),
                 Some(&self.task_slot),
                 |link, incoming| async move {
-                    // The task's span (see tasks::watch) is the parent of
-                    // everything its run does.
-                    let traceparent = link.traceparent.clone();
                     let input = TaskInput {
                         text: incoming.text,
                         source: "a2a",
                         a2a: Some((link.task_id, link.context_id, link.cancel)),
                     };
-                    let run = Box::pin(self.run_task(state, tools, input));
-                    task_outcome(crate::telemetry::scope(traceparent, run).await)
+                    task_outcome(Box::pin(self.run_task(state, tools, input)).await)
                 },
             )
             .await

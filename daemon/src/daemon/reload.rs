@@ -17,6 +17,8 @@ pub struct Handles {
     pub access: Arc<crate::a2a::access::Access>,
     /// The TCP control API's token, when it listens.
     pub control_token: Option<Arc<crate::api::TokenCell>>,
+    /// The dashboard's login token, when it listens.
+    pub ui_token: Option<Arc<crate::api::TokenCell>>,
     pub peers: Arc<crate::a2a::client::Peers>,
     pub retention: watch::Sender<Retention>,
     pub supervisor: crate::supervisor::Supervisor,
@@ -44,6 +46,7 @@ const RELOADED: &[&str] = &[
     "a2a.routes",
     "a2a.peers",
     "control.token_file",
+    "ui.token_file",
 ];
 
 /// Applies `new` over `running`; answers the configuration now in force.
@@ -55,6 +58,9 @@ fn apply(h: &Handles, mut running: DaemonConfig, new: DaemonConfig) -> DaemonCon
             h.peers.set_credentials(tokens.peers);
             // A new control.tcp_listen needs a restart, its token with it.
             if let (Some(cell), Some(token)) = (&h.control_token, tokens.control) {
+                cell.set(token);
+            }
+            if let (Some(cell), Some(token)) = (&h.ui_token, tokens.ui) {
                 cell.set(token);
             }
             running.a2a.token_file = new.a2a.token_file.clone();

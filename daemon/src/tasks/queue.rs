@@ -187,7 +187,9 @@ impl Broker {
         if let Some(slot) = slot {
             *lock(slot) = Some(Arc::new(link.clone()));
         }
-        let outcome = work(link.clone(), incoming).await;
+        // The task's span (see `watch.rs`) is the parent of what its run does.
+        let traceparent = link.traceparent.clone();
+        let outcome = crate::telemetry::scope(traceparent, work(link.clone(), incoming)).await;
         if let Some(slot) = slot {
             *lock(slot) = None;
         }

@@ -46,7 +46,8 @@ struct Login {
 pub struct UiState {
     pub supervisor: Supervisor,
     pub host: Arc<HostFacts>,
-    pub token: Arc<str>,
+    /// Replaced on SIGHUP.
+    pub token: Arc<super::TokenCell>,
     pub shutdown: CancellationToken,
     logins: Arc<Mutex<HashMap<String, Login>>>,
 }
@@ -55,7 +56,7 @@ impl UiState {
     pub fn new(
         supervisor: Supervisor,
         host: Arc<HostFacts>,
-        token: Arc<str>,
+        token: Arc<super::TokenCell>,
         shutdown: CancellationToken,
     ) -> Self {
         Self {
@@ -276,7 +277,8 @@ async fn login(State(state): State<UiState>, headers: HeaderMap, body: Bytes) ->
         .then(|| serde_json::from_slice::<serde_json::Value>(&body).ok())
         .flatten()
         .and_then(|v| v["token"].as_str().map(str::to_string));
-    let ok = given.is_some_and(|g| super::constant_time_eq(g.as_bytes(), state.token.as_bytes()));
+    let token = state.token.get();
+    let ok = given.is_some_and(|g| super::constant_time_eq(g.as_bytes(), token.as_bytes()));
     if !ok {
         // A guess costs a moment.
         tokio::time::sleep(Duration::from_millis(300)).await;

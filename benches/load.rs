@@ -1,0 +1,155 @@
+//! Load for the A2A benchmarks (`a2a.rs`, `telemetry.rs`): keep-alive
+//! clients sending blocking JSON-RPC `SendMessage` requests, and the
+//! throughput and percentiles of what they measured.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+
+pub struct Figures {
+    pub requests: usize,
+    pub errors: usize,
+    pub per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// A message number not used before in this process: a message id the
+/// route has a task for would be answered from that task (roostd
+/// de-duplicates `messageId`s) without running anything.
+pub fn next_message() -> usize {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+pub fn body(i: usize) -> bytes::Bytes {
+    bytes::Bytes::from(
+        serde_json::json!({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {
+            "message": {"messageId": format!("bench-{i}"), "role": "ROLE_USER",
+                        "parts": [{"text": "hello"}]}}})
+        .to_string(),
+    )
+}
+
+/// One client: a keep-alive connection sending blocking SendMessage requests
+/// until `stop`; returns each request's latency (`None`: it failed).
+pub async fn client(
+    addr: String,
+    path: String,
+    _id: usize,
+    stop: Arc<AtomicBool>,
+    answer: Answer,
+) -> Vec<Option<Duration>> {
+    let mut out = Vec::new();
+    let stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    while !stop.load(Ordering::Relaxed) {
+        let i = next_message();
+        let req = http::Request::post(&path)
+            .header("host", &addr)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(Full::new(body(i)))
+            .expect("request");
+        let started = Instant::now();
+        if sender.ready().await.is_err() {
+            break;
+        }
+        let ok = match sender.send_request(req).await {
+            Ok(resp) => {
+                let status = resp.status();
+                let bytes = resp.into_body().collect().await.map(|b| b.to_bytes());
+                status.is_success() && bytes.is_ok_and(|b| answer.is(&String::from_utf8_lossy(&b)))
+            }
+            Err(_) => false,
+        };
+        out.push(ok.then(|| started.elapsed()));
+    }
+    out
+}
+
+/// Runs `clients` clients (each made by `client(id, stop)`) for `secs`,
+/// then tells them to stop and adds up what each measured.
+pub async fn run_clients<F, C>(clients: usize, secs: u64, client: F) -> Figures
+where
+    F: Fn(usize, Arc<AtomicBool>) -> C,
+    C: Future<Output = Vec<Option<Duration>>> + Send + 'static,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|id| tokio::spawn(client(id, Arc::clone(&stop))))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut results = Vec::new();
+    for t in tasks {
+        results.extend(t.await.expect("client"));
+    }
+    figures(results, started.elapsed().as_secs_f64())
+}
+
+/// What a good answer is.
+#[derive(Clone, Copy)]
+pub enum Answer {
+    /// The A2A task, completed with "echo: hello".
+    Task,
+    /// `wasmtime serve`'s proxy: "hello".
+    Hello,
+}
+
+impl Answer {
+    pub fn is(self, text: &str) -> bool {
+        match self {
+            Answer::Task => text.contains("TASK_STATE_COMPLETED") && text.contains("echo: hello"),
+            Answer::Hello => text == "hello",
+        }
+    }
+}
+
+pub async fn level(addr: &str, path: &str, clients: usize, secs: u64, answer: Answer) -> Figures {
+    run_clients(clients, secs, |id, stop| {
+        client(addr.to_string(), path.to_string(), id, stop, answer)
+    })
+    .await
+}
+
+/// Throughput and percentiles of one level's requests (`None`: failed).
+pub fn figures(results: Vec<Option<Duration>>, elapsed: f64) -> Figures {
+    let errors = results.iter().filter(|r| r.is_none()).count();
+    let mut lat: Vec<f64> = results
+        .into_iter()
+        .flatten()
+        .map(|d| d.as_secs_f64() * 1e3)
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Figures {
+        requests: lat.len(),
+        errors,
+        per_sec: lat.len() as f64 / elapsed,
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
