@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use harness::{Daemon, conformance, repo, request};
-use load::{Answer, Figures, free_port, level, run_clients};
+use harness::{Daemon, free_port, repo};
+use load::{Answer, Figures, level, run_clients};
 
 #[allow(dead_code)]
 mod load;
@@ -145,14 +145,7 @@ fn main() {
             harness::TEST_CONFIG
         );
         let daemon = Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
-        let addr = daemon.client.health().await.expect("health").a2a_addr;
-        let dir = conformance(
-            daemon.root.path(),
-            "bench",
-            "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 128}",
-            "",
-        );
-        daemon.client.start(&request(&dir)).await.expect("start");
+        let addr = load::start_bench_capsule(&daemon).await;
         wait_up(&addr, "/a2a/bench/.well-known/agent-card.json").await;
 
         let port = free_port();

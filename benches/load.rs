@@ -146,10 +146,20 @@ pub fn figures(results: Vec<Option<Duration>>, elapsed: f64) -> Figures {
     }
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+/// Starts the conformance capsule as route `bench` in `daemon` (the agent
+/// every A2A benchmark sends to); the gateway's address.
+pub async fn start_bench_capsule(daemon: &crate::harness::Daemon) -> String {
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let dir = crate::harness::conformance(
+        daemon.root.path(),
+        "bench",
+        "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 128}",
+        "",
+    );
+    daemon
+        .client
+        .start(&crate::harness::request(&dir))
+        .await
+        .expect("start");
+    addr
 }

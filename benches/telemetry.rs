@@ -2,9 +2,10 @@
 //! throughput and p50/p99 latency of a blocking JSON-RPC `SendMessage` to
 //! the conformance capsule (as `benches/a2a.rs` measures it) for roostd
 //! with telemetry off, with OTLP export on (http/protobuf, every trace
-//! sampled, to a receiver in this process that decodes nothing and answers
-//! 200) and, when `ROOST_BENCH_BASELINE` names one, a roostd built before
-//! telemetry existed — side by side in one run, in alternating rounds so
+//! sampled, to a receiver in this process that keeps each export and
+//! decodes them all after the run, counting spans) and, when
+//! `ROOST_BENCH_BASELINE` names one, a roostd built before telemetry
+//! existed — side by side in one run, in alternating rounds so
 //! drift hits all alike. The metrics listener is on for "on" and is
 //! scraped once a second during its rounds.
 //!
@@ -19,40 +20,32 @@ mod harness;
 mod load;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::Duration;
 
-use harness::{Daemon, conformance, request};
-use load::{Answer, Figures, free_port, level};
+use harness::{Daemon, free_port};
+use load::{Answer, Figures, level};
 
 const CLIENTS: [usize; 2] = [1, 16];
 
-/// An OTLP/HTTP endpoint that takes every export, decodes it and counts
-/// its spans.
-async fn receiver() -> (u16, Arc<AtomicU64>) {
+/// An OTLP/HTTP endpoint that keeps every export as it came; they are
+/// decoded after the run (`spans`), so the receiver takes no CPU from the
+/// load while it is measured.
+async fn receiver() -> (u16, Arc<Kept>) {
     use axum::routing::post;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let port = listener.local_addr().expect("addr").port();
-    let bytes = Arc::new(AtomicU64::new(0));
-    let counted = Arc::clone(&bytes);
+    let kept = Arc::new(Kept::default());
+    let keep = Arc::clone(&kept);
     let app = axum::Router::new()
         .route(
             "/v1/traces",
             post(move |body: axum::body::Bytes| {
-                let counted = Arc::clone(&counted);
+                let keep = Arc::clone(&keep);
                 async move {
-                    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-                    use prost::Message;
-                    let spans = ExportTraceServiceRequest::decode(body).map_or(0, |r| {
-                        r.resource_spans
-                            .iter()
-                            .flat_map(|r| &r.scope_spans)
-                            .map(|s| s.spans.len() as u64)
-                            .sum()
-                    });
-                    counted.fetch_add(spans, Ordering::Relaxed);
+                    keep.lock().expect("lock").push(body);
                     ""
                 }
             }),
@@ -60,7 +53,29 @@ async fn receiver() -> (u16, Arc<AtomicU64>) {
         // Batches of thousands of spans pass axum's default 2 MB.
         .layer(axum::extract::DefaultBodyLimit::disable());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (port, bytes)
+    (port, kept)
+}
+
+/// The exports received, as they came.
+type Kept = std::sync::Mutex<Vec<axum::body::Bytes>>;
+
+/// The spans in what the receiver kept (decoded with `opentelemetry-proto`).
+fn spans(kept: &Kept) -> u64 {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use prost::Message;
+    kept.lock()
+        .expect("lock")
+        .iter()
+        .map(|body| {
+            ExportTraceServiceRequest::decode(body.clone()).map_or(0, |r| {
+                r.resource_spans
+                    .iter()
+                    .flat_map(|r| &r.scope_spans)
+                    .map(|s| s.spans.len() as u64)
+                    .sum()
+            })
+        })
+        .sum()
 }
 
 struct Host {
@@ -72,22 +87,16 @@ struct Host {
 }
 
 async fn host(label: &'static str, binary: Option<&std::path::Path>, extra: &str) -> Host {
+    // The same log level for all (the old binary too: `log:` predates it).
     let config = format!(
-        "{}logs: {{max_bytes: 1048576}}\n{extra}",
+        "{}logs: {{max_bytes: 1048576}}\nlog: {{level: warn}}\n{extra}",
         harness::TEST_CONFIG
     );
     let daemon = match binary {
         Some(b) => Daemon::start_binary(b, &config).await,
-        None => Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await,
+        None => Daemon::start_with(&config, &[]).await,
     };
-    let addr = daemon.client.health().await.expect("health").a2a_addr;
-    let dir = conformance(
-        daemon.root.path(),
-        "bench",
-        "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 128}",
-        "",
-    );
-    daemon.client.start(&request(&dir)).await.expect("start");
+    let addr = load::start_bench_capsule(&daemon).await;
     // Warm: compiled, connections made.
     level(&addr, "/a2a/bench", 4, 1, Answer::Task).await;
     Host {
@@ -172,8 +181,8 @@ fn main() {
                 if let Some(s) = scraper {
                     s.abort();
                     println!(
-                        "  (spans received so far: {})",
-                        exported.load(Ordering::Relaxed)
+                        "  (exports received so far: {})",
+                        exported.lock().expect("lock").len()
                     );
                 }
             }
@@ -202,7 +211,7 @@ fn main() {
         for line in on.daemon.log().lines().filter(|l| l.contains("telemetry")).take(5) {
             println!("  roostd: {line}");
         }
-        let spans = exported.load(Ordering::Relaxed);
+        let spans = spans(&exported);
         println!(
             "\nOTLP received: {spans} spans for {tasks} measured tasks (and the warm-up's); \
              each task makes 2 (its own, its queue wait)"

@@ -457,6 +457,35 @@ mod tests {
     }
 
     #[test]
+    fn a_headers_file_is_private_and_names_valid_headers() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("otlp.headers");
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&path, text).expect("write");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        };
+        write(
+            "# vendor key\nx-honeycomb-team: abc123\n\nAuthorization: Bearer t0k\n",
+            0o600,
+        );
+        let headers = read_headers(&path).expect("read");
+        assert_eq!(headers["x-honeycomb-team"], "abc123");
+        assert_eq!(headers["Authorization"], "Bearer t0k");
+        write("x-key: v\n", 0o644);
+        let error = read_headers(&path).expect_err("world-readable").to_string();
+        assert!(error.contains("chmod 600"), "{error}");
+        write("no colon here\n", 0o600);
+        let error = read_headers(&path).expect_err("malformed").to_string();
+        assert!(
+            error.contains("line 1") && error.contains("Name: value"),
+            "{error}"
+        );
+        write("bad name: v\n", 0o600);
+        assert!(read_headers(&path).is_err());
+    }
+
+    #[test]
     fn error_types_are_a_class() {
         assert_eq!(first_word("timeout: the model did not answer"), "timeout");
         assert_eq!(first_word(""), "error");

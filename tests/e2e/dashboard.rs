@@ -18,18 +18,10 @@ use serde_json::{Value, json};
 
 use crate::a2a::{JSON, V1, http};
 use crate::agents::{KEY, agent, publish_agent_artifacts};
-use crate::harness::{Daemon, TEST_CONFIG, capsule, repo, request};
+use crate::harness::{Daemon, TEST_CONFIG, capsule, free_port, repo, request};
 use crate::mock_llm::{MockLlm, Reply};
 
 const TOKEN: &str = "dashboard-token-0123456789";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 fn browser() -> Option<(PathBuf, PathBuf)> {
     let find = |names: &[&str]| {

@@ -119,6 +119,15 @@ pub fn spinner(root: &Path) -> PathBuf {
     )
 }
 
+/// A loopback port free at the moment (for listeners roostd opens itself).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
 fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);

@@ -10,21 +10,13 @@ use serde_json::{Value, json};
 
 use crate::a2a::{JSON, V1, http, rpc};
 use crate::agents::{KEY, agent, publish_agent_artifacts};
-use crate::harness::{Daemon, TEST_CONFIG, repo, request};
+use crate::harness::{Daemon, TEST_CONFIG, free_port, repo, request};
 use crate::mock_llm::{MockLlm, Reply, Seen};
 use crate::otlp::{Got, Receiver};
 
 const PROMPT: &str = "summarise the quarterly figures for Zanzibar";
 const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 /// First turn: one echo-tool call; then the answer.
 fn model(seen: &Seen) -> Reply {
