@@ -30,6 +30,16 @@ fn model(seen: &Seen) -> Reply {
 /// roostd with `extra` config and a `queue` + `sleep` agent named `name`
 /// on the mock; the gateway's address.
 async fn daemon_with_agent(extra: &str, mock: &MockLlm, name: &str) -> (Daemon, String) {
+    let (daemon, addr, _) = daemon_with_agent_session(extra, mock, name).await;
+    (daemon, addr)
+}
+
+/// [`daemon_with_agent`], with the agent's session.
+async fn daemon_with_agent_session(
+    extra: &str,
+    mock: &MockLlm,
+    name: &str,
+) -> (Daemon, String, roost_ctl::api::Session) {
     let daemon = Daemon::start_with(
         &format!("{TEST_CONFIG}{extra}"),
         &[("ROOST_E2E_KEY", KEY), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
@@ -43,9 +53,9 @@ async fn daemon_with_agent(extra: &str, mock: &MockLlm, name: &str) -> (Daemon, 
         "",
         "lifecycle: {task_acceptance: queue, after_task: sleep}\n",
     );
-    daemon.client.start(&request(&dir)).await.expect("start");
+    let session = daemon.client.start(&request(&dir)).await.expect("start");
     let addr = daemon.client.health().await.expect("health").a2a_addr;
-    (daemon, addr)
+    (daemon, addr, session)
 }
 
 /// Sends the prompt with the caller's `traceparent`; the completed task's id.
@@ -113,7 +123,7 @@ async fn an_agent_task_is_one_trace_from_its_caller_through_queue_model_and_tool
          metrics: {{listen: \"127.0.0.1:{metrics_port}\"}}\n",
         receiver.port
     );
-    let (mut daemon, addr) = daemon_with_agent(&config, &mock, "traced").await;
+    let (mut daemon, addr, session) = daemon_with_agent_session(&config, &mock, "traced").await;
     let task_id = send_traced(&addr, "traced").await;
 
     let spans = spans_of_caller(
@@ -171,6 +181,19 @@ async fn an_agent_task_is_one_trace_from_its_caller_through_queue_model_and_tool
         "{hooks:#?}"
     );
     assert!(hooks.iter().all(|h| h.parent == task.span_id), "{hooks:#?}");
+    // The hook was given its span as TRACEPARENT, and the collector.
+    let hook_start = one(&spans, "hook task-start");
+    let seen =
+        std::fs::read_to_string(std::path::Path::new(&session.workdir).join("hook-trace.txt"))
+            .expect("the hook wrote what it was given");
+    assert_eq!(
+        seen.trim(),
+        format!(
+            "00-{CALLER_TRACE}-{}-01 http://127.0.0.1:{}",
+            hook_start.span_id, receiver.port
+        ),
+        "{seen}"
+    );
     // Nothing secret or said: no API key, no prompt, no answer.
     for span in &spans {
         for (key, value) in &span.attrs {

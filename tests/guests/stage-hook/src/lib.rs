@@ -1,7 +1,8 @@
 //! Test hook (`murmur:hook/handler@0.1.0`): records every event kind in
 //! `./hook-events.txt`, and on `session-start` the start request's
 //! variables it sees (`MURMUR_JOB_ID`, the evaluation's) in
-//! `./hook-env.txt`. On `stage` it refuses capsules whose name starts with
+//! `./hook-env.txt`; on `task-start`, the trace it was given
+//! (`TRACEPARENT`, `OTEL_EXPORTER_OTLP_ENDPOINT`) in `./hook-trace.txt`. On `stage` it refuses capsules whose name starts with
 //! `reject`; for capsules named `hookcompact*` it answers `compaction` with
 //! a summary; for `badhook*` it fails `task-start`, and for `slowhook*` it
 //! spins on `task-start` until its deadline.
@@ -37,6 +38,14 @@ impl Guest for Hook {
             .filter_map(|name| Some(format!("{name}={}\n", std::env::var(name).ok()?)))
             .collect();
             std::fs::write("hook-env.txt", seen).map_err(|e| e.to_string())?;
+        }
+        if event.kind == "task-start"
+            && let Ok(traceparent) = std::env::var("TRACEPARENT")
+        {
+            let endpoint = std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT").unwrap_or_default();
+            let mut old = std::fs::read_to_string("hook-trace.txt").unwrap_or_default();
+            old.push_str(&format!("{traceparent} {endpoint}\n"));
+            std::fs::write("hook-trace.txt", old).map_err(|e| e.to_string())?;
         }
         let line = format!("{}\n", event.kind);
         let mut old = std::fs::read_to_string("hook-events.txt").unwrap_or_default();
