@@ -3,7 +3,6 @@
 //! `process_*`), labelled by route, capsule, model or a small fixed set,
 //! never by a task or session id.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, NoLabelSet};
@@ -105,7 +104,6 @@ pub struct Metrics {
     tokens: Family<Tokens, Counter>,
     inference_errors: Family<Model, Counter>,
     inference_duration: Histograms<Model>,
-    compiled_count: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -137,7 +135,6 @@ impl Metrics {
             tokens: Family::default(),
             inference_errors: Family::default(),
             inference_duration: Family::new_with_constructor(latency),
-            compiled_count: AtomicU64::new(0),
         };
         let r = root.sub_registry_with_prefix("roost");
         r.register(
@@ -259,7 +256,6 @@ impl Metrics {
     }
     pub fn compiled(&self) {
         self.components_compiled.inc();
-        self.compiled_count.fetch_add(1, Ordering::Relaxed);
     }
     pub fn cache_hit_memory(&self) {
         self.cache_hits
@@ -280,7 +276,7 @@ impl Metrics {
         self.api_requests.inc();
     }
     pub fn components_compiled(&self) -> u64 {
-        self.compiled_count.load(Ordering::Relaxed)
+        self.components_compiled.get()
     }
 
     /// A task reached `state` (`submitted` on acceptance).

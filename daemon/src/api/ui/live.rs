@@ -97,8 +97,23 @@ pub(super) async fn sessions(State(state): State<UiState>) -> Response {
 /// `GET /live/s/{id}`: a session, its tasks, its log's tail, its policy and
 /// (for an agent) its trace's last events.
 pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>) -> Response {
+    // Read once per page: a session's manifest does not change while it is shown.
+    let policy = match state.supervisor.get(&id).await {
+        Ok(session) => {
+            let dir = PathBuf::from(&session.manifest)
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default();
+            super::super::policy::report(&state.host, dir)
+                .await
+                .ok()
+                .and_then(|p| serde_json::to_value(p).ok())
+        }
+        Err(_) => None,
+    };
     snapshots(state, move |state| {
         let id = id.clone();
+        let policy = policy.clone();
         async move {
             let session = match state.supervisor.get(&id).await {
                 Ok(s) => s,
@@ -123,14 +138,6 @@ pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>
                 .tasks(&session.id)
                 .await
                 .unwrap_or_default();
-            let dir = PathBuf::from(&session.manifest)
-                .parent()
-                .map(std::path::Path::to_path_buf)
-                .unwrap_or_default();
-            let policy = super::super::policy::report(&state.host, dir)
-                .await
-                .ok()
-                .and_then(|p| serde_json::to_value(p).ok());
             let (logs, trace) = read_files(&session).await;
             json!({
                 "session": session, "route": format!("/a2a/{}", session.name),
