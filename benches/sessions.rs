@@ -48,10 +48,9 @@ async fn floor(iterations: usize) -> (Duration, Duration) {
         Arc::new(Metrics::default()),
     )
     .expect("runtime");
-    let prepared = runtime
-        .prepare(&harness::guest("noop"))
-        .await
-        .expect("prepare");
+    let noop = harness::guest("noop");
+    let file = std::fs::File::open(&noop).expect("the noop guest");
+    let prepared = runtime.prepare(&noop, file).await.expect("prepare");
     let log = LogSink::new(&dir.path().join("logs"), 1 << 20);
     let policy = Arc::new(CapabilityPolicy::default());
     let workdir = dir.path().join("work");

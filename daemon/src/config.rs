@@ -7,15 +7,21 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod a2a;
+mod filesystem;
+mod listen;
 mod log;
 mod observe;
 mod overrides;
+pub use filesystem::FilesystemConfig;
+pub use listen::HttpConfig;
 pub use log::{LogFormat, LogSettings};
 pub use observe::{MetricsConfig, OtlpProtocol, TelemetryConfig, UiConfig};
 pub use overrides::Overrides;
 #[cfg(test)]
 mod shipped;
-pub use a2a::{A2aConfig, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig};
+pub use a2a::{
+    A2aConfig, CorsSettings, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig,
+};
 
 /// What is wrong with a configuration, naming the file and the field.
 #[derive(Debug, thiserror::Error)]
@@ -70,10 +76,19 @@ pub struct DaemonConfig {
     pub telemetry: TelemetryConfig,
     pub metrics: MetricsConfig,
     pub ui: UiConfig,
+    /// What each TCP listener lets one client hold.
+    pub http: HttpConfig,
+    /// What a capsule's `capabilities.filesystem` may grant (`sandbox` is
+    /// the jail; this is what a manifest may name).
+    pub filesystem: FilesystemConfig,
     /// What the file said that still works but should change (logged at
     /// start-up).
     #[serde(skip)]
     pub deprecations: Vec<String>,
+    /// The file this config was read from, if any (no capsule is granted
+    /// it).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 /// `tls:`.
@@ -303,7 +318,10 @@ impl Default for DaemonConfig {
             telemetry: TelemetryConfig::default(),
             metrics: MetricsConfig::default(),
             ui: UiConfig::default(),
+            http: HttpConfig::default(),
+            filesystem: FilesystemConfig::default(),
             deprecations: Vec::new(),
+            source: None,
         }
     }
 }
@@ -368,6 +386,11 @@ impl DaemonConfig {
                 }
             }
         };
+        config.source = overrides
+            .config
+            .clone()
+            .or_else(|| Some(roost_ctl::paths::default_config()).filter(|p| p.exists()))
+            .map(|p| std::fs::canonicalize(&p).unwrap_or(p));
         overrides.apply(&mut config);
         config.validate()?;
         Ok(config)
@@ -447,6 +470,8 @@ impl DaemonConfig {
         self.log.check().map_err(ConfigError::Invalid)?;
         self.telemetry.check().map_err(ConfigError::Invalid)?;
         self.ui.check().map_err(ConfigError::Invalid)?;
+        self.http.check().map_err(ConfigError::Invalid)?;
+        self.filesystem.check().map_err(ConfigError::Invalid)?;
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()
         {

@@ -177,12 +177,10 @@ pub async fn run(
     let ui_token = ui_token.map(|token| Arc::new(api::TokenCell::new(token)));
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
+    let http = config.http.clone();
+    let allow_origins = config.a2a.cors.allow_origins.clone();
     let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
-    let config_push = config
-        .a2a
-        .push
-        .enabled
-        .then(|| config.a2a.push.allow.clone());
+    let config_push = config.a2a.push.enabled.then(|| config.a2a.push.clone());
     let card_signer = match config.a2a.sign_cards {
         true => Some(Arc::new(crate::a2a::signing::CardSigner::open(
             &config.state_dir.join("keys"),
@@ -283,6 +281,7 @@ pub async fn run(
             listener,
             state.clone(),
             token,
+            (&state.host.config.http).into(),
             servers.clone(),
         ))
     });
@@ -296,10 +295,11 @@ pub async fn run(
             token,
             servers.clone(),
         );
-        tokio::spawn(api::ui::serve_ui(listener, ui, servers.clone()))
+        let limits = (&state.host.config.http).into();
+        tokio::spawn(api::ui::serve_ui(listener, ui, limits, servers.clone()))
     });
     let control_task = tokio::spawn(api::serve_unix(control, state, servers.clone()));
-    let push_policy = config_push.map(|allow| Arc::new(crate::a2a::push::PushPolicy::new(&allow)));
+    let push_policy = config_push.map(|push| Arc::new(crate::a2a::push::PushPolicy::new(&push)));
     if let Some(policy) = &push_policy {
         // The outbox outlives restarts: what was queued is delivered now.
         tokio::spawn(crate::a2a::push::deliver(
@@ -320,6 +320,7 @@ pub async fn run(
                 started,
                 health: Arc::clone(&health),
             },
+            (&http).into(),
             servers.clone(),
         ))
     });
@@ -335,6 +336,8 @@ pub async fn run(
             dedupe: dedupe_message_ids,
             grpc: grpc_settings,
             health: Arc::clone(&health),
+            http,
+            allow_origins,
         },
         servers.clone(),
     ));

@@ -274,6 +274,33 @@ pub fn open_read(root: &Path, path: &Path) -> io::Result<File> {
     open_file(&dir, &name, libc::O_RDONLY, 0, path)
 }
 
+/// The names in the directory `path`, refusing symlinks on the way and at
+/// `path` itself; `None` when `path` is a regular file.
+pub fn list_dir(root: &Path, path: &Path) -> io::Result<Option<Vec<std::ffi::OsString>>> {
+    let (dir, name) = parent(root, path, false)?;
+    // Non-blocking: a FIFO in its place must not hang roostd.
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK;
+    let fd = open_at(&dir, OsStr::from_bytes(name.as_bytes()), flags, 0)
+        .map_err(|e| link_error(e, path))?;
+    let file = File::from(fd);
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(None);
+    }
+    if !kind.is_dir() {
+        return Err(refused(
+            path,
+            "it is neither a directory nor a regular file",
+        ));
+    }
+    let mut names = Vec::new();
+    for entry in entries(&file)? {
+        names.push(entry?.file_name());
+    }
+    names.sort();
+    Ok(Some(names))
+}
+
 /// Removes the file `path` (not following a link on the way; a link at
 /// `path` itself is what is removed). Missing is not an error.
 pub fn remove_file(root: &Path, path: &Path) -> io::Result<()> {

@@ -14,6 +14,7 @@ use crate::policy::{Capabilities, CapabilityPolicy, PolicyError};
 
 pub mod a2a;
 mod agent;
+pub mod paths;
 pub use a2a::CardSpec;
 pub use agent::*;
 
@@ -134,7 +135,11 @@ impl CapsuleManifest {
         } else {
             path.to_path_buf()
         };
-        let metadata = std::fs::metadata(&manifest_path).map_err(|source| {
+        // The capsule's `murmur.yaml` itself is not followed if it is a
+        // link (the directory is the operator's word; what is in it, the
+        // author's).
+        let dir = manifest_path.parent().unwrap_or(Path::new("/"));
+        let read_err = |source: std::io::Error| {
             if source.kind() == std::io::ErrorKind::NotFound {
                 ManifestError::NotFound {
                     path: path.to_path_buf(),
@@ -145,18 +150,17 @@ impl CapsuleManifest {
                     source,
                 }
             }
-        })?;
+        };
+        let file = crate::fsx::open_read(dir, &manifest_path).map_err(read_err)?;
+        let metadata = file.metadata().map_err(read_err)?;
         if metadata.len() > MAX_MANIFEST_BYTES {
             return Err(ManifestError::TooLarge {
                 path: manifest_path,
                 size: metadata.len(),
             });
         }
-        let text =
-            std::fs::read_to_string(&manifest_path).map_err(|source| ManifestError::Read {
-                path: manifest_path.clone(),
-                source,
-            })?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut &file, &mut text).map_err(read_err)?;
         Self::parse(&text, &manifest_path)
     }
 
@@ -322,16 +326,8 @@ fn offered_or_refused(
 }
 
 fn script_component(component: &str, manifest_dir: &Path) -> Result<PathBuf, String> {
-    if component.trim().is_empty() {
-        return Err("must not be empty".into());
-    }
-    let path = manifest_dir.join(component);
-    if !path.is_file() {
-        return Err(format!(
-            "names {}, which is not a file (paths are relative to the manifest's directory)",
-            path.display()
-        ));
-    }
+    let path = paths::inside(manifest_dir, component)?;
+    paths::open(manifest_dir, &path)?;
     Ok(path)
 }
 
@@ -344,9 +340,10 @@ fn validate_artifacts(artifacts: &[ArtifactRef]) -> Result<(), String> {
         }
         match (&a.source, a.runtime) {
             (Some(source), ArtifactRuntime::Skill) => {
-                if source.trim().is_empty() {
-                    return Err(format!("'{}': `source` must not be empty", a.name));
-                }
+                // Spelled inside the capsule directory (read at staging,
+                // following no link).
+                paths::inside(Path::new("/capsule"), source)
+                    .map_err(|m| format!("'{}': `source` {m}", a.name))?;
                 if a.version.trim().is_empty() {
                     return Err(format!("'{}': `version` must not be empty", a.name));
                 }

@@ -3,6 +3,9 @@
 
 use serde::Deserialize;
 
+mod grants;
+pub use grants::Protected;
+
 /// A policy entry that cannot be honoured, naming the entry.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
@@ -29,6 +32,15 @@ pub enum PolicyError {
         field: &'static str,
         path: String,
         reason: &'static str,
+    },
+    #[error(
+        "{field} entry '{path}' overlaps {what}: a capsule is never handed roostd's own files, \
+         and system trees only where roostd's config allows them"
+    )]
+    ProtectedPath {
+        field: String,
+        path: String,
+        what: String,
     },
     #[error("capabilities.shell.allow entry '{name}' must be a bare binary name without '/'")]
     ShellName { name: String },

@@ -39,6 +39,10 @@ pub enum StageError {
     Artifact(#[from] ArtifactError),
     #[error("invalid agent capsule {}: {message}", manifest.display())]
     Agent { manifest: PathBuf, message: String },
+    /// A file the manifest names is outside the capsule directory (or a
+    /// link) by the time it is read.
+    #[error("invalid capsule {}: {message}", manifest.display())]
+    CapsuleFile { manifest: PathBuf, message: String },
     #[error("the task is {size} bytes; a task may be at most {MAX_TASK_BYTES} bytes")]
     TaskTooLarge { size: usize },
     #[error(
@@ -178,6 +182,19 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     }
     shared.progress.say("read", path.display().to_string());
     let manifest = CapsuleManifest::load(&path)?;
+    // What the capsule would be handed of this host: never roostd's own
+    // files, never a system tree the operator did not allow.
+    let protected = crate::policy::Protected::of(config);
+    let checked = match &user_workdir {
+        Some(dir) => protected.check_path("workdir", dir),
+        None => Ok(()),
+    };
+    checked
+        .and_then(|()| protected.check(&manifest.policy))
+        .map_err(|source| ManifestError::Policy {
+            path: manifest.manifest_path.clone(),
+            source,
+        })?;
     let memory_mb = manifest
         .policy
         .limits
@@ -194,15 +211,23 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
         .limits
         .timeout_secs
         .unwrap_or(config.limits.timeout_secs);
-    let script = match &manifest.kind {
-        CapsuleKind::Script { component, .. } => {
-            shared
-                .progress
-                .say("compile", component.display().to_string());
-            Some(shared.runtime.prepare(component).await?)
-        }
-        CapsuleKind::Agent(_) => None,
-    };
+    let script =
+        match &manifest.kind {
+            CapsuleKind::Script { component, .. } => {
+                shared
+                    .progress
+                    .say("compile", component.display().to_string());
+                // Opened inside the capsule directory without following a link,
+                // as the manifest's parse checked it; compiled from this handle.
+                let file = crate::manifest::paths::open(&manifest.manifest_dir, component)
+                    .map_err(|m| StageError::CapsuleFile {
+                        manifest: manifest.manifest_path.clone(),
+                        message: format!("`component` {m}"),
+                    })?;
+                Some(shared.runtime.prepare(component, file).await?)
+            }
+            CapsuleKind::Agent(_) => None,
+        };
     let artifacts = crate::artifacts::stage(
         shared.runtime,
         shared.bundles,
@@ -289,12 +314,19 @@ fn agent_plan(
     let system_prompt = match &spec.system_prompt {
         SystemPrompt::None => None,
         SystemPrompt::Inline(text) => Some(text.clone()),
-        SystemPrompt::File(path) => Some(std::fs::read_to_string(path).map_err(|e| {
-            fail(format!(
-                "inference.system_prompt_file {} cannot be read: {e}",
-                path.display()
-            ))
-        })?),
+        SystemPrompt::File(path) => {
+            // Read as the manifest's parse checked it: inside the capsule
+            // directory, following no link (a swap since is refused too).
+            let dir = manifest_path.parent().unwrap_or(Path::new("/"));
+            let bytes = crate::manifest::paths::read(dir, path)
+                .map_err(|m| fail(format!("`inference.system_prompt_file` {m}")))?;
+            Some(String::from_utf8(bytes).map_err(|_| {
+                fail(format!(
+                    "inference.system_prompt_file {} is not UTF-8 text",
+                    path.display()
+                ))
+            })?)
+        }
         SystemPrompt::Artifact(name) => Some(
             item(name)
                 .and_then(|i| i.skill_text())

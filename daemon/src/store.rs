@@ -35,7 +35,7 @@ mod writes;
 pub use agent_tasks::{NewAgentTask, TaskEnd};
 use checkpointer::Checkpointer;
 pub use conversations::Conversation;
-pub use push::{PushConfig, PushDelivery, now_ms};
+pub use push::{PushConfig, PushDelivery, PushMade, now_ms};
 pub use sessions::{NewSession, Resumable, StopReason};
 use writer::{TaskWriter, WriteOp};
 pub use writer::{WRITE_DEADLINE, WriteError};

@@ -33,6 +33,18 @@ impl PublicBase {
         }
     }
 
+    /// The host `a2a.public_url` names (without its port), if it is set:
+    /// a loopback listener behind a proxy answers to it too.
+    pub fn configured_host(&self) -> Option<String> {
+        let url = self.configured.as_deref()?;
+        let authority = url.split_once("://")?.1.split('/').next()?;
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next()?,
+            None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+        };
+        Some(host.to_string())
+    }
+
     /// The base URL for a request that named `host`, and whether it came
     /// from the request (so the answer varies with `Host`).
     fn resolve(&self, headers: &HeaderMap) -> (String, bool) {

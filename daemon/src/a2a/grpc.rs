@@ -21,6 +21,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 use super::envelope::Op;
 use super::error::A2aError;
 use super::rpc::{self, Answer};
+use super::streams::Slot;
 use super::wire::Dialect;
 use super::{Gateway, MAX_BODY_BYTES};
 use crate::supervisor::Route;
@@ -121,39 +122,51 @@ fn from_json<R: DeserializeOwned>(v: Value) -> Result<R, Status> {
 }
 
 impl Grpc {
-    /// The route a request is for, once its token opens it.
+    /// The route a request is for, once its token opens it. The tenant is
+    /// checked as the other bindings check a path's route, and the token
+    /// before anything is said about the route (an unknown route and a
+    /// known one answer alike to a caller without a token).
     async fn route(&self, meta: &MetadataMap, tenant: &str) -> Result<Route, Status> {
         let name = match (tenant, &self.default_route) {
-            ("", Some(default)) => default.as_ref(),
+            ("", Some(default)) => default.to_string(),
             ("", None) => {
                 return Err(Status::invalid_argument(
                     "set the request's tenant to the agent's route (the tenant of the GRPC \
                      interface in its agent card)",
                 ));
             }
-            (tenant, _) => tenant,
+            (tenant, _) => super::access::route_name(tenant).map_err(|m| {
+                tracing::warn!("A2A gRPC request naming no valid route refused");
+                Status::invalid_argument(m)
+            })?,
         };
-        let route = super::route_of(&self.gw, name).await.ok_or_else(|| {
-            Status::not_found(format!(
-                "no agent at route '{name}': no session has had this name"
-            ))
-        })?;
+        let rules = self.gw.access.snapshot();
+        let found = super::route_of(&self.gw, &name).await;
+        let key = found.as_ref().map_or(name.as_str(), |r| r.name.as_str());
         let given = meta
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if !self.gw.access.allows(&route.name, given) {
-            tracing::warn!(route = %route.name, "A2A gRPC request without a valid bearer token");
+        if !rules.allows(key, given) {
+            tracing::warn!(route = %key, "A2A gRPC request without a valid bearer token");
             return Err(Status::unauthenticated(
                 "send `authorization: Bearer <token>` metadata with this agent's token (its \
                  card's securitySchemes)",
             ));
         }
-        Ok(route)
+        found.ok_or_else(|| {
+            Status::not_found(format!(
+                "no agent at route '{name}': no session has had this name"
+            ))
+        })
     }
 
     /// Runs the operation the request asks for, as the other bindings do.
-    async fn run<Q: Serialize>(&self, op: Op, request: Request<Q>) -> Result<Answer, Status> {
+    async fn run<Q: Serialize>(
+        &self,
+        op: Op,
+        request: Request<Q>,
+    ) -> Result<(Answer, Option<Slot>), Status> {
         let (meta, _, message) = request.into_parts();
         if let Some(v) = meta.get("a2a-version").and_then(|v| v.to_str().ok())
             && !matches!(Dialect::from_header(Some(v)), Ok(Dialect::V10))
@@ -170,9 +183,11 @@ impl Grpc {
             .unwrap_or_default()
             .to_string();
         let route = self.route(&meta, &tenant).await?;
+        let slot = rpc::stream_slot(&self.gw, &route, op).map_err(|e| status(&e))?;
         let headers = meta.into_headers();
         rpc::run(&self.gw, &route, Dialect::V10, op, &params, &headers)
             .await
+            .map(|answer| (answer, slot))
             .map_err(|e| status(&e))
     }
 
@@ -181,7 +196,7 @@ impl Grpc {
         op: Op,
         request: Request<Q>,
     ) -> Result<Response<R>, Status> {
-        match self.run(op, request).await? {
+        match self.run(op, request).await?.0 {
             Answer::Value(v) => from_json(v).map(Response::new),
             Answer::Stream(..) => Err(Status::internal(
                 "the operation answered with a stream where a message belongs",
@@ -195,19 +210,22 @@ impl Grpc {
         request: Request<Q>,
     ) -> Result<Response<Events>, Status> {
         let events: Events = match self.run(op, request).await? {
-            Answer::Stream(task, after, through_input) => Box::pin(
+            (Answer::Stream(task, after, through_input), Some(slot)) => Box::pin(
                 super::task_events(
                     Arc::clone(&self.gw.tasks),
                     *task,
                     after,
                     through_input,
-                    Dialect::V10,
+                    (Dialect::V10, slot),
                 )
                 // Keep-alives are HTTP/2's business here.
                 .filter_map(futures::future::ready)
                 .map(from_json::<pb::StreamResponse>),
             ),
-            Answer::Value(v) => Box::pin(futures::stream::once(async move { from_json(v) })),
+            (Answer::Stream(..), None) => {
+                return Err(Status::internal("a stream without a slot"));
+            }
+            (Answer::Value(v), _) => Box::pin(futures::stream::once(async move { from_json(v) })),
         };
         Ok(Response::new(events))
     }

@@ -14,6 +14,7 @@ pub mod grpc;
 pub mod push;
 mod rpc;
 pub mod signing;
+mod streams;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -60,6 +61,10 @@ struct Gateway {
     dedupe: bool,
     /// The gRPC binding is served (`a2a.grpc.enabled`).
     grpc: bool,
+    /// Web pages that may call the gateway (`a2a.cors.allow_origins`).
+    allow_origins: Arc<[String]>,
+    /// Streams open per route (`http.max_streams_per_route`).
+    streams: Arc<streams::Streams>,
 }
 
 /// What the gateway serves from: the supervisor's routes and the broker's
@@ -80,6 +85,10 @@ pub struct GatewayParts {
     pub grpc: Option<crate::config::GrpcSettings>,
     /// `/healthz` and `/readyz` (no token: they say nothing about tasks).
     pub health: Arc<crate::health::Health>,
+    /// What one client may hold (`http:`).
+    pub http: crate::config::HttpConfig,
+    /// `a2a.cors.allow_origins`.
+    pub allow_origins: Vec<String>,
 }
 
 /// Serves the A2A gateway on `listener` until `stop`.
@@ -88,9 +97,10 @@ pub async fn serve(
     parts: GatewayParts,
     stop: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(parts))
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
+    let limits = (&parts.http).into();
+    let hosts = parts.base.configured_host().into_iter().collect();
+    let app = app(parts);
+    crate::api::listen::serve(listener, app, "a2a", limits, hosts, stop).await
 }
 
 /// The gateway; on a route that needs a token (`access`), every request
@@ -106,6 +116,8 @@ pub fn app(parts: GatewayParts) -> Router {
         push: parts.push,
         dedupe: parts.dedupe,
         grpc: parts.grpc.is_some(),
+        allow_origins: parts.allow_origins.into(),
+        streams: streams::Streams::new(parts.http.max_streams_per_route),
     };
     let mut router = Router::new();
     if let Some(settings) = &parts.grpc {
@@ -146,50 +158,155 @@ fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Respon
 #[derive(Clone)]
 struct Found(Route);
 
+/// The route a request names, decoded and checked once by the auth layer
+/// ([`access::route_name`]): the value its token was checked against is
+/// the value the handler serves.
+#[derive(Clone)]
+struct Named(String);
+
+/// Every request passes here first, in this order: a web page's `Origin`
+/// (refused unless `a2a.cors.allow_origins` lists it; preflights answered
+/// for those that are), the route the path names (decoded once), then for
+/// all but the public card and JWKS a JSON body type on POSTs and the
+/// route's token, from one snapshot of the tokens.
 async fn auth(State(gw): State<Gateway>, mut request: Request, next: Next) -> Response {
+    let origin = match request.headers().get(header::ORIGIN) {
+        None => None,
+        Some(o)
+            if gw
+                .allow_origins
+                .iter()
+                .any(|a| a.as_bytes() == o.as_bytes()) =>
+        {
+            Some(o.clone())
+        }
+        Some(o) => {
+            tracing::warn!(origin = ?o, path = %request.uri().path(), "A2A request from a web page whose origin a2a.cors.allow_origins does not list refused");
+            return problem(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                "requests from web pages are refused unless roostd's a2a.cors.allow_origins \
+                 lists the page's origin",
+            );
+        }
+    };
+    if let (Some(origin), &Method::OPTIONS) = (&origin, request.method()) {
+        return preflight(origin);
+    }
+    let response = checked(&gw, &mut request).await;
+    let mut response = match response {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused,
+    };
+    if let Some(origin) = origin {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    response
+}
+
+/// The route, body type and token checks of [`auth`]; `Ok` lets the
+/// request through (with [`Named`] and, when looked up, [`Found`]).
+async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
     let path = request.uri().path();
     // gRPC requests name their route in the message: the service checks
     // their token (`grpc.rs`).
-    if path.ends_with("/.well-known/agent-card.json")
-        || path.ends_with("/.well-known/agent.json")
-        || path == signing::JWKS_PATH
-        || path.starts_with(grpc::PREFIX)
-    {
-        return next.run(request).await;
+    if path == signing::JWKS_PATH || path.starts_with(grpc::PREFIX) {
+        return Ok(());
     }
-    // The route a request names (by session name or id), as a name: the
-    // name is what per-route tokens are keyed by.
-    let named = path
-        .strip_prefix("/a2a/")
-        .map(|rest| rest.split('/').next().unwrap_or_default())
-        .unwrap_or_default();
-    let found = match gw.access.per_route() {
-        true => route_of(&gw, named).await,
+    // Anything else outside /a2a/ is the fallback's 404.
+    let Some(under) = path.strip_prefix("/a2a/") else {
+        return Ok(());
+    };
+    let (segment, rest) = under.split_once('/').unwrap_or((under, ""));
+    let named = access::route_name(segment).map_err(|m| {
+        tracing::warn!(path = %path, "A2A request naming no valid route refused");
+        problem(StatusCode::NOT_FOUND, "not_found", m)
+    })?;
+    let card = matches!(
+        rest,
+        ".well-known/agent-card.json" | ".well-known/agent.json"
+    );
+    if card && request.method() == Method::GET {
+        request.extensions_mut().insert(Named(named));
+        return Ok(());
+    }
+    if request.method() == Method::POST && !json_body_type(request.headers()) {
+        tracing::warn!(path = %path, route = %named, "A2A POST without a JSON Content-Type refused");
+        return Err(problem(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "A2A requests are JSON: send Content-Type: application/json (or \
+             application/a2a+json)",
+        ));
+    }
+    let rules = gw.access.snapshot();
+    let found = match rules.per_route() {
+        true => route_of(gw, &named).await,
         false => None,
     };
-    let route = found
-        .as_ref()
-        .map_or_else(|| named.to_string(), |r| r.name.clone());
-    if let Some(r) = found {
-        request.extensions_mut().insert(Found(r));
-    }
+    // Tokens are keyed by name; a route named by its session's id is
+    // checked as the session's name.
+    let route = found.as_ref().map_or(named.as_str(), |r| r.name.as_str());
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if gw.access.allows(&route, given) {
-        return next.run(request).await;
+    if !rules.allows(route, given) {
+        tracing::warn!(path = %path, route = %route, "A2A request without a valid bearer token");
+        let mut response = problem(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "send `Authorization: Bearer <token>` with this agent's token (its card's \
+             securitySchemes)",
+        );
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return Err(response);
     }
-    tracing::warn!(path = %request.uri().path(), route = %route, "A2A request without a valid bearer token");
-    let mut response = problem(
-        StatusCode::UNAUTHORIZED,
-        "unauthorized",
-        "send `Authorization: Bearer <token>` with this agent's token (its card's securitySchemes)",
+    if let Some(r) = found {
+        request.extensions_mut().insert(Found(r));
+    }
+    request.extensions_mut().insert(Named(named));
+    Ok(())
+}
+
+/// `application/json` or `application/a2a+json`, parameters aside.
+fn json_body_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|t| t == "application/json" || t == "application/a2a+json")
+}
+
+/// A CORS preflight from an allowed origin.
+fn preflight(origin: &HeaderValue) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, DELETE"),
     );
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("authorization, content-type, a2a-version, a2a-extensions"),
+    );
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("600"),
+    );
+    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
     response
 }
 
@@ -264,7 +381,7 @@ async fn found_or_look(
 
 async fn root(
     State(gw): State<Gateway>,
-    Path(route): Path<String>,
+    Extension(Named(route)): Extension<Named>,
     found: Option<Extension<Found>>,
     method: Method,
     headers: HeaderMap,
@@ -285,7 +402,8 @@ async fn root(
 
 async fn rest(
     State(gw): State<Gateway>,
-    Path((route, rest)): Path<(String, String)>,
+    Extension(Named(route)): Extension<Named>,
+    Path((_, rest)): Path<(String, String)>,
     found: Option<Extension<Found>>,
     method: Method,
     headers: HeaderMap,
@@ -398,10 +516,10 @@ fn task_stream(
     broker: Arc<Broker>,
     task: A2aTask,
     (after, through_input): (u64, bool),
-    d: Dialect,
+    (d, slot): (Dialect, streams::Slot),
     frame: impl Fn(Value) -> Value + Send + 'static,
 ) -> Response {
-    let stream = task_events(broker, task, after, through_input, d).map(move |event| {
+    let stream = task_events(broker, task, after, through_input, (d, slot)).map(move |event| {
         Ok::<_, Infallible>(match event {
             Some(v) => Bytes::from(wire::sse_data(&frame(v))),
             // Keep the connection alive through proxies.
@@ -424,9 +542,11 @@ fn task_events(
     task: A2aTask,
     after: u64,
     through_input: bool,
-    d: Dialect,
+    (d, slot): (Dialect, streams::Slot),
 ) -> impl futures::Stream<Item = Option<Value>> + Send {
     struct St {
+        /// Held while the stream is open.
+        _slot: streams::Slot,
         broker: Arc<Broker>,
         task: A2aTask,
         seq: u64,
@@ -437,6 +557,7 @@ fn task_events(
         done: bool,
     }
     let st = St {
+        _slot: slot,
         live: Some(broker.subscribe(&task.id)),
         broker,
         task,

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::error::A2aError;
 use super::wire::{self, Dialect};
 use crate::store::now_ms;
-use crate::tasks::{Broker, PushConfig, PushDelivery};
+use crate::tasks::{Broker, PushConfig, PushDelivery, PushMade};
 
 /// Tries of one delivery before it is given up (backoff 1 s, 2 s, … up to
 /// [`MAX_BACKOFF`]: about 13 minutes in all).
@@ -35,9 +35,20 @@ const MAX_URL: usize = 2048;
 /// Where push notifications may go: public addresses, and the hosts
 /// `a2a.push.allow` lists (by name or address, as written in the URL),
 /// whatever they resolve to.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PushPolicy {
     allow: Vec<String>,
+    /// Configs one task may have (`a2a.push.max_configs_per_task`).
+    max_configs: u32,
+    /// Deliveries in flight at once to one receiving host
+    /// (`a2a.push.max_in_flight_per_host`).
+    per_host: usize,
+}
+
+impl Default for PushPolicy {
+    fn default() -> Self {
+        Self::new(&crate::config::PushSettings::default())
+    }
 }
 
 /// A push URL that passed the guard: where to connect.
@@ -47,10 +58,21 @@ pub struct Target {
 }
 
 impl PushPolicy {
-    pub fn new(allow: &[String]) -> Self {
+    pub fn new(settings: &crate::config::PushSettings) -> Self {
         Self {
-            allow: allow.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            allow: settings
+                .allow
+                .iter()
+                .map(|h| h.to_ascii_lowercase())
+                .collect(),
+            max_configs: settings.max_configs_per_task,
+            per_host: settings.max_in_flight_per_host,
         }
+    }
+
+    /// Configs one task may have.
+    pub fn max_configs(&self) -> u32 {
+        self.max_configs
     }
 
     /// Checks `url`: an absolute `http://` or `https://` URL whose host
@@ -100,7 +122,12 @@ impl PushPolicy {
 }
 
 /// Loopback, private, link-local, shared, reserved, multicast, unspecified
-/// or documentation addresses (IPv4-mapped IPv6 judged as the IPv4 one).
+/// or documentation addresses. An IPv6 address that carries an IPv4 one
+/// (mapped `::ffff:a.b.c.d`, compatible `::a.b.c.d`, translated
+/// `::ffff:0:a.b.c.d`) is judged as that IPv4 address; the prefixes that
+/// reach IPv4 or other networks through a relay (NAT64 `64:ff9b::/32`
+/// including the local-use `64:ff9b:1::/48`, 6to4 `2002::/16`, Teredo
+/// `2001::/32`) are never public here.
 pub fn not_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
@@ -119,18 +146,35 @@ pub fn not_public(ip: IpAddr) -> bool {
                 || (a == 198 && (18..20).contains(&b))
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return not_public(IpAddr::V4(v4));
+            let s = v6.segments();
+            let embedded = |hi: u16, lo: u16| {
+                let [a, b] = hi.to_be_bytes();
+                let [c, d] = lo.to_be_bytes();
+                not_public(IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d)))
+            };
+            match s {
+                // Mapped and compatible (`::` and `::1` among them: 0.0.0.x).
+                [0, 0, 0, 0, 0, 0xffff | 0, hi, lo] => return embedded(hi, lo),
+                // Translated (RFC 2765).
+                [0, 0, 0, 0, 0xffff, 0, hi, lo] => return embedded(hi, lo),
+                _ => {}
             }
-            let first = v6.segments()[0];
+            let first = s[0];
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
                 || (first & 0xffc0) == 0xfec0
-                || first == 0x2001 && v6.segments()[1] == 0x0db8
-                || (first == 0x64 && v6.segments()[1] == 0xff9b)
+                || (first == 0x2001 && s[1] == 0x0db8)
+                // NAT64, well-known and local-use.
+                || (first == 0x64 && s[1] == 0xff9b)
+                // 6to4 and Teredo.
+                || first == 0x2002
+                || (first == 0x2001 && s[1] == 0)
+                // Benchmarking, discard-only.
+                || (first == 0x2001 && s[1] == 0x0002 && s[2] == 0)
+                || (first == 0x0100 && s[1..4] == [0, 0, 0])
         }
     }
 }
@@ -224,21 +268,61 @@ enum Outcome {
 }
 
 /// Drains the outbox until `stop`: what is due, each config's deliveries in
-/// log order, up to [`IN_FLIGHT`] at once.
+/// log order, up to [`IN_FLIGHT`] at once and `max_in_flight_per_host` to
+/// one host. Each delivery ends on its own: a slow receiver holds only its
+/// own slots, never a batch that deliveries to others wait on.
 pub async fn deliver(broker: Arc<Broker>, policy: Arc<PushPolicy>, stop: CancellationToken) {
     let wake = broker.push_wake();
+    let mut running = tokio::task::JoinSet::new();
+    // Outbox rows being delivered (the outbox answers them as due until
+    // they are done), and deliveries per host.
+    let mut in_flight = std::collections::HashSet::new();
+    let mut per_host: std::collections::HashMap<String, usize> = Default::default();
     loop {
-        let due = match broker.due_pushes(now_ms(), IN_FLIGHT).await {
-            Ok(due) => due,
-            Err(error) => {
-                tracing::warn!(%error, "cannot read the push outbox");
-                Vec::new()
+        // Due deliveries left waiting for a busy host: the next look is
+        // when one in flight ends (not at their due time, which has passed).
+        let mut waiting = false;
+        if running.len() < IN_FLIGHT as usize {
+            // Enough rows to look past those in flight or waiting on a busy
+            // host.
+            let look = IN_FLIGHT * 4 + in_flight.len() as u32;
+            let due = match broker.due_pushes(now_ms(), look).await {
+                Ok(due) => due,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read the push outbox");
+                    Vec::new()
+                }
+            };
+            for d in due {
+                if running.len() >= IN_FLIGHT as usize {
+                    break;
+                }
+                let host = receiver_host(&d.config.url);
+                let busy = per_host.get(&host).copied().unwrap_or(0);
+                if in_flight.contains(&d.outbox_id) {
+                    continue;
+                }
+                if busy >= policy.per_host {
+                    waiting = true;
+                    continue;
+                }
+                in_flight.insert(d.outbox_id);
+                *per_host.entry(host.clone()).or_default() += 1;
+                let (broker, policy) = (Arc::clone(&broker), Arc::clone(&policy));
+                let outbox_id = d.outbox_id;
+                running.spawn(async move {
+                    deliver_one(&broker, &policy, d).await;
+                    (outbox_id, host)
+                });
             }
-        };
-        if due.is_empty() {
-            // Nothing due: sleep until the next retry, or until a commit
-            // queues deliveries (nothing polls an empty outbox).
-            let wait = match broker.next_push_at().await {
+        }
+        // Sleep until the next retry, or until a commit queues deliveries
+        // (nothing polls an empty outbox), or one in flight ends (rows in
+        // flight stay due until then: the next look is after one ends).
+        let wait = if waiting || !running.is_empty() {
+            Duration::from_millis(MAX_SLEEP_MS as u64)
+        } else {
+            match broker.next_push_at().await {
                 Ok(Some(at)) => {
                     Duration::from_millis((at - now_ms()).clamp(1, MAX_SLEEP_MS) as u64)
                 }
@@ -247,20 +331,34 @@ pub async fn deliver(broker: Arc<Broker>, policy: Arc<PushPolicy>, stop: Cancell
                     tracing::warn!(%error, "cannot read the push outbox");
                     Duration::from_secs(1)
                 }
-            };
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = wake.notified() => {}
-                () = tokio::time::sleep(wait) => {}
             }
-            continue;
-        }
-        let runs = due.into_iter().map(|d| deliver_one(&broker, &policy, d));
+        };
         tokio::select! {
             () = stop.cancelled() => return,
-            _ = futures::future::join_all(runs) => {}
+            Some(done) = running.join_next(), if !running.is_empty() => {
+                if let Ok((outbox_id, host)) = done {
+                    in_flight.remove(&outbox_id);
+                    if let Some(n) = per_host.get_mut(&host) {
+                        *n -= 1;
+                        if *n == 0 {
+                            per_host.remove(&host);
+                        }
+                    }
+                }
+            }
+            () = wake.notified() => {}
+            () = tokio::time::sleep(wait) => {}
         }
     }
+}
+
+/// The host a push URL names (lower case, port aside): what the per-host
+/// limit counts.
+fn receiver_host(url: &str) -> String {
+    url.parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_ascii_lowercase))
+        .unwrap_or_default()
 }
 
 async fn deliver_one(broker: &Broker, policy: &PushPolicy, d: PushDelivery) {
@@ -366,6 +464,21 @@ async fn attempt(broker: &Broker, policy: &PushPolicy, d: &PushDelivery) -> Outc
     }
 }
 
+/// A create's outcome as the client hears it.
+pub(super) fn made(made: PushMade, task_id: &str, max: u32) -> Result<(), A2aError> {
+    match made {
+        PushMade::Made => Ok(()),
+        PushMade::NoTask => Err(A2aError::TaskNotFound(format!(
+            "no task '{task_id}' at this agent"
+        ))),
+        PushMade::Full => Err(A2aError::InvalidParams(format!(
+            "task '{task_id}' has {} push notification configs, its limit (roostd's \
+             a2a.push.max_configs_per_task): delete one first",
+            max
+        ))),
+    }
+}
+
 /// A push config operation of a route's task: create (or replace), get,
 /// list, delete.
 pub(super) async fn op(
@@ -407,11 +520,13 @@ pub(super) async fn op(
         Op::PushCreate => {
             let config = config_from_params(&task.id, params)?;
             check(policy, &config.url).await?;
-            if !broker.create_push_config(&config, false).await? {
-                return Err(A2aError::TaskNotFound(format!(
-                    "no task '{task_id}' at this agent"
-                )));
-            }
+            made(
+                broker
+                    .create_push_config(&config, false, policy.max_configs)
+                    .await?,
+                &task.id,
+                policy.max_configs,
+            )?;
             tracing::info!(task_id = %task.id, config = %config.id, "push notification config set");
             Ok(config_json(&config, d))
         }
@@ -500,10 +615,29 @@ mod tests {
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
             "240.0.0.1",
+            // IPv4 inside IPv6, and the relays to elsewhere.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:169.254.169.254",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::a00:1",
+            "2002:7f00:1::1",
+            "2002:5db8:d822::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "2001:2::1",
+            "100::1",
+            "::",
         ] {
             assert!(not_public(ip.parse().expect("ip")), "{ip}");
         }
-        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
+        for ip in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "2606:4700::1111",
+            "::ffff:8.8.8.8",
+            "2001:4860::8888",
+        ] {
             assert!(!not_public(ip.parse().expect("ip")), "{ip}");
         }
     }
@@ -520,7 +654,10 @@ mod tests {
         assert!(e.contains("http://"), "{e}");
         let e = open.check("http://[::1]:9/").await.expect_err("refused");
         assert!(e.contains("loopback"), "{e}");
-        let listed = PushPolicy::new(&["127.0.0.1".to_string()]);
+        let listed = PushPolicy::new(&crate::config::PushSettings {
+            allow: vec!["127.0.0.1".to_string()],
+            ..Default::default()
+        });
         let t = listed
             .check("http://127.0.0.1:9/hook")
             .await

@@ -50,15 +50,26 @@ pub(super) async fn jsonrpc(
         Err((id, e)) => return rpc_err(&id, &e, d),
     };
     let id = request.id;
+    let slot = match stream_slot(gw, session, request.op) {
+        Ok(slot) => slot,
+        Err(e) => return rpc_err(&id, &e, d),
+    };
     match run(gw, session, d, request.op, &request.params, headers).await {
         Ok(Answer::Value(v)) => rpc_ok(&id, v),
         Ok(Answer::Stream(task, after, through_input)) => {
             let id = id.clone();
+            let Some(slot) = slot else {
+                return rpc_err(
+                    &id,
+                    &A2aError::Internal("a stream without a slot".into()),
+                    d,
+                );
+            };
             task_stream(
                 Arc::clone(&gw.tasks),
                 *task,
                 (after, through_input),
-                d,
+                (d, slot),
                 move |v| json!({"jsonrpc": "2.0", "id": id, "result": v}),
             )
         }
@@ -85,6 +96,10 @@ pub(super) async fn rest(
         Ok(r) => r,
         Err(e) => return e.http(),
     };
+    let slot = match stream_slot(gw, session, request.op) {
+        Ok(slot) => slot,
+        Err(e) => return e.http(),
+    };
     match run(
         gw,
         session,
@@ -96,14 +111,30 @@ pub(super) async fn rest(
     .await
     {
         Ok(Answer::Value(v)) => axum::Json(v).into_response(),
-        Ok(Answer::Stream(task, after, through_input)) => task_stream(
-            Arc::clone(&gw.tasks),
-            *task,
-            (after, through_input),
-            Dialect::V10,
-            |v| v,
-        ),
+        Ok(Answer::Stream(task, after, through_input)) => match slot {
+            Some(slot) => task_stream(
+                Arc::clone(&gw.tasks),
+                *task,
+                (after, through_input),
+                (Dialect::V10, slot),
+                |v| v,
+            ),
+            None => A2aError::Internal("a stream without a slot".into()).http(),
+        },
         Err(e) => e.http(),
+    }
+}
+
+/// A stream's slot on its route, taken before its task is made: `Some` for
+/// the operations that answer with a stream.
+pub(super) fn stream_slot(
+    gw: &Gateway,
+    session: &Route,
+    op: Op,
+) -> Result<Option<super::streams::Slot>, A2aError> {
+    match op {
+        Op::Stream | Op::Subscribe => gw.streams.take(&session.name).map(Some),
+        _ => Ok(None),
     }
 }
 
@@ -216,7 +247,12 @@ pub(super) async fn run(
                 if config.id.is_empty() {
                     config.id = task.id.to_string();
                 }
-                broker.create_push_config(&config, true).await?;
+                let max = gw.push.as_ref().map_or(0, |p| p.max_configs());
+                super::push::made(
+                    broker.create_push_config(&config, true, max).await?,
+                    &task.id,
+                    max,
+                )?;
             }
             if matches!(op, Op::Stream) {
                 return Ok(Answer::Stream(Box::new(task), 1, false));

@@ -112,6 +112,11 @@ impl From<SupervisorError> for ApiError {
                 StageError::Agent { .. } => {
                     Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_agent", message)
                 }
+                StageError::CapsuleFile { .. } => Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_manifest",
+                    message,
+                ),
                 StageError::TaskTooLarge { .. } => {
                     Self::new(StatusCode::PAYLOAD_TOO_LARGE, "task_too_large", message)
                 }
@@ -133,7 +138,8 @@ impl From<SupervisorError> for ApiError {
                         A::Compile(_) => "invalid_component",
                         A::SkillSourceMissing { .. }
                         | A::SkillNoSkillMd { .. }
-                        | A::SkillRead { .. } => "invalid_skill_source",
+                        | A::SkillRead { .. }
+                        | A::SkillOutside { .. } => "invalid_skill_source",
                     };
                     Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
                 }

@@ -4,6 +4,7 @@
 
 mod error;
 mod events;
+pub mod listen;
 mod logs;
 mod observe;
 mod policy;
@@ -102,11 +103,11 @@ pub async fn serve_tcp(
     listener: tokio::net::TcpListener,
     state: ApiState,
     token: Arc<TokenCell>,
+    limits: listen::Limits,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, tcp_app(state, token))
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
+    let app = tcp_app(state, token);
+    listen::serve(listener, app, "control", limits, Vec::new(), stop).await
 }
 
 /// The control API over TCP: the same routes, every request needing

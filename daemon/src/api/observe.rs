@@ -27,6 +27,7 @@ pub struct MetricsState {
 pub async fn serve_metrics(
     listener: tokio::net::TcpListener,
     state: MetricsState,
+    limits: super::listen::Limits,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let app = Router::new()
@@ -39,9 +40,7 @@ pub async fn serve_metrics(
                 "this listener serves /metrics, /healthz and /readyz\n",
             )
         });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
+    super::listen::serve(listener, app, "metrics", limits, Vec::new(), stop).await
 }
 
 async fn scrape(State(state): State<MetricsState>) -> Response {

@@ -72,6 +72,8 @@ pub enum ArtifactError {
     Compile(#[from] RuntimeError),
     #[error("skill `{name}`: source {} does not exist", path.display())]
     SkillSourceMissing { name: String, path: PathBuf },
+    #[error("skill `{name}`: {message}")]
+    SkillOutside { name: String, message: String },
     #[error("skill `{name}`: directory {} has no skill.md", path.display())]
     SkillNoSkillMd { name: String, path: PathBuf },
     #[error("skill `{name}`: cannot read {}: {source}", path.display())]
@@ -118,6 +120,13 @@ pub enum CatalogError {
          `artifacts:` in murmur.yaml"
     )]
     Hook(String),
+    #[error(
+        "'{0}' is a native tool, and this session was started with WASM tools only: its tool \
+         jail and tool uid were decided for no native code. Declare a native tool (or \
+         capabilities.shell.allow) in murmur.yaml and start the session again to pull native \
+         tools at run time"
+    )]
+    NativeNotStaged(String),
     #[error(transparent)]
     Compile(#[from] RuntimeError),
     #[error("{0} was not compiled")]

@@ -41,6 +41,10 @@ pub struct SessionArtifacts {
     lock_path: PathBuf,
     max_bundle_bytes: u64,
     on_change: OnChange,
+    /// Whether the session was staged as one that runs native or shell
+    /// tools (its jail decision and tool uid were made for them); if not,
+    /// a native tool cannot be pulled into it.
+    native_allowed: bool,
 }
 
 /// Serialises read-modify-write of lock files across all sessions.
@@ -66,7 +70,15 @@ impl SessionArtifacts {
             lock_path,
             max_bundle_bytes,
             on_change,
+            native_allowed: true,
         }
+    }
+
+    /// Whether native tools may be pulled (the session was staged with
+    /// native or shell tools); on by default.
+    pub fn native_tools(mut self, allowed: bool) -> Self {
+        self.native_allowed = allowed;
+        self
     }
 
     fn items(&self) -> std::sync::MutexGuard<'_, Vec<Installed>> {
@@ -200,6 +212,9 @@ impl SessionArtifacts {
         bundle.expect(&label, name, version)?;
         if bundle.manifest.runtime == ArtifactRuntime::Hook {
             return Err(CatalogError::Hook(name.to_string()));
+        }
+        if bundle.manifest.payload_kind() == PayloadKind::Native && !self.native_allowed {
+            return Err(CatalogError::NativeNotStaged(name.to_string()));
         }
         Ok(PullPlan { bundle, sha256 })
     }

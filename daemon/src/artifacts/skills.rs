@@ -11,10 +11,9 @@ pub(super) async fn local_skill(
     source: &str,
 ) -> Result<Installed, ArtifactError> {
     let name = artifact.name.clone();
-    let path = manifest_dir.join(source);
     let text = tokio::task::spawn_blocking({
-        let name = name.clone();
-        move || read_local_skill(&name, &path)
+        let (name, dir, source) = (name.clone(), manifest_dir.to_path_buf(), source.to_string());
+        move || read_local_skill(&name, &dir, &source)
     })
     .await
     .map_err(|e| ArtifactError::SkillRead {
@@ -46,37 +45,43 @@ pub(super) async fn local_skill(
     })
 }
 
-pub(super) fn read_local_skill(name: &str, path: &Path) -> Result<String, ArtifactError> {
-    let read_err = |path: &Path| {
-        let name = name.to_string();
-        let path = path.to_path_buf();
-        move |source| ArtifactError::SkillRead { name, path, source }
+/// The text of the skill `source` names, inside the capsule directory `dir`
+/// and read without following a link (`manifest::paths`, the one rule for
+/// paths a manifest names).
+pub(super) fn read_local_skill(
+    name: &str,
+    dir: &Path,
+    source: &str,
+) -> Result<String, ArtifactError> {
+    use crate::manifest::paths;
+    let outside = |m| ArtifactError::SkillOutside {
+        name: name.to_string(),
+        message: format!("`source` {m}"),
     };
-    if !path.exists() {
+    let path = paths::inside(dir, source).map_err(outside)?;
+    if std::fs::symlink_metadata(&path).is_err() {
         return Err(ArtifactError::SkillSourceMissing {
             name: name.to_string(),
-            path: path.to_path_buf(),
+            path,
         });
     }
-    let file = if path.is_dir() {
-        let mut found = None;
-        for entry in std::fs::read_dir(path).map_err(read_err(path))? {
-            let entry = entry.map_err(read_err(path))?;
-            if entry
-                .file_name()
-                .to_string_lossy()
-                .eq_ignore_ascii_case("skill.md")
-            {
-                found = Some(entry.path());
-                break;
-            }
+    let file = match paths::list(dir, &path).map_err(outside)? {
+        None => path,
+        Some(names) => {
+            let found = names
+                .into_iter()
+                .find(|n| n.to_string_lossy().eq_ignore_ascii_case("skill.md"))
+                .ok_or_else(|| ArtifactError::SkillNoSkillMd {
+                    name: name.to_string(),
+                    path: path.clone(),
+                })?;
+            path.join(found)
         }
-        found.ok_or_else(|| ArtifactError::SkillNoSkillMd {
-            name: name.to_string(),
-            path: path.to_path_buf(),
-        })?
-    } else {
-        path.to_path_buf()
     };
-    std::fs::read_to_string(&file).map_err(read_err(&file))
+    let bytes = paths::read(dir, &file).map_err(outside)?;
+    String::from_utf8(bytes).map_err(|e| ArtifactError::SkillRead {
+        name: name.to_string(),
+        path: file,
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })
 }

@@ -27,13 +27,21 @@ pub async fn stage(
         return Ok(staged);
     }
     let lock = {
-        let path = staged.lock_path.clone();
-        tokio::task::spawn_blocking(move || MurmurLock::read(&path))
-            .await
-            .map_err(|e| LockError::Read {
-                path: staged.lock_path.clone(),
-                source: std::io::Error::other(e),
-            })??
+        let (dir, path) = (manifest.manifest_dir.clone(), staged.lock_path.clone());
+        // Read inside the capsule directory, following no link (a lock
+        // that is a symlink is refused, not read).
+        tokio::task::spawn_blocking(move || match crate::fsx::read(&dir, &path) {
+            Ok(bytes) => MurmurLock::parse(&String::from_utf8_lossy(&bytes))
+                .map(Some)
+                .map_err(|message| LockError::Parse { path, message }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(LockError::Read { path, source }),
+        })
+        .await
+        .map_err(|e| LockError::Read {
+            path: staged.lock_path.clone(),
+            source: std::io::Error::other(e),
+        })??
     };
     // Lock expectations first, in manifest order: no I/O, so these errors
     // come before any registry traffic.

@@ -63,27 +63,47 @@ fn a_local_skill_is_a_file_or_a_directory_with_skill_md_in_any_case() {
     let dir = tempfile::tempdir().expect("dir");
     let file = dir.path().join("guide.md");
     std::fs::write(&file, "use the file").expect("write");
-    assert_eq!(read_local_skill("g", &file).expect("file"), "use the file");
+    let root = dir.path();
+    assert_eq!(
+        read_local_skill("g", root, "guide.md").expect("file"),
+        "use the file"
+    );
 
     let folder = dir.path().join("skill");
     std::fs::create_dir(&folder).expect("mkdir");
     std::fs::write(folder.join("SKILL.MD"), "upper case").expect("write");
-    assert_eq!(read_local_skill("g", &folder).expect("dir"), "upper case");
+    assert_eq!(
+        read_local_skill("g", root, "skill").expect("dir"),
+        "upper case"
+    );
 
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
-    let error = read_local_skill("g", &empty).expect_err("no skill.md");
+    let error = read_local_skill("g", root, "empty").expect_err("no skill.md");
     assert!(
         matches!(error, ArtifactError::SkillNoSkillMd { .. }),
         "{error}"
     );
     assert!(error.to_string().contains("has no skill.md"), "{error}");
 
-    let error = read_local_skill("g", &dir.path().join("absent")).expect_err("absent");
+    let error = read_local_skill("g", root, "absent").expect_err("absent");
     assert!(
         matches!(error, ArtifactError::SkillSourceMissing { .. }),
         "{error}"
     );
+    // Outside the capsule directory, by spelling or by a link: refused.
+    std::os::unix::fs::symlink("/etc/hostname", root.join("linked.md")).expect("link");
+    assert!(
+        std::fs::read("/etc/hostname").is_ok(),
+        "the control: the target reads"
+    );
+    for source in ["/etc/hostname", "../x", "linked.md"] {
+        let error = read_local_skill("g", root, source).expect_err(source);
+        assert!(
+            matches!(error, ArtifactError::SkillOutside { .. }),
+            "{error}"
+        );
+    }
 }
 
 #[test]

@@ -34,6 +34,8 @@ pub struct A2aConfig {
     pub push: PushSettings,
     /// The gRPC binding, on the gateway's port.
     pub grpc: GrpcSettings,
+    /// Which web pages may call the gateway from a browser.
+    pub cors: CorsSettings,
     /// A `SendMessage` whose `messageId` the route already has a task for
     /// answers that task and runs nothing (a client's retry is safe). Off:
     /// every `SendMessage` makes a task, for clients that reuse message
@@ -74,6 +76,7 @@ impl Default for A2aConfig {
             sign_cards: true,
             push: PushSettings::default(),
             grpc: GrpcSettings::default(),
+            cors: CorsSettings::default(),
             dedupe_message_ids: true,
             peers: Vec::new(),
             retention: None,
@@ -95,6 +98,12 @@ pub struct PushSettings {
     /// or resolve to, loopback, private or reserved addresses (refused
     /// otherwise: the SSRF guard).
     pub allow: Vec<String>,
+    /// Configs one task may have: each event is delivered once per config,
+    /// so this bounds how many requests one event makes.
+    pub max_configs_per_task: u32,
+    /// Deliveries in flight at once to one receiving host; the rest wait
+    /// their turn without holding up deliveries to other hosts.
+    pub max_in_flight_per_host: usize,
 }
 
 impl Default for PushSettings {
@@ -102,6 +111,8 @@ impl Default for PushSettings {
         Self {
             enabled: true,
             allow: Vec::new(),
+            max_configs_per_task: 10,
+            max_in_flight_per_host: 4,
         }
     }
 }
@@ -125,6 +136,17 @@ impl Default for GrpcSettings {
             default_route: None,
         }
     }
+}
+
+/// `a2a.cors`: a request that carries an `Origin` header (a web page's) is
+/// refused unless its origin is listed here; listed origins get CORS
+/// answers (preflights included).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorsSettings {
+    /// Origins as a browser sends them: `https://app.example.com`,
+    /// `http://localhost:5173` (scheme, host, port; no path).
+    pub allow_origins: Vec<String>,
 }
 
 /// `a2a.routes.<name>`: one route's credentials.
@@ -161,6 +183,26 @@ impl A2aConfig {
                     }
                 })
                 .map_err(|m| ConfigError::Invalid(format!("a2a.public_url: {m}")))?;
+        }
+        if self.push.max_configs_per_task == 0 || self.push.max_in_flight_per_host == 0 {
+            return Err(ConfigError::Invalid(
+                "a2a.push.max_configs_per_task and a2a.push.max_in_flight_per_host must be at \
+                 least 1 (turn push notifications off with a2a.push.enabled: false)"
+                    .into(),
+            ));
+        }
+        for origin in &self.cors.allow_origins {
+            let (scheme, host) = origin.split_once("://").unwrap_or_default();
+            if !matches!(scheme, "http" | "https")
+                || host.is_empty()
+                || host.contains(['/', '?', '#', '*', ' '])
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "a2a.cors.allow_origins: '{origin}' is not an origin: write \
+                     scheme://host[:port] as a browser sends it (https://app.example.com), no \
+                     path and no wildcard"
+                )));
+            }
         }
         for peer in &self.peers {
             crate::manifest::a2a::url(&peer.url)

@@ -326,17 +326,9 @@ pub(super) fn agent_spec(
     let system_prompt = if let Some(text) = inf.system_prompt {
         SystemPrompt::Inline(text)
     } else if let Some(file) = inf.system_prompt_file {
-        let path = manifest_dir.join(&file);
-        if !path.is_file() {
-            return Err((
-                "inference.system_prompt_file",
-                format!(
-                    "names {}, which is not a readable file (paths are relative to the \
-                     manifest's directory)",
-                    path.display()
-                ),
-            ));
-        }
+        let field = "inference.system_prompt_file";
+        let path = super::paths::inside(manifest_dir, &file).map_err(|m| (field, m))?;
+        super::paths::open(manifest_dir, &path).map_err(|m| (field, m))?;
         SystemPrompt::File(path)
     } else if let Some(name) = inf.system_prompt_artifact {
         declared(artifacts, &name, ArtifactRuntime::Skill)

@@ -57,7 +57,19 @@ fn bad_name_version_and_component_are_explained() {
         ),
         (
             "name: hello\nversion: 0.1.0\ncomponent: nope.wasm\n",
-            "not a file",
+            "nope.wasm, which does not exist",
+        ),
+        (
+            "name: hello\nversion: 0.1.0\ncomponent: ../hello.wasm\n",
+            "`component` names '../hello.wasm', which leaves the capsule directory",
+        ),
+        (
+            "name: hello\nversion: 0.1.0\ncomponent: /etc/hostname\n",
+            "`component` names '/etc/hostname', which leaves the capsule directory",
+        ),
+        (
+            "name: hello\nversion: 0.1.0\ncomponent: hello.wasm\nartifacts: [{name: s, version: '1', runtime: skill, source: /etc/shadow}]\n",
+            "'s': `source` names '/etc/shadow', which leaves the capsule directory",
         ),
         ("name: hello\nversion: 0.1.0\n", "`component` is required"),
         (
@@ -138,7 +150,14 @@ fn agent_mistakes_name_the_field_and_the_fix() {
                 "model: llama3.1",
                 "model: m\n  system_prompt_file: missing.md",
             ),
-            "missing.md, which is not a readable file",
+            "missing.md, which does not exist",
+        ),
+        (
+            (
+                "model: llama3.1",
+                "model: m\n  system_prompt_file: ../../etc/hostname",
+            ),
+            "`inference.system_prompt_file` names '../../etc/hostname', which leaves",
         ),
         (
             (

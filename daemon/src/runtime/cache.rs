@@ -48,13 +48,18 @@ impl ComponentCache {
         }
     }
 
-    /// The sha256 of a component file and, when it must be read, its bytes.
-    fn hash_file(&self, path: &Path) -> Result<(String, Option<Vec<u8>>), RuntimeError> {
+    /// The sha256 of a component file (opened by the caller, which decided
+    /// what it may name) and, when it must be read, its bytes.
+    fn hash_file(
+        &self,
+        path: &Path,
+        file: &std::fs::File,
+    ) -> Result<(String, Option<Vec<u8>>), RuntimeError> {
         let read_err = |source| RuntimeError::Read {
             path: path.to_path_buf(),
             source,
         };
-        let meta = std::fs::metadata(path).map_err(read_err)?;
+        let meta = file.metadata().map_err(read_err)?;
         if meta.len() > MAX_COMPONENT_BYTES {
             return Err(RuntimeError::TooLarge {
                 path: path.to_path_buf(),
@@ -71,7 +76,7 @@ impl ComponentCache {
         {
             return Ok((sha.clone(), None));
         }
-        let bytes = std::fs::read(path).map_err(read_err)?;
+        let bytes = read_all(file).map_err(read_err)?;
         let sha = hex::encode(Sha256::digest(&bytes));
         lock(&self.by_path).insert(path.to_path_buf(), (stamp, sha.clone()));
         Ok((sha, Some(bytes)))
@@ -82,12 +87,12 @@ impl ComponentCache {
     pub(crate) async fn get_file(
         &self,
         engine: &Engine,
-        path: &Path,
+        (path, file): (&Path, std::fs::File),
         prepare: impl FnOnce(String, Component) -> Result<PreparedComponent, RuntimeError>,
     ) -> Result<Arc<PreparedComponent>, RuntimeError> {
-        let (sha, bytes) = self.hash_file(path)?;
+        let (sha, bytes) = self.hash_file(path, &file)?;
         let what = path.display().to_string();
-        let source = Source::File(path.to_path_buf(), bytes);
+        let source = Source::File(path.to_path_buf(), file, bytes);
         self.get(engine, sha, what, source, prepare).await
     }
 
@@ -154,9 +159,19 @@ impl ComponentCache {
 
 /// Where the bytes of a component come from when it must be compiled.
 enum Source {
-    /// A file, with its bytes when they were already read for hashing.
-    File(PathBuf, Option<Vec<u8>>),
+    /// A file (its name, the open handle), with its bytes when they were
+    /// already read for hashing.
+    File(PathBuf, std::fs::File, Option<Vec<u8>>),
     Bytes(Vec<u8>),
+}
+
+/// A file's whole content from its start (the handle may have been read).
+fn read_all(mut file: &std::fs::File) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek};
+    file.seek(std::io::SeekFrom::Start(0))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 fn load_or_compile(
@@ -185,8 +200,8 @@ fn load_or_compile(
         }
     }
     let bytes = match source {
-        Source::Bytes(bytes) | Source::File(_, Some(bytes)) => bytes,
-        Source::File(path, None) => std::fs::read(&path).map_err(|e| RuntimeError::Read {
+        Source::Bytes(bytes) | Source::File(_, _, Some(bytes)) => bytes,
+        Source::File(path, file, None) => read_all(&file).map_err(|e| RuntimeError::Read {
             path: path.clone(),
             source: e,
         })?,

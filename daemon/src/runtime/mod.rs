@@ -290,10 +290,16 @@ impl Runtime {
     }
 
     /// Compiles (or finds in the cache) and pre-links the script capsule at
-    /// `path`; it must export `run`, or `handle` to serve A2A tasks.
-    pub async fn prepare(&self, path: &Path) -> Result<Arc<PreparedCapsule>, RuntimeError> {
+    /// `path`; it must export `run`, or `handle` to serve A2A tasks. `file`
+    /// is `path` opened by the caller, which decided what the path may name
+    /// (staging opens it inside the capsule directory, following no link).
+    pub async fn prepare(
+        &self,
+        path: &Path,
+        file: std::fs::File,
+    ) -> Result<Arc<PreparedCapsule>, RuntimeError> {
         let what = path.display().to_string();
-        let inner = self.core.prepare_file(path).await?;
+        let inner = self.core.prepare_file(path, file).await?;
         let entry = if export_func(&inner.component, A2A_HANDLER_EXPORT, "handle").is_some() {
             Entry::Handle(
                 bindings::guest::agent::AgentIndices::new(&inner.pre)
@@ -412,9 +418,13 @@ impl Compiler for Core {
 }
 
 impl Core {
-    async fn prepare_file(&self, path: &Path) -> Result<Arc<PreparedComponent>, RuntimeError> {
+    async fn prepare_file(
+        &self,
+        path: &Path,
+        file: std::fs::File,
+    ) -> Result<Arc<PreparedComponent>, RuntimeError> {
         self.cache
-            .get_file(&self.engine, path, |sha256, component| {
+            .get_file(&self.engine, (path, file), |sha256, component| {
                 self.pre_link(path.display().to_string(), sha256, component)
             })
             .await

@@ -5,7 +5,7 @@
 use sqlx::Row;
 
 use super::push_writes::PushWrite;
-pub use super::push_writes::{PushConfig, now_ms};
+pub use super::push_writes::{PushConfig, PushMade, now_ms};
 use super::writer::WriteOp;
 use super::{Store, StoreError};
 
@@ -37,17 +37,20 @@ impl Store {
         self.write_one(WriteOp::Push(write)).await
     }
 
-    /// Adds or replaces a task's config; `false` when the task is gone.
+    /// Adds or replaces a task's config, unless the task is gone or has
+    /// `max` others.
     pub async fn create_push_config(
         &self,
         config: &PushConfig,
         backfill: bool,
-    ) -> Result<bool, StoreError> {
+        max: u32,
+    ) -> Result<PushMade, StoreError> {
         let write = PushWrite::Create {
             config: config.clone(),
             backfill,
+            max,
         };
-        Ok(self.push_write(write).await? > 0)
+        Ok(PushMade::from_count(self.push_write(write).await?))
     }
 
     /// Deletes a task's config; `false` when it had none by that id.

@@ -24,10 +24,14 @@ pub struct PushConfig {
 
 /// A push write on the task writer.
 pub(super) enum PushWrite {
-    /// Adds (or replaces) a config of a task that exists; `backfill`: its
-    /// events logged so far are queued for it too. Answers 1, or 0 when
-    /// the task is gone.
-    Create { config: PushConfig, backfill: bool },
+    /// Adds (or replaces) a config of a task that exists and has fewer
+    /// than `max` others; `backfill`: its events logged so far are queued
+    /// for it too. Answers [`PushMade`] as a number.
+    Create {
+        config: PushConfig,
+        backfill: bool,
+        max: u32,
+    },
     /// Answers the configs deleted (0 or 1).
     Delete { task_id: String, id: String },
     /// A delivery done (or given up): its row goes.
@@ -45,6 +49,27 @@ impl PushWrite {
     /// redelivery would repeat (the outbox's bookkeeping).
     pub(super) fn durable(&self) -> bool {
         matches!(self, PushWrite::Create { .. } | PushWrite::Delete { .. })
+    }
+}
+
+/// What creating a push config did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushMade {
+    /// Made (or replaced one of the same id).
+    Made,
+    /// The task is gone.
+    NoTask,
+    /// The task already has its limit of other configs.
+    Full,
+}
+
+impl PushMade {
+    pub(super) fn from_count(n: u64) -> Self {
+        match n {
+            0 => Self::NoTask,
+            1 => Self::Made,
+            _ => Self::Full,
+        }
     }
 }
 
@@ -74,7 +99,18 @@ pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u6
         PushWrite::Create {
             config: c,
             backfill,
+            max,
         } => {
+            // Counted in the transaction that adds it: two creates at once
+            // cannot both pass the limit.
+            let others: u32 = conn
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM push_configs WHERE task_id = ?1 AND id != ?2",
+                )?
+                .query_row(params![c.task_id, c.id], |row| row.get(0))?;
+            if others >= *max {
+                return Ok(2);
+            }
             let made = conn
                 .prepare_cached(
                     "INSERT OR REPLACE INTO push_configs (task_id, id, url, token, auth_scheme, \

@@ -475,12 +475,21 @@ async fn push_deliveries_wake_the_deliverer_and_a_retry_holds_back_its_config(po
         auth_scheme: None,
         auth_credentials: None,
     };
-    assert!(
+    assert_eq!(
         store
-            .create_push_config(&config, true)
+            .create_push_config(&config, true, 10)
             .await
-            .expect("config")
+            .expect("config"),
+        crate::store::PushMade::Made
     );
+    // Another config past the task's limit is refused in the write itself.
+    let other = PushConfig {
+        id: "cfg-2".into(),
+        ..config.clone()
+    };
+    let full = store.create_push_config(&other, false, 1).await;
+    assert_eq!(full.expect("write"), crate::store::PushMade::Full);
+
     tokio::time::timeout(std::time::Duration::from_secs(5), wake.notified())
         .await
         .expect("the backfill wakes the deliverer");

@@ -29,7 +29,7 @@ pub use queue::{InboxRx, Next, Queue};
 
 use crate::ids::TaskId;
 use crate::store::{NewA2aTask, Store, StoreError};
-pub use crate::store::{PushConfig, PushDelivery, TaskFilter};
+pub use crate::store::{PushConfig, PushDelivery, PushMade, TaskFilter};
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {

@@ -5,17 +5,19 @@
 use std::sync::Arc;
 
 use super::Broker;
-use crate::store::{PushConfig, PushDelivery, StoreError};
+use crate::store::{PushConfig, PushDelivery, PushMade, StoreError};
 
 impl Broker {
     /// Adds or replaces a config of a task; `backfill`: the events it has
-    /// logged so far are delivered too. `false` when the task is gone.
+    /// logged so far are delivered too; refused when the task is gone or
+    /// has `max` configs besides this one.
     pub async fn create_push_config(
         &self,
         config: &PushConfig,
         backfill: bool,
-    ) -> Result<bool, StoreError> {
-        self.store.create_push_config(config, backfill).await
+        max: u32,
+    ) -> Result<PushMade, StoreError> {
+        self.store.create_push_config(config, backfill, max).await
     }
 
     pub async fn push_configs(&self, task_id: &str) -> Result<Vec<PushConfig>, StoreError> {

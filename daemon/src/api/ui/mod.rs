@@ -105,11 +105,10 @@ fn random_hex() -> String {
 pub async fn serve_ui(
     listener: tokio::net::TcpListener,
     state: UiState,
+    limits: super::listen::Limits,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
+    super::listen::serve(listener, app(state), "dashboard", limits, Vec::new(), stop).await
 }
 
 /// The dashboard's router (tests drive it without a socket).

@@ -270,23 +270,26 @@ impl SessionTask {
         }
         let shared = Arc::clone(&self.shared);
         let id = self.id.clone();
-        let artifacts = Arc::new(SessionArtifacts::new(
-            self.staged.artifacts.items.clone(),
-            self.shared.registry(),
-            self.workdir.clone(),
-            self.bookkeeping.clone(),
-            self.staged.artifacts.lock_path.clone(),
-            self.shared.config.artifacts.max_bundle_mb << 20,
-            Box::new(move |records| {
-                let shared = Arc::clone(&shared);
-                let id = id.clone();
-                tokio::spawn(async move {
-                    if let Err(error) = shared.store.set_artifacts(&id, &records).await {
-                        tracing::warn!(%error, "cannot record artifacts");
-                    }
-                });
-            }),
-        ));
+        let artifacts = Arc::new(
+            SessionArtifacts::new(
+                self.staged.artifacts.items.clone(),
+                self.shared.registry(),
+                self.workdir.clone(),
+                self.bookkeeping.clone(),
+                self.staged.artifacts.lock_path.clone(),
+                self.shared.config.artifacts.max_bundle_mb << 20,
+                Box::new(move |records| {
+                    let shared = Arc::clone(&shared);
+                    let id = id.clone();
+                    tokio::spawn(async move {
+                        if let Err(error) = shared.store.set_artifacts(&id, &records).await {
+                            tracing::warn!(%error, "cannot record artifacts");
+                        }
+                    });
+                }),
+            )
+            .native_tools(self.staged.native_tools),
+        );
         self.artifacts = Some(artifacts);
         Ok(())
     }

@@ -1,0 +1,186 @@
+//! What a capsule's `capabilities.filesystem` may grant, and what a start
+//! request's workdir may be: never a path that holds, or lies inside,
+//! roostd's own state (state dir, socket dir, config file, token and key
+//! files), and never a system tree (`/`, `/etc`, `/proc`, `/sys`, `/dev`,
+//! `/boot`, `/root`, `/var/lib`) unless roostd's own `filesystem.allow` lists
+//! it. Checked once, at staging, where roostd's config is known; paths are
+//! compared after their links are resolved.
+
+use std::path::{Path, PathBuf};
+
+use super::{CapabilityPolicy, PolicyError};
+use crate::config::DaemonConfig;
+
+/// System trees no capsule is granted unless the operator allows it.
+const SYSTEM_TREES: [&str; 8] = [
+    "/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/var/lib",
+];
+
+/// What grants must stay clear of, as roostd's config names it.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    /// roostd's own paths, with what each is (for the error).
+    own: Vec<(PathBuf, String)>,
+    /// `filesystem.allow`.
+    allow: Vec<PathBuf>,
+}
+
+impl Protected {
+    pub fn of(config: &DaemonConfig) -> Self {
+        let mut own = vec![(config.state_dir.clone(), "roostd's state dir".to_string())];
+        if let Some(dir) = config.socket.parent() {
+            own.push((dir.to_path_buf(), "roostd's control socket dir".into()));
+        }
+        if let Some(file) = &config.source {
+            own.push((file.clone(), "roostd's config file".into()));
+        }
+        let tokens = [
+            ("a2a.token_file", config.a2a.token_file.as_ref()),
+            ("control.token_file", config.control.token_file.as_ref()),
+            ("ui.token_file", config.ui.token_file.as_ref()),
+            (
+                "telemetry.headers_file",
+                config.telemetry.headers_file.as_ref(),
+            ),
+        ];
+        for (what, file) in tokens {
+            if let Some(file) = file {
+                own.push((file.clone(), format!("roostd's {what}")));
+            }
+        }
+        for (name, route) in &config.a2a.routes {
+            own.push((
+                route.token_file.clone(),
+                format!("roostd's a2a.routes.{name}.token_file"),
+            ));
+        }
+        for peer in &config.a2a.peers {
+            own.push((
+                peer.token_file.clone(),
+                "a token file of roostd's a2a.peers".into(),
+            ));
+        }
+        let own = own
+            .into_iter()
+            .map(|(p, what)| (resolved(&p), what))
+            .collect();
+        let allow = config
+            .filesystem
+            .allow
+            .iter()
+            .map(|p| resolved(p))
+            .collect();
+        Self { own, allow }
+    }
+
+    /// Every `read_only` and `read_write` grant of `policy`.
+    pub fn check(&self, policy: &CapabilityPolicy) -> Result<(), PolicyError> {
+        let grants = [
+            ("read_only", &policy.read_only),
+            ("read_write", &policy.read_write),
+        ];
+        for (field, paths) in grants {
+            for path in paths {
+                self.check_path(&format!("capabilities.filesystem.{field}"), path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One path handed to a capsule (a grant, or its workdir): `field`
+    /// names it in the error.
+    pub fn check_path(&self, field: &str, path: &Path) -> Result<(), PolicyError> {
+        let real = resolved(path);
+        let refuse = |what: String| PolicyError::ProtectedPath {
+            field: field.to_string(),
+            path: path.display().to_string(),
+            what,
+        };
+        for (own, what) in &self.own {
+            if overlaps(&real, own) {
+                return Err(refuse(format!("{what} ({})", own.display())));
+            }
+        }
+        let allowed = self.allow.iter().any(|a| real.starts_with(a));
+        for tree in SYSTEM_TREES {
+            let tree = Path::new(tree);
+            // A grant inside a system tree (every path is inside `/`: only
+            // `/` itself counts there), or one that holds one (`/var`
+            // holds `/var/lib`).
+            let inside = tree != Path::new("/") && real.starts_with(tree);
+            let holds = tree.starts_with(&real);
+            if (inside || holds) && !allowed {
+                return Err(refuse(format!(
+                    "the system tree {} (roostd's filesystem.allow can allow a path inside one)",
+                    tree.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether one path holds the other (or they are the same).
+fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// `path` with its links resolved (as far as it exists).
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn protected(state: &Path) -> Protected {
+        let mut config = DaemonConfig {
+            state_dir: state.join("state"),
+            socket: state.join("run/roostd.sock"),
+            source: Some(state.join("roost.yaml")),
+            ..DaemonConfig::default()
+        };
+        config.a2a.token_file = Some(state.join("secrets/a2a.token"));
+        config.filesystem.allow = vec![PathBuf::from("/etc/ssl")];
+        Protected::of(&config)
+    }
+
+    #[test]
+    fn grants_stay_clear_of_roostds_files_and_system_trees() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for sub in ["state/keys", "run", "secrets", "data"] {
+            std::fs::create_dir_all(root.join(sub)).expect("mkdir");
+        }
+        std::os::unix::fs::symlink(root.join("state"), root.join("data/alias")).expect("link");
+        let p = protected(root);
+        // The control: a directory of the capsule's own is granted.
+        p.check_path("f", &root.join("data"))
+            .expect("a plain directory");
+        p.check_path("f", Path::new("/usr/share"))
+            .expect("not a protected tree");
+        p.check_path("f", Path::new("/etc/ssl/certs"))
+            .expect("allowed by the operator");
+        for (path, says) in [
+            (root.join("state"), "state dir"),
+            (root.join("state/keys"), "state dir"),
+            (root.join("data/alias"), "state dir"),
+            (root.to_path_buf(), "state dir"),
+            (root.join("run"), "socket dir"),
+            (root.join("roost.yaml"), "config file"),
+            (root.join("secrets/a2a.token"), "a2a.token_file"),
+            // `/` holds the state dir too: that is what is named first.
+            (PathBuf::from("/"), "overlaps"),
+            (PathBuf::from("/etc"), "system tree /etc"),
+            (PathBuf::from("/etc/passwd"), "system tree /etc"),
+            (PathBuf::from("/var"), "system tree /var/lib"),
+            (PathBuf::from("/proc/self"), "system tree /proc"),
+        ] {
+            let e = p
+                .check_path("capabilities.filesystem.read_only", &path)
+                .expect_err(says);
+            assert!(e.to_string().contains(says), "{path:?}: {e}");
+        }
+    }
+}
