@@ -15,22 +15,27 @@ use crate::harness::{Daemon, TEST_CONFIG, conformance, request};
 /// `grpc-status-details-bin` came with it, and the response messages'
 /// bytes (frames stripped).
 #[derive(Debug)]
-struct Answer {
-    status: String,
-    message: String,
+pub(crate) struct Answer {
+    pub(crate) status: String,
+    pub(crate) message: String,
     details: bool,
     messages: Vec<Bytes>,
 }
 
 /// One length-prefixed gRPC message.
-fn frame(message: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(message: &[u8]) -> Vec<u8> {
     let mut out = vec![0u8];
     out.extend_from_slice(&(message.len() as u32).to_be_bytes());
     out.extend_from_slice(message);
     out
 }
 
-async fn call(addr: &str, method: &str, body: Vec<u8>, metadata: &[(&str, &str)]) -> Answer {
+pub(crate) async fn call(
+    addr: &str,
+    method: &str,
+    body: Vec<u8>,
+    metadata: &[(&str, &str)],
+) -> Answer {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let (mut send, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
@@ -76,7 +81,7 @@ async fn call(addr: &str, method: &str, body: Vec<u8>, metadata: &[(&str, &str)]
     }
 }
 
-fn send_request(tenant: &str, id: &str) -> Vec<u8> {
+pub(crate) fn send_request(tenant: &str, id: &str) -> Vec<u8> {
     let json = serde_json::json!({
         "tenant": tenant,
         "message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": "hello"}]},

@@ -23,7 +23,7 @@ use crate::mock_llm::{MockLlm, Reply};
 
 const TOKEN: &str = "dashboard-token-0123456789";
 
-fn browser() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn browser() -> Option<(PathBuf, PathBuf)> {
     let find = |names: &[&str]| {
         names
             .iter()
@@ -37,7 +37,7 @@ fn browser() -> Option<(PathBuf, PathBuf)> {
 }
 
 /// chromedriver on a free loopback port, killed on drop.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     addr: String,
     session: String,
@@ -52,7 +52,7 @@ impl Drop for Driver {
 }
 
 impl Driver {
-    async fn start(driver: &Path, chromium: &Path) -> Self {
+    pub(crate) async fn start(driver: &Path, chromium: &Path) -> Self {
         let port = free_port();
         let child = Command::new(driver)
             .arg(format!("--port={port}"))
@@ -143,11 +143,11 @@ impl Driver {
             .await
     }
 
-    async fn go(&self, url: &str) {
+    pub(crate) async fn go(&self, url: &str) {
         self.cmd("POST", "/url", Some(json!({"url": url}))).await;
     }
 
-    async fn script(&self, script: &str) -> Value {
+    pub(crate) async fn script(&self, script: &str) -> Value {
         self.cmd(
             "POST",
             "/execute/sync",
@@ -211,7 +211,7 @@ impl Driver {
         std::fs::write(to, png).expect("write screenshot");
     }
 
-    async fn quit(&self) {
+    pub(crate) async fn quit(&self) {
         self.call("DELETE", &format!("/session/{}", self.session), None)
             .await;
     }

@@ -89,9 +89,9 @@ pub fn conformance_wasm() -> PathBuf {
 pub fn conformance(root: &Path, name: &str, lifecycle: &str, extra: &str) -> PathBuf {
     let dir = root.join(format!("capsule-{name}-{}", unique()));
     std::fs::create_dir_all(&dir).expect("capsule dir");
+    let component = inside(&dir, &conformance_wasm());
     let manifest = format!(
-        "name: {name}\nversion: 0.1.0\ncomponent: {}\nlifecycle: {lifecycle}\n{extra}",
-        conformance_wasm().display()
+        "name: {name}\nversion: 0.1.0\ncomponent: {component}\nlifecycle: {lifecycle}\n{extra}"
     );
     std::fs::write(dir.join("murmur.yaml"), manifest).expect("write manifest");
     dir
@@ -101,12 +101,26 @@ pub fn conformance(root: &Path, name: &str, lifecycle: &str, extra: &str) -> Pat
 pub fn capsule(root: &Path, name: &str, guest_name: &str, extra: &str) -> PathBuf {
     let dir = root.join(format!("capsule-{name}-{}", unique()));
     std::fs::create_dir_all(&dir).expect("capsule dir");
-    let manifest = format!(
-        "name: {name}\nversion: 0.1.0\ncomponent: {}\n{extra}",
-        guest(guest_name).display()
-    );
+    let component = inside(&dir, &guest(guest_name));
+    let manifest = format!("name: {name}\nversion: 0.1.0\ncomponent: {component}\n{extra}");
     std::fs::write(dir.join("murmur.yaml"), manifest).expect("write manifest");
     dir
+}
+
+/// Puts the component `wasm` into the capsule `dir` (a manifest names only
+/// files inside its capsule: a hard link where it can be, else a copy) and
+/// returns the name the manifest gives it.
+pub fn inside(dir: &Path, wasm: &Path) -> String {
+    let name = wasm
+        .file_name()
+        .expect("a component file")
+        .to_string_lossy()
+        .into_owned();
+    let to = dir.join(&name);
+    if std::fs::hard_link(wasm, &to).is_err() {
+        std::fs::copy(wasm, &to).expect("copy the component into the capsule");
+    }
+    name
 }
 
 /// A capsule that spins until stopped (its deadline is 10 minutes away).

@@ -7,7 +7,9 @@ use crate::harness::{Daemon, code, guest, request};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_manifests_are_explained_and_create_nothing() {
     let d = Daemon::start().await;
-    let wasm = guest("hello").display().to_string();
+    // Each case's directory holds the component; the manifest names it.
+    let wasm = "hello.wasm";
+    let outside = guest("hello").display().to_string();
     let cases: Vec<(String, &str)> = vec![
         (
             "name: hello\nversion: 0.1.0\ncomponent: [unclosed\n".into(),
@@ -27,7 +29,11 @@ async fn malformed_manifests_are_explained_and_create_nothing() {
         ),
         (
             "name: hello\nversion: 0.1.0\ncomponent: missing.wasm\n".into(),
-            "not a file",
+            "missing.wasm, which does not exist",
+        ),
+        (
+            format!("name: hello\nversion: 0.1.0\ncomponent: {outside}\n"),
+            "leaves the capsule directory",
         ),
         (
             format!(
@@ -46,6 +52,7 @@ async fn malformed_manifests_are_explained_and_create_nothing() {
     for (i, (yaml, needle)) in cases.iter().enumerate() {
         let dir = d.root.path().join(format!("bad-{i}"));
         std::fs::create_dir(&dir).expect("dir");
+        crate::harness::inside(&dir, &guest("hello"));
         std::fs::write(dir.join("murmur.yaml"), yaml).expect("write");
         let err = d.client.start(&request(&dir)).await.expect_err("refused");
         let text = err.to_string();

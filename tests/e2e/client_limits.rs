@@ -1,0 +1,159 @@
+//! No client can exhaust roostd: a listener holds at most
+//! `http.max_connections` connections and closes the rest at once (and says
+//! so in its log), a connection that does not finish its request head
+//! within `http.header_read_timeout_secs` (or sends nothing) is closed, and
+//! a task takes at most `a2a.push.max_configs_per_task` push configs. Each
+//! with its control: a well-behaved request is served throughout.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::a2a::{JSON, V1, http, message, rpc};
+use crate::harness::{Daemon, TEST_CONFIG, conformance, request};
+
+/// Whether roostd closes `stream` within `within` (EOF or a reset), having
+/// sent nothing but perhaps an error status.
+async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 256];
+    let deadline = Instant::now() + within;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            // An answer to a request the client never finished (408):
+            // read on to the close.
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_clients_cannot_hold_roostds_connections() {
+    let config =
+        format!("{TEST_CONFIG}http: {{max_connections: 8, header_read_timeout_secs: 2}}\n");
+    let daemon = Daemon::start_with(&config, &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+
+    // Eight clients that start a request head and never finish it.
+    let mut slow = Vec::new();
+    for _ in 0..8 {
+        let mut s = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connect");
+        s.write_all(b"POST /a2a/x HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            .await
+            .expect("half a head");
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The ninth is closed at once, and the log says why.
+    let mut ninth = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    assert!(
+        closed_within(&mut ninth, Duration::from_secs(1)).await,
+        "past the limit a connection is closed at once"
+    );
+    assert!(
+        daemon.log().contains("connection limit reached"),
+        "{}",
+        daemon.log()
+    );
+    // The slow ones are closed once their head is overdue.
+    let started = Instant::now();
+    for s in &mut slow {
+        assert!(
+            closed_within(s, Duration::from_secs(6)).await,
+            "a head not finished in time is closed"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(6));
+    // A connection that sends nothing at all is closed too.
+    let mut silent = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    assert!(closed_within(&mut silent, Duration::from_secs(6)).await);
+    // The control: with the slots free again, a request is served.
+    let (status, _, body) = http(&addr, "GET", "/healthz", &[], "").await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_takes_a_bounded_number_of_push_configs() {
+    let config =
+        format!("{TEST_CONFIG}a2a: {{push: {{allow: [127.0.0.1], max_configs_per_task: 3}}}}\n");
+    let daemon = Daemon::start_with(&config, &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let dir = conformance(
+        daemon.root.path(),
+        "pushy",
+        "{task_acceptance: queue, after_task: sleep}",
+        "",
+    );
+    daemon.client.start(&request(&dir)).await.expect("start");
+    let sent = rpc(
+        &addr,
+        "pushy",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message("p-1", "hello")}),
+    )
+    .await;
+    let task_id = sent["result"]["task"]["id"]
+        .as_str()
+        .expect("task")
+        .to_string();
+    // Nothing listens there: deliveries fail and are retried, which is fine.
+    let url = "http://127.0.0.1:9/hook";
+    let create = |id: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig",
+               "params": {"taskId": task_id, "id": id, "url": url}})
+        .to_string()
+    };
+    let post = |body: String| {
+        let addr = addr.clone();
+        async move {
+            let (status, _, body) = http(&addr, "POST", "/a2a/pushy", &[V1, JSON], &body).await;
+            assert_eq!(status, 200, "{body}");
+            serde_json::from_str::<serde_json::Value>(&body).expect("json")
+        }
+    };
+    for id in ["c1", "c2", "c3"] {
+        let made = post(create(id)).await;
+        assert_eq!(made["result"]["id"], id, "{made}");
+    }
+    let refused = post(create("c4")).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("max_configs_per_task")),
+        "{refused}"
+    );
+    // The controls: replacing one is no new one, and a freed slot is used.
+    let replaced = post(create("c1")).await;
+    assert_eq!(replaced["result"]["id"], "c1", "{replaced}");
+    let deleted = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "DeleteTaskPushNotificationConfig",
+               "params": {"taskId": task_id, "id": "c2"}})
+        .to_string(),
+    )
+    .await;
+    assert!(deleted.get("error").is_none(), "{deleted}");
+    let made = post(create("c4")).await;
+    assert_eq!(made["result"]["id"], "c4", "{made}");
+    let listed = post(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ListTaskPushNotificationConfigs",
+               "params": {"taskId": task_id}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["configs"].as_array().map(Vec::len),
+        Some(3),
+        "{listed}"
+    );
+}
