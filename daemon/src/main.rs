@@ -149,8 +149,12 @@ fn init_logging(settings: &roostd::config::LogSettings) -> LogLevel {
     use tracing_subscriber::util::SubscriberInitExt;
     let level = settings.level.as_str();
     let from_env = std::env::var("RUST_LOG").is_ok_and(|v| !v.is_empty());
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    // An empty RUST_LOG is no filter of its own (the EnvFilter would read it
+    // as "errors only"): log.level then.
+    let filter = from_env
+        .then(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
+        .flatten()
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(level));
     let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     let base = tracing_subscriber::registry().with(filter);
     let text = || {

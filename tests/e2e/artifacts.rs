@@ -733,7 +733,7 @@ async fn a_start_reports_its_staging_steps_as_they_happen() {
         steps,
         [
             format!("read {}", dir.display()),
-            format!("compile {}", guest("invoker").display()),
+            format!("compile {}", dir.join("invoker.wasm").display()),
             "fetch echo-tool@1.0.0".into(),
             "verify echo-tool@1.0.0".into(),
             "compile echo-tool@1.0.0".into(),

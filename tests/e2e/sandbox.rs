@@ -505,7 +505,7 @@ async fn http_get(addr: &str, path: &str, token: Option<&str>) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.expect("write");
     let mut response = String::new();
     stream.read_to_string(&mut response).await.expect("read");

@@ -232,7 +232,13 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
         request.extensions_mut().insert(Named(named));
         return Ok(());
     }
-    if request.method() == Method::POST && !json_body_type(request.headers()) {
+    // A body must be JSON; a POST without one (SubscribeToTask and
+    // CancelTask over HTTP+JSON, as the SDKs send them) has nothing to
+    // misread, and a web page's carries an Origin (refused above).
+    if request.method() == Method::POST
+        && has_body(request.headers())
+        && !json_body_type(request.headers())
+    {
         tracing::warn!(path = %path, route = %named, "A2A POST without a JSON Content-Type refused");
         return Err(problem(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -272,6 +278,16 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
     }
     request.extensions_mut().insert(Named(named));
     Ok(())
+}
+
+/// Whether the request says it has a body (a non-zero Content-Length, or
+/// Transfer-Encoding).
+fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0")
 }
 
 /// `application/json` or `application/a2a+json`, parameters aside.

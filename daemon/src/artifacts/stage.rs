@@ -28,13 +28,18 @@ pub async fn stage(
     }
     let lock = {
         let (dir, path) = (manifest.manifest_dir.clone(), staged.lock_path.clone());
-        // Read inside the capsule directory, following no link (a lock
-        // that is a symlink is refused, not read).
+        // Read inside the capsule directory, following no link: a lock
+        // that is a symlink (a tool can plant one where the workdir is the
+        // capsule) is not read, and the new lock replaces the link.
         tokio::task::spawn_blocking(move || match crate::fsx::read(&dir, &path) {
             Ok(bytes) => MurmurLock::parse(&String::from_utf8_lossy(&bytes))
                 .map(Some)
                 .map_err(|message| LockError::Parse { path, message }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(_) if path.is_symlink() => {
+                tracing::warn!(path = %path.display(), "murmur.lock is a symlink: not followed; a new lock replaces it");
+                Ok(None)
+            }
             Err(source) => Err(LockError::Read { path, source }),
         })
         .await

@@ -95,6 +95,10 @@ pub struct UiConfig {
     /// The token the login page asks for (mode 0600, or 0640 with roostd's
     /// group). Required with `listen`.
     pub token_file: Option<PathBuf>,
+    /// Mark the login cookie `Secure` (the dashboard is reached over HTTPS
+    /// through a proxy). It is marked so anyway when the proxy sends
+    /// `X-Forwarded-Proto: https`.
+    pub secure_cookie: bool,
 }
 
 impl UiConfig {

@@ -39,6 +39,9 @@ const MAX_LOGINS: usize = 64;
 struct Login {
     csrf: String,
     expires: Instant,
+    /// The token it logged in with: when `ui.token_file` is replaced
+    /// (SIGHUP), logins made with the old token end.
+    token: Arc<str>,
 }
 
 /// What the dashboard serves from.
@@ -50,6 +53,8 @@ pub struct UiState {
     pub token: Arc<super::TokenCell>,
     pub shutdown: CancellationToken,
     logins: Arc<Mutex<HashMap<String, Login>>>,
+    /// `ui.secure_cookie`.
+    secure_cookie: bool,
 }
 
 impl UiState {
@@ -59,12 +64,14 @@ impl UiState {
         token: Arc<super::TokenCell>,
         shutdown: CancellationToken,
     ) -> Self {
+        let secure_cookie = host.config.ui.secure_cookie;
         Self {
             supervisor,
             host,
             token,
             shutdown,
             logins: Arc::default(),
+            secure_cookie,
         }
     }
 
@@ -73,9 +80,24 @@ impl UiState {
         let id = cookie(headers)?;
         let mut logins = self.logins.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        logins.retain(|_, l| l.expires > now);
+        let token = self.token.get();
+        logins.retain(|_, l| l.expires > now && l.token == token);
         logins.get(&id).map(|l| l.csrf.clone())
     }
+}
+
+/// Whether a proxy in front says the client came over HTTPS
+/// (`X-Forwarded-Proto: https`, or `Forwarded: proto=https`).
+fn over_https(headers: &HeaderMap) -> bool {
+    let value = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    };
+    value("x-forwarded-proto").split(',').next().map(str::trim) == Some("https")
+        || value("forwarded").contains("proto=https")
 }
 
 fn cookie(headers: &HeaderMap) -> Option<String> {
@@ -307,12 +329,21 @@ async fn login(State(state): State<UiState>, headers: HeaderMap, body: Bytes) ->
             Login {
                 csrf: random_hex(),
                 expires: Instant::now() + LOGIN_TTL,
+                token,
             },
         );
     }
     tracing::info!("dashboard login");
+    // Secure when the dashboard is reached over HTTPS: roostd serves plain
+    // HTTP, so a TLS proxy in front says so (or `ui.secure_cookie`). A
+    // client that claims HTTPS falsely only makes its own cookie stricter.
+    let secure = if state.secure_cookie || over_https(&headers) {
+        "; Secure"
+    } else {
+        ""
+    };
     let cookie = format!(
-        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+        "{COOKIE}={id}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{secure}",
         LOGIN_TTL.as_secs()
     );
     (StatusCode::NO_CONTENT, [(header::SET_COOKIE, cookie)]).into_response()
