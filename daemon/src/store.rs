@@ -111,20 +111,76 @@ pub struct TaskFilter<'a> {
 }
 
 /// A queued A2A task record (see [`Store::queue_a2a_task`]).
-pub struct TaskInsert(tokio::sync::oneshot::Receiver<Vec<writer::Written>>);
+pub struct TaskInsert {
+    answer: tokio::sync::oneshot::Receiver<Vec<writer::Written>>,
+    ticket: u64,
+    writer: TaskWriter,
+}
+
+/// What became of a task record its caller waited for.
+pub enum Inserted {
+    /// Committed (`true`), or not written because the route already had a
+    /// task for the message id (`false`).
+    Committed(bool),
+    /// The writer had not taken it by the deadline: it was taken off the
+    /// queue, and nothing of it will be written.
+    Withdrawn,
+    /// The writer took it but has not said how it went by a second
+    /// deadline: it may yet be committed; [`PendingInsert::outcome`] tells.
+    Unknown(PendingInsert),
+}
+
+/// The rest of a task record's answer (see [`Inserted::Unknown`]).
+pub struct PendingInsert(tokio::sync::oneshot::Receiver<Vec<writer::Written>>);
+
+impl PendingInsert {
+    /// Waits for the writer to finish the record, however long that takes
+    /// (a hand-off waits here, never a client).
+    pub async fn outcome(self) -> Result<bool, StoreError> {
+        let written = self.0.await.map_err(|_| WriteError::Stopped)?;
+        inserted(written)
+    }
+}
+
+fn inserted(written: Vec<writer::Written>) -> Result<bool, StoreError> {
+    match written.into_iter().next() {
+        Some(Ok(Some(_))) => Ok(true),
+        Some(Ok(None)) => Ok(false),
+        Some(Err(e)) => Err(StoreError::Write(e)),
+        None => Err(StoreError::Corrupt("a new task was not written".into())),
+    }
+}
 
 impl TaskInsert {
     /// Waits until the record is committed (the task survives a crash):
     /// `true`, or `false` when the route already had a task for this
-    /// message id and nothing was written.
+    /// message id and nothing was written. A record withdrawn at the
+    /// deadline is [`WriteError::Timeout`] (nothing was written).
     pub async fn committed(self) -> Result<bool, StoreError> {
-        let written = writer::deadline(self.0).await?;
-        match written.into_iter().next() {
-            Some(Ok(Some(_))) => Ok(true),
-            Some(Ok(None)) => Ok(false),
-            Some(Err(e)) => Err(StoreError::Write(e)),
-            None => Err(StoreError::Corrupt("a new task was not written".into())),
+        match self.wait().await? {
+            Inserted::Committed(made) => Ok(made),
+            Inserted::Withdrawn => Err(StoreError::Write(WriteError::Timeout)),
+            Inserted::Unknown(pending) => pending.outcome().await,
         }
+    }
+
+    /// Waits for the record for the writer's deadline. If it is not
+    /// committed by then, it is withdrawn when the writer has not taken it
+    /// (so a caller that gives up never has it written later), else waited
+    /// for once more, and then left [`Inserted::Unknown`].
+    pub async fn wait(mut self) -> Result<Inserted, StoreError> {
+        let deadline = self.writer.deadline();
+        for round in 0..2 {
+            match tokio::time::timeout(deadline, &mut self.answer).await {
+                Ok(Ok(written)) => return inserted(written).map(Inserted::Committed),
+                Ok(Err(_)) => return Err(StoreError::Write(WriteError::Stopped)),
+                Err(_) if round == 0 && self.writer.withdraw(self.ticket) => {
+                    return Ok(Inserted::Withdrawn);
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(Inserted::Unknown(PendingInsert(self.answer)))
     }
 }
 
@@ -180,6 +236,41 @@ pub fn now() -> String {
 }
 
 impl Store {
+    /// How long a caller waits for the writer before it gives up (and
+    /// withdraws a task record the writer has not taken).
+    pub fn write_deadline(&self) -> Duration {
+        self.tasks.deadline()
+    }
+
+    /// A shorter deadline, for tests that make the writer slow on purpose.
+    #[cfg(test)]
+    pub fn set_write_deadline(&self, deadline: Duration) {
+        self.tasks.set_deadline(deadline);
+    }
+
+    /// Makes every event written from now on whose record contains
+    /// `marker` fail (a disk error for just those writes), for tests.
+    #[cfg(test)]
+    pub fn fail_events_containing(db: &Path, marker: &str) {
+        let conn = rusqlite::Connection::open(db).expect("open the database");
+        conn.execute_batch(&format!(
+            "CREATE TRIGGER fail_marked BEFORE INSERT ON task_events \
+             WHEN NEW.body_json LIKE '%{marker}%' BEGIN SELECT RAISE(ABORT, 'injected'); END;"
+        ))
+        .expect("trigger");
+    }
+
+    /// Holds the writer's thread for `how_long` once it comes to this
+    /// (a disk that hangs), for tests.
+    #[cfg(test)]
+    pub fn stall_writer(&self, how_long: Duration) {
+        self.tasks.write_then(
+            Vec::new(),
+            Box::new(move |_| std::thread::sleep(how_long)),
+            true,
+        );
+    }
+
     /// Opens (creating if needed) the database at `path` and applies
     /// migrations; A2A task writes are synced per `durability`.
     pub async fn open(path: &Path, durability: Durability) -> Result<Self, StoreError> {

@@ -238,6 +238,10 @@ pub(super) async fn run(
                 .await
                 .map_err(|e| match e {
                     SubmitError::Store(s) => A2aError::from(s),
+                    // Withdrawn (nothing runs) or unknown (named, findable).
+                    e @ (SubmitError::Withdrawn { .. } | SubmitError::Unknown { .. }) => {
+                        A2aError::Internal(e.to_string())
+                    }
                     other => A2aError::Unsupported(other.to_string()),
                 })?;
             tracing::info!(task_id = %task.id, route = %session.name, "A2A task accepted");
@@ -248,11 +252,16 @@ pub(super) async fn run(
                     config.id = task.id.to_string();
                 }
                 let max = gw.push.as_ref().map_or(0, |p| p.max_configs());
-                super::push::made(
-                    broker.create_push_config(&config, true, max).await?,
-                    &task.id,
-                    max,
-                )?;
+                let made = match broker.create_push_config(&config, true, max).await {
+                    Ok(made) => super::push::made(made, &task.id, max),
+                    Err(e) => Err(A2aError::from(e)),
+                };
+                // The task is accepted and runs: its client is not told
+                // the send failed. It can set the config again
+                // (CreateTaskPushNotificationConfig).
+                if let Err(error) = made {
+                    tracing::error!(task_id = %task.id, %error, "the push notification config sent with a task could not be kept; the task runs without it");
+                }
             }
             if matches!(op, Op::Stream) {
                 return Ok(Answer::Stream(Box::new(task), 1, false));

@@ -68,12 +68,11 @@ impl Store {
             dedupe,
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.tasks.write_then(
+        let ticket = self.tasks.write_withdrawable(
             vec![op],
             Box::new(move |written| {
                 let _ = reply.send(written);
             }),
-            true,
         );
         let task = A2aTask {
             id: t.id.into(),
@@ -92,7 +91,14 @@ impl Store {
             created_at: at.clone(),
             updated_at: at,
         };
-        (task, TaskInsert(answer))
+        (
+            task,
+            TaskInsert {
+                answer,
+                ticket,
+                writer: self.tasks.clone(),
+            },
+        )
     }
 
     /// Appends an event to a task's log (and applies a status change to the

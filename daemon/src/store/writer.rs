@@ -20,6 +20,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -77,6 +78,8 @@ struct Queued {
     ops: Vec<WriteOp>,
     then: Then,
     urgent: bool,
+    /// Non-zero: its caller may withdraw it while it waits ([`TaskWriter::withdraw`]).
+    ticket: u64,
 }
 
 impl Queued {
@@ -108,6 +111,11 @@ struct Backlog {
 struct Inner {
     queue: Mutex<Backlog>,
     wake: Condvar,
+    /// The last ticket handed out.
+    tickets: AtomicU64,
+    /// How long a caller waits before it withdraws its job (milliseconds;
+    /// [`WRITE_DEADLINE`], shorter in tests that make the writer slow).
+    deadline_ms: AtomicU64,
     /// Told after a commit that queued push deliveries (the deliverer
     /// waits on it instead of polling).
     pushes: Arc<tokio::sync::Notify>,
@@ -185,6 +193,8 @@ impl TaskWriter {
         let shared = Arc::new(Inner {
             queue: Mutex::new(Backlog::default()),
             wake: Condvar::new(),
+            tickets: AtomicU64::new(0),
+            deadline_ms: AtomicU64::new(WRITE_DEADLINE.as_millis() as u64),
             pushes: Arc::default(),
         });
         let thread = Arc::clone(&shared);
@@ -222,9 +232,61 @@ impl TaskWriter {
     /// urgent job brings it along sooner): a lone blocking request then
     /// makes one hand-off to the thread instead of two.
     pub(super) fn write_then(&self, ops: Vec<WriteOp>, then: Then, urgent: bool) {
+        self.queue(ops, then, urgent, 0);
+    }
+
+    /// Queues `ops` as [`TaskWriter::write_then`] does (urgent), under a
+    /// ticket its caller can [`TaskWriter::withdraw`] it by.
+    pub(super) fn write_withdrawable(&self, ops: Vec<WriteOp>, then: Then) -> u64 {
+        let ticket = self.0.0.tickets.fetch_add(1, Ordering::Relaxed) + 1;
+        self.queue(ops, then, true, ticket);
+        ticket
+    }
+
+    /// Takes the job of `ticket` off the queue if the thread has not taken
+    /// it yet: `true` then, and nothing of it is ever written (its `then`
+    /// never runs). `false`: it is being written, or has been.
+    pub(super) fn withdraw(&self, ticket: u64) -> bool {
         let shared = &self.0.0;
         let mut q = shared.queue();
-        let job = Queued { ops, then, urgent };
+        let Some(at) = q.jobs.iter().position(|j| j.ticket == ticket) else {
+            return false;
+        };
+        if let Some(job) = q.jobs.remove(at) {
+            q.count -= job.writes();
+        }
+        if q.jobs.is_empty() {
+            q.urgent = false;
+            q.lazy_since = None;
+        } else {
+            q.urgent = q.jobs.iter().any(|j| j.urgent);
+        }
+        true
+    }
+
+    /// How long a caller waits for this writer before it gives up.
+    pub(super) fn deadline(&self) -> Duration {
+        Duration::from_millis(self.0.0.deadline_ms.load(Ordering::Relaxed))
+    }
+
+    /// A shorter deadline (tests that make the writer slow on purpose).
+    #[cfg(test)]
+    pub(super) fn set_deadline(&self, deadline: Duration) {
+        (self.0)
+            .0
+            .deadline_ms
+            .store(deadline.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn queue(&self, ops: Vec<WriteOp>, then: Then, urgent: bool, ticket: u64) {
+        let shared = &self.0.0;
+        let mut q = shared.queue();
+        let job = Queued {
+            ops,
+            then,
+            urgent,
+            ticket,
+        };
         q.count += job.writes();
         q.jobs.push_back(job);
         if urgent {

@@ -4,12 +4,13 @@
 //! work. It knows no HTTP (the gateway, `a2a`, renders it) and no SQL (`store`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+mod accept;
 mod input;
 mod link;
 pub mod model;
@@ -18,6 +19,7 @@ mod queue;
 mod watch;
 
 pub use crate::runtime::{InputError, Outcome, Reply, TaskSlot, trace_id_of};
+pub use accept::{NewTask, SubmitError};
 pub use input::ResumeError;
 use link::working;
 pub use link::{INPUT_TIMEOUT, TaskLink};
@@ -28,8 +30,8 @@ use queue::{INBOX_SLACK, Queued};
 pub use queue::{InboxRx, Next, Queue};
 
 use crate::ids::TaskId;
-use crate::store::{NewA2aTask, Store, StoreError};
 pub use crate::store::{PushConfig, PushDelivery, PushMade, TaskFilter};
+use crate::store::{Store, StoreError};
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {
@@ -41,39 +43,6 @@ pub struct Incoming {
     pub traceparent: Option<String>,
     /// Recorded `working` already (it went straight to a waiting launch).
     pub working: bool,
-}
-
-/// Why a task was not accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum SubmitError {
-    #[error(
-        "session '{route}' takes no A2A tasks (its lifecycle task_acceptance is none, or it is a \
-         script capsule that does not export murmur:a2a/handler@0.1.0)"
-    )]
-    NotAccepting { route: String },
-    #[error(
-        "session '{route}' already has {depth} tasks waiting (lifecycle.queue_depth); try again \
-         after one finishes"
-    )]
-    QueueFull { route: String, depth: usize },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// What a new task starts from.
-pub struct NewTask<'a> {
-    pub session_id: &'a str,
-    pub route: &'a str,
-    pub message_id: &'a str,
-    pub context_id: Option<&'a str>,
-    pub text: &'a str,
-    /// The message as received (kept with the task).
-    pub message_json: &'a str,
-    /// The W3C `traceparent` the client sent, if any.
-    pub traceparent: Option<&'a str>,
-    /// A message id this route has a task for gets that task, and nothing
-    /// runs again (`a2a.dedupe_message_ids`).
-    pub dedupe: bool,
 }
 
 struct Inbox {
@@ -216,130 +185,6 @@ impl Broker {
         self.fail_all(waiting, NEVER_RAN).await;
     }
 
-    /// Records the task and its first message, then hands it to the
-    /// session: the caller may acknowledge only after this returns `Ok` (the
-    /// record is committed); an `Err` means the task was not handed on and
-    /// will not run. The subscription to its events exists before the
-    /// session has it, so no event can be missed. A message the route
-    /// already has a task for (same `messageId`) gets that task and no
-    /// subscription (its log is read instead), and runs nothing.
-    pub async fn submit(
-        self: &Arc<Self>,
-        new: NewTask<'_>,
-    ) -> Result<(A2aTask, Option<Subscription>), SubmitError> {
-        let permit_tx = {
-            let inboxes = lock(&self.inboxes);
-            let inbox = inboxes
-                .get(new.session_id)
-                .ok_or_else(|| SubmitError::NotAccepting {
-                    route: new.route.to_string(),
-                })?;
-            // Straight to a launch that waits for it: nothing else is queued
-            // and a launch is waiting.
-            let direct = inbox.waiting.load(Ordering::Acquire) > 0
-                && inbox.tx.capacity() == inbox.tx.max_capacity();
-            (
-                inbox.tx.clone(),
-                inbox.depth,
-                Arc::clone(&inbox.queued),
-                direct,
-            )
-        };
-        let (tx, depth, queued, direct) = permit_tx;
-        let full = || SubmitError::QueueFull {
-            route: new.route.to_string(),
-            depth,
-        };
-        let permit = tx.try_reserve_owned().map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => full(),
-            mpsc::error::TrySendError::Closed(_) => SubmitError::NotAccepting {
-                route: new.route.to_string(),
-            },
-        })?;
-        let task_id = TaskId::generate();
-        {
-            let mut queued = lock(&queued);
-            if queued.len() >= depth {
-                return Err(full());
-            }
-            queued.insert(task_id.clone());
-        }
-        let context_id = new
-            .context_id
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("ctx_{}", uuid::Uuid::now_v7().simple()));
-        // Marked before its row can be seen, so that a launch reading the
-        // session's stored tasks leaves it to the inbox.
-        lock(&self.handed).insert(task_id.clone());
-        // A task for a launch that waits is recorded `working` in the same
-        // commit (one commit fewer; should the launch have taken another
-        // task meanwhile and roostd die before it starts this one, it fails
-        // visibly as interrupted instead of running after the restart).
-        let (task, insert) = self.store.queue_a2a_task(
-            &NewA2aTask {
-                id: &task_id,
-                session_id: new.session_id,
-                route: new.route,
-                context_id: &context_id,
-                message_id: new.message_id,
-                text: new.text,
-                message_json: new.message_json,
-            },
-            direct,
-            new.dedupe,
-        );
-        let live = self.subscribe(&task_id);
-        match insert.committed().await {
-            Ok(true) => {}
-            // A retry of a message this route has a task for: that task,
-            // and nothing runs again.
-            Ok(false) => {
-                lock(&self.handed).remove(&task_id);
-                lock(&queued).remove(&task_id);
-                drop(live);
-                let seen = self
-                    .store
-                    .retried_a2a_task(new.route, new.message_id)
-                    .await?;
-                tracing::info!(task_id = %seen.id, message_id = new.message_id,
-                    "a message this route already has a task for: its task, not a new run");
-                return Ok((seen, None));
-            }
-            Err(error) => {
-                lock(&self.handed).remove(&task_id);
-                lock(&queued).remove(&task_id);
-                return Err(error.into());
-            }
-        }
-        let traceparent = self.fan.watch.accepted(&watch::Accepted {
-            task_id: &task_id,
-            route: new.route,
-            session_id: new.session_id,
-            context_id: &context_id,
-            traceparent: new.traceparent,
-        });
-        if direct {
-            // Subscribers hear of `working` before anything the session does.
-            let working = TaskEvent {
-                seq: 2,
-                at: task.created_at.clone(),
-                kind: link::working(),
-            };
-            fan_out(&self.fan, &task_id, &[Some(working)]);
-        }
-        // Handed to the session only once its record is committed: a task
-        // that runs is always a task the client was told about.
-        permit.send(Box::new(Incoming {
-            task_id,
-            context_id,
-            message_id: new.message_id.to_string(),
-            text: new.text.to_string(),
-            traceparent,
-            working: direct,
-        }));
-        Ok((task, Some(live)))
-    }
-
     /// Appends an event to the task's log and tells its subscribers.
     /// A task that has ended takes no more events (`None`).
     pub async fn publish(
@@ -372,7 +217,13 @@ impl Broker {
 
     /// Queues events for the task's log without waiting; its subscribers
     /// hear of them once they are committed, and `permit` is released then.
-    fn publish_queued(&self, task_id: &str, kinds: Vec<EventKind>, permit: OwnedSemaphorePermit) {
+    /// A failure is counted in `lost` (before `permit` goes).
+    fn publish_queued(
+        &self,
+        task_id: &str,
+        kinds: Vec<EventKind>,
+        (permit, lost): (OwnedSemaphorePermit, Arc<AtomicUsize>),
+    ) {
         let fan = Arc::clone(&self.fan);
         let id = task_id.to_string();
         self.store
@@ -380,7 +231,8 @@ impl Broker {
                 match &written {
                     Ok(events) => fan_out(&fan, &id, events),
                     Err(error) => {
-                        tracing::warn!(%error, task_id = %id, "cannot record a task update");
+                        lost.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                        tracing::error!(%error, task_id = %id, "cannot record a task update: the task will not end completed");
                     }
                 }
                 drop(permit);

@@ -193,6 +193,15 @@ impl Broker {
         if let Some(slot) = slot {
             *lock(slot) = None;
         }
+        // Every update it streamed is in its log, or it did not complete.
+        let lost = link.settled().await;
+        let outcome = match outcome {
+            Outcome::Completed(_) | Outcome::Reply(_) if lost > 0 => Outcome::Failed(format!(
+                "{lost} of the task's streamed updates could not be stored (see roostd's log): \
+                 its answer is incomplete"
+            )),
+            other => other,
+        };
         // The answer and the end are committed together (after any updates
         // still queued).
         let (answer, end, message) = match &outcome {

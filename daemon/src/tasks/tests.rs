@@ -64,3 +64,101 @@ async fn a_task_canceled_while_it_waits_frees_its_slot_at_once() {
     assert_eq!(inbox.recv().await.expect("second").task_id, second.id);
     broker.submit(task("m4")).await.expect("a slot again");
 }
+
+/// The writer made slow on purpose: a task it has not taken by the deadline
+/// is withdrawn (the client hears so, and nothing of it is ever written or
+/// run); one it took but had not finished by a second deadline is
+/// "unknown" with its id, and is handed to the session once it commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
+    use std::time::Duration;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker_with_session(dir.path()).await;
+    let mut inbox = broker.open_inbox("ses_q", "q", 8);
+    broker.store.set_write_deadline(Duration::from_millis(300));
+
+    // The control: a writer that keeps up accepts and hands on.
+    let (ok, _) = broker.submit(task("fine")).await.expect("accepted");
+    assert_eq!(inbox.recv().await.expect("handed on").task_id, ok.id);
+
+    // Held for 1.5 s before it reaches the task: withdrawn at 0.3 s.
+    broker.store.stall_writer(Duration::from_millis(1500));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let refused = broker.submit(task("slow-1")).await;
+    assert!(
+        matches!(refused, Err(SubmitError::Withdrawn { .. })),
+        "{:?}",
+        refused.err()
+    );
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert!(
+        broker
+            .store
+            .a2a_task_by_message("q", "slow-1")
+            .await
+            .expect("read")
+            .is_none(),
+        "nothing of a withdrawn task was written"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), inbox.recv())
+            .await
+            .is_err(),
+        "nothing was handed to the session"
+    );
+
+    // Taken with a stalled job in the same commit (the writer is busy for
+    // 0.2 s while both are queued): its answer comes after the stall
+    // (1.5 s), past both deadlines (0.6 s): unknown, then run.
+    broker.store.stall_writer(Duration::from_millis(200));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    broker.store.stall_writer(Duration::from_millis(1500));
+    let unknown = broker.submit(task("slow-2")).await;
+    let Err(SubmitError::Unknown { task_id, .. }) = unknown else {
+        panic!("expected unknown: {:?}", unknown.err());
+    };
+    let handed = tokio::time::timeout(Duration::from_secs(5), inbox.recv())
+        .await
+        .expect("handed on once committed")
+        .expect("a task");
+    assert_eq!(handed.task_id, task_id, "the task the client was told of");
+    let stored = broker.store.a2a_task_by_message("q", "slow-2").await;
+    assert_eq!(stored.expect("read").expect("findable").id, task_id);
+}
+
+/// A streamed update the store fails to record leaves a hole in the task's
+/// log: the task ends failed, saying so, not completed. The control: the
+/// same run whose updates are all stored completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_streamed_updates_were_not_all_stored_does_not_complete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = broker_with_session(dir.path()).await;
+    let mut inbox = broker.open_inbox("ses_q", "q", 8);
+    Store::fail_events_containing(&dir.path().join("roost.db"), "lost-chunk");
+    let mut ends = Vec::new();
+    for (message, chunk) in [("kept", "kept-chunk"), ("lost", "lost-chunk")] {
+        let (task, _) = broker.submit(task(message)).await.expect("accepted");
+        let incoming = *inbox.recv().await.expect("handed on");
+        let chunk = chunk.to_string();
+        let outcome = broker
+            .serve(incoming, None, None, |link, _| async move {
+                link.chunk(&chunk, false).await;
+                Outcome::Completed("the answer".into())
+            })
+            .await
+            .expect("ran");
+        let stored = broker.task(&task.id).await.expect("read").expect("task");
+        ends.push((message, stored.state, outcome));
+    }
+    assert_eq!(
+        ends[0].1,
+        TaskState::Completed,
+        "the control: {:?}",
+        ends[0]
+    );
+    assert_eq!(ends[1].1, TaskState::Failed, "{:?}", ends[1]);
+    let Outcome::Failed(why) = &ends[1].2 else {
+        panic!("the session hears it failed: {:?}", ends[1]);
+    };
+    assert!(why.contains("could not be stored"), "{why}");
+}
