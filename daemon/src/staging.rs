@@ -184,7 +184,7 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     let manifest = CapsuleManifest::load(&path)?;
     // What the capsule would be handed of this host: never roostd's own
     // files, never a system tree the operator did not allow.
-    let protected = crate::policy::Protected::of(config);
+    let protected = crate::policy::Protected::of(config, shared.jail.helper());
     let checked = match &user_workdir {
         Some(dir) => protected.check_path("workdir", dir),
         None => Ok(()),

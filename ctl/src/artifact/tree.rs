@@ -2,7 +2,9 @@
 //! roostd cannot read the directory itself (under systemd it cannot see
 //! `/home` or another user's files): every regular file below it, in name
 //! order (so the same directory packs to the same bytes), `.git/` left
-//! out. roostd reads it back with the checks every bundle gets
+//! out. A symlink to a file is refused (roostd follows no link a capsule
+//! ships, and an upload must not turn one into a file read with the
+//! operator's rights); a link to a directory is left out. roostd reads it back with the checks every bundle gets
 //! ([`super::bundle::entries`]).
 
 use std::path::Path;
@@ -20,7 +22,15 @@ pub fn pack_tree(dir: &Path, max_bytes: u64) -> Result<Vec<u8>, BundleError> {
         let path = path.to_path_buf();
         move |source| BundleError::Io { path, source }
     };
-    if !dir.join(CAPSULE_MANIFEST).is_file() {
+    let manifest = dir.join(CAPSULE_MANIFEST);
+    if manifest.is_symlink() {
+        return Err(BundleError::Unsafe {
+            artifact: label,
+            entry: CAPSULE_MANIFEST.into(),
+            reason: "is a symlink: a capsule's files must be regular files inside it",
+        });
+    }
+    if !manifest.is_file() {
         return Err(BundleError::MissingManifest { artifact: label });
     }
     let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
@@ -47,8 +57,9 @@ pub fn pack_tree(dir: &Path, max_bytes: u64) -> Result<Vec<u8>, BundleError> {
             } else {
                 format!("{rel}/{name}")
             };
-            // A link is followed to a file; a directory link is left out
-            // (it could loop, or lead anywhere).
+            // A link to a directory is left out (it could loop, or lead
+            // anywhere); a link to a file is refused: roostd would not
+            // follow it, and read here it would be the operator's file.
             let linked = entry.file_type().map_err(io(&path))?.is_symlink();
             let meta = std::fs::metadata(&path).map_err(io(&path))?;
             if meta.is_dir() {
@@ -56,6 +67,13 @@ pub fn pack_tree(dir: &Path, max_bytes: u64) -> Result<Vec<u8>, BundleError> {
                     stack.push(rel_name);
                 }
                 continue;
+            }
+            if linked && meta.is_file() {
+                return Err(BundleError::Unsafe {
+                    artifact: label,
+                    entry: rel_name,
+                    reason: "is a symlink: a capsule's files must be regular files inside it",
+                });
             }
             if !meta.is_file() {
                 continue;
@@ -117,6 +135,14 @@ mod tests {
         let files = crate::artifact::bundle::entries(&first, "x", 1 << 20).expect("checked");
         let names: Vec<&str> = files.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["murmur.yaml", "skills/notes/skill.md"]);
+        // A link to a file (here, to one outside) is refused, not read.
+        let outside = tempfile::NamedTempFile::new().expect("outside");
+        std::os::unix::fs::symlink(outside.path(), root.join("notes.md")).expect("file link");
+        let err = pack_tree(root, 1 << 20)
+            .expect_err("a file link")
+            .to_string();
+        assert!(err.contains("notes.md") && err.contains("symlink"), "{err}");
+        std::fs::remove_file(root.join("notes.md")).expect("rm link");
         let err = pack_tree(root, 8).expect_err("too large").to_string();
         assert!(err.contains("over the limit"), "{err}");
         std::fs::remove_file(root.join(CAPSULE_MANIFEST)).expect("rm");

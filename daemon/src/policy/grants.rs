@@ -1,10 +1,13 @@
 //! What a capsule's `capabilities.filesystem` may grant, and what a start
 //! request's workdir may be: never a path that holds, or lies inside,
 //! roostd's own state (state dir, socket dir, config file, token and key
-//! files), and never a system tree (`/`, `/etc`, `/proc`, `/sys`, `/dev`,
-//! `/boot`, `/root`, `/var/lib`) unless roostd's own `filesystem.allow` lists
-//! it. Checked once, at staging, where roostd's config is known; paths are
-//! compared after their links are resolved.
+//! files, a registry directory, the jail helper), and never a system tree
+//! (`/`, `/etc`, `/proc`, `/sys`, `/dev`, `/boot`, `/root`, `/var/lib`; for
+//! writing also `/usr`, `/bin`, `/sbin`, `/lib*`, `/opt`, `/var`, whose
+//! binaries a root roostd's tool uid would otherwise be given write ACLs
+//! on) unless roostd's own `filesystem.allow` lists it. Checked once, at
+//! staging, where roostd's config is known; paths are compared after their
+//! links are resolved.
 
 use std::path::{Path, PathBuf};
 
@@ -16,18 +19,37 @@ const SYSTEM_TREES: [&str; 8] = [
     "/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/var/lib",
 ];
 
+/// Trees no capsule is granted write access to unless the operator allows
+/// it (reading them is fine: `/usr/share`).
+const SYSTEM_TREES_WRITE: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/opt", "/var",
+];
+
 /// What grants must stay clear of, as roostd's config names it.
 #[derive(Debug, Clone)]
 pub struct Protected {
     /// roostd's own paths, with what each is (for the error).
     own: Vec<(PathBuf, String)>,
+    /// roostd's own paths that may be read but never written (the jail
+    /// helper: a root roostd runs it).
+    own_binaries: Vec<(PathBuf, String)>,
     /// `filesystem.allow`.
     allow: Vec<PathBuf>,
 }
 
 impl Protected {
-    pub fn of(config: &DaemonConfig) -> Self {
+    /// `helper`: the jail helper roostd execs (its own, or the configured).
+    pub fn of(config: &DaemonConfig, helper: Option<&Path>) -> Self {
         let mut own = vec![(config.state_dir.clone(), "roostd's state dir".to_string())];
+        let registry = config.registry_location();
+        if !registry.contains("://") {
+            own.push((PathBuf::from(registry), "roostd's registry".into()));
+        }
+        let own_binaries = helper
+            .or(config.sandbox.jail_helper.as_deref())
+            .map(|h| (resolved(h), "roostd's jail helper".to_string()))
+            .into_iter()
+            .collect();
         if let Some(dir) = config.socket.parent() {
             own.push((dir.to_path_buf(), "roostd's control socket dir".into()));
         }
@@ -70,7 +92,11 @@ impl Protected {
             .iter()
             .map(|p| resolved(p))
             .collect();
-        Self { own, allow }
+        Self {
+            own,
+            own_binaries,
+            allow,
+        }
     }
 
     /// Every `read_only` and `read_write` grant of `policy`.
@@ -101,8 +127,19 @@ impl Protected {
                 return Err(refuse(format!("{what} ({})", own.display())));
             }
         }
+        self.check_trees(field, path, &SYSTEM_TREES)
+    }
+
+    /// `path` against the system `trees`, unless `filesystem.allow` allows it.
+    fn check_trees(&self, field: &str, path: &Path, trees: &[&str]) -> Result<(), PolicyError> {
+        let real = resolved(path);
+        let refuse = |what: String| PolicyError::ProtectedPath {
+            field: field.to_string(),
+            path: path.display().to_string(),
+            what,
+        };
         let allowed = self.allow.iter().any(|a| real.starts_with(a));
-        for tree in SYSTEM_TREES {
+        for tree in trees {
             let tree = Path::new(tree);
             // A grant inside a system tree (every path is inside `/`: only
             // `/` itself counts there), or one that holds one (`/var`
@@ -143,7 +180,7 @@ mod tests {
         };
         config.a2a.token_file = Some(state.join("secrets/a2a.token"));
         config.filesystem.allow = vec![PathBuf::from("/etc/ssl")];
-        Protected::of(&config)
+        Protected::of(&config, Some(&state.join("bin/roost-jail")))
     }
 
     #[test]
