@@ -177,19 +177,29 @@ fn rotated_path(dir: &Path) -> PathBuf {
     dir.join(format!("{GUEST_LOG}.1"))
 }
 
-/// Reads what is kept of a session's log: the rotated file, then the live one.
-pub fn read_all(root: &Path, dir: &Path) -> std::io::Result<Vec<u8>> {
-    let mut out = match crate::fsx::read(root, &rotated_path(dir)) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(e),
-    };
-    match crate::fsx::read(root, &dir.join(GUEST_LOG)) {
-        Ok(bytes) => out.extend_from_slice(&bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+/// Reads the last `max_bytes` of a session's log: of the rotated file, then
+/// the live one (bounded whatever size a guest grew them to).
+pub fn read_recent(root: &Path, dir: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut parts = Vec::new();
+    let mut budget = max_bytes;
+    // The live file's end first, then what budget is left of the rotated one.
+    for path in [dir.join(GUEST_LOG), rotated_path(dir)] {
+        let mut file = match crate::fsx::open_read(root, &path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        let take = len.min(budget);
+        file.seek(SeekFrom::Start(len - take))?;
+        let mut bytes = Vec::new();
+        file.take(take).read_to_end(&mut bytes)?;
+        budget -= take;
+        parts.push(bytes);
     }
-    Ok(out)
+    parts.reverse();
+    Ok(parts.concat())
 }
 
 /// The live log file's path (what `logs -f` follows).
@@ -218,9 +228,37 @@ mod tests {
             .expect("rotated")
             .len();
         assert!(live <= 1024 && old <= 1024, "{live} {old}");
-        let all = String::from_utf8(read_all(dir.path(), dir.path()).expect("read")).expect("utf8");
+        let all = read_recent(dir.path(), dir.path(), u64::MAX).expect("read");
+        let all = String::from_utf8(all).expect("utf8");
         assert!(all.ends_with("line 0999 ..........\n"));
         assert!(!all.contains("line 0000"));
+    }
+
+    /// A guest that writes its log file directly (past the sink's bound):
+    /// readers take the last bytes they ask for, not the whole file. The
+    /// control: the whole file is that large.
+    #[test]
+    fn readers_take_a_bounded_tail_of_an_overgrown_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sink = LogSink::new(dir.path(), 1024);
+        sink.write(Stream::Stdout, b"from the sink\n");
+        let mut big = Vec::new();
+        for i in 0..200_000 {
+            big.extend_from_slice(format!("written directly {i:06}\n").as_bytes());
+        }
+        std::fs::write(dir.path().join(GUEST_LOG), &big).expect("grow");
+        assert!(
+            big.len() > 4 << 20,
+            "the control: {} bytes on disk",
+            big.len()
+        );
+        let tail = read_recent(dir.path(), dir.path(), 4096).expect("read");
+        assert_eq!(tail.len(), 4096);
+        assert!(String::from_utf8_lossy(&tail).ends_with("written directly 199999\n"));
+        let lines = lines::read_recent(dir.path(), dir.path(), 4096);
+        assert!(lines.len() <= 4096 / 23 + 1, "{} lines", lines.len());
+        let last = lines.last().expect("a line");
+        assert_eq!(last.text, b"written directly 199999");
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub(super) async fn logs(
     if query.by_line() {
         return by_line(state, session, root, dir, query).await;
     }
-    let existing = read_blocking(root.clone(), dir.clone()).await?;
+    let existing = read_blocking(root.clone(), dir.clone(), kept_bytes(&state)).await?;
     let headers = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
     if !query.follow || session.state.is_ended() {
         return Ok((headers, existing).into_response());
@@ -71,11 +71,12 @@ async fn by_line(
         "text/plain; charset=utf-8"
     };
     let headers = [(header::CONTENT_TYPE, content_type)];
+    let max = kept_bytes(&state);
     let (kept, follower) = {
         let (root, dir) = (root.clone(), dir.clone());
         tokio::task::spawn_blocking(move || {
             let follower = logs::lines::Follower::at_end(&root, &dir);
-            (logs::lines::read_all(&root, &dir), follower)
+            (logs::lines::read_recent(&root, &dir, max), follower)
         })
         .await
         .map_err(|e| ApiError::bad_request(format!("cannot read logs: {e}")))?
@@ -157,8 +158,14 @@ impl LineFollow {
     }
 }
 
-async fn read_blocking(root: PathBuf, dir: PathBuf) -> Result<Vec<u8>, ApiError> {
-    tokio::task::spawn_blocking(move || logs::read_all(&root, &dir))
+/// What roostd keeps of a log (two generations of `logs.max_bytes`): the
+/// most a request reads, whatever a guest wrote to the files directly.
+fn kept_bytes(state: &ApiState) -> u64 {
+    state.host.config.logs.max_bytes.saturating_mul(2)
+}
+
+async fn read_blocking(root: PathBuf, dir: PathBuf, max: u64) -> Result<Vec<u8>, ApiError> {
+    tokio::task::spawn_blocking(move || logs::read_recent(&root, &dir, max))
         .await
         .map_err(|e| ApiError::bad_request(format!("cannot read logs: {e}")))?
         .map_err(|e| ApiError::bad_request(format!("cannot read logs: {e}")))

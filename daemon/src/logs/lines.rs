@@ -137,15 +137,51 @@ fn modified_ms(root: &Path, path: &Path) -> u64 {
 
 /// Every line kept of a session's output (the rotated generation, then the
 /// live one), with its time and stream; a line cut by a rotation is one line.
+#[cfg(test)]
 pub fn read_all(root: &Path, dir: &Path) -> Vec<Line> {
-    let mut reader = Follower::new(root, dir, None, 0, 0);
-    let (log, index) = reader.rotated();
+    read_recent(root, dir, u64::MAX)
+}
+
+/// The lines of the last `max_bytes` of a session's output (the rotated
+/// generation, then the live one), with their times and streams: what is
+/// read stays bounded however large a file has grown (a WASM guest can
+/// write the files in its workdir directly). A line cut by a rotation is
+/// one line; the first line may be cut by the bound.
+pub fn read_recent(root: &Path, dir: &Path, max_bytes: u64) -> Vec<Line> {
+    let len = |path: &Path| inode_and_len(root, path).map_or(0, |(_, len)| len);
+    let (live_log, live_index) = (dir.join(GUEST_LOG), dir.join(GUEST_INDEX));
+    let live_len = len(&live_log);
+    let (log, index) = (rotated_path(dir), dir.join(format!("{GUEST_INDEX}.1")));
+    let rotated_from = len(&log).saturating_sub(max_bytes.saturating_sub(live_len));
+    let mut reader = Follower::new(root, dir, None, rotated_from, index_from(len(&index)));
+    reader.max_read = max_bytes;
     let mut lines = reader.read(&log, &index, true, modified_ms(root, &log));
     reader.next_generation();
-    let (log, index) = (dir.join(GUEST_LOG), dir.join(GUEST_INDEX));
-    lines.extend(reader.read(&log, &index, false, modified_ms(root, &log)));
+    let live_from = live_len.saturating_sub(max_bytes);
+    if live_from > 0 {
+        // Nothing of the rotated generation, nor the line it left pending.
+        lines.clear();
+        reader.pending.clear();
+        reader.log_offset = live_from;
+        reader.pending_at = live_from;
+    }
+    reader.index_offset = index_from(len(&live_index));
+    lines.extend(reader.read(&live_log, &live_index, false, modified_ms(root, &live_log)));
     lines
 }
+
+/// Where to start reading an index so that at most [`MAX_INDEX_READ`] of
+/// it is read (whole marks only).
+fn index_from(len: u64) -> u64 {
+    let from = len.saturating_sub(MAX_INDEX_READ);
+    from - from % MARK_BYTES as u64
+}
+
+/// The most of an index one read takes (the marks of the last lines).
+const MAX_INDEX_READ: u64 = 4 << 20;
+
+/// The most of a log one follower poll takes; the rest comes next poll.
+const MAX_POLL_READ: u64 = 4 << 20;
 
 /// Keeps the lines `tail` and `since_ms` ask for.
 pub fn select(mut lines: Vec<Line>, tail: Option<u64>, since_ms: Option<u64>) -> Vec<Line> {
@@ -181,6 +217,9 @@ pub struct Follower {
     /// (shifted).
     pending: Vec<u8>,
     pending_at: u64,
+    /// The most of a log one read takes ([`MAX_POLL_READ`] for a
+    /// follower; a bounded range is read whole).
+    max_read: u64,
 }
 
 fn inode_and_len(root: &Path, path: &Path) -> Option<(u64, u64)> {
@@ -209,6 +248,7 @@ impl Follower {
             marks: Vec::new(),
             pending: Vec::new(),
             pending_at: log_offset,
+            max_read: MAX_POLL_READ,
         }
     }
 
@@ -280,7 +320,7 @@ impl Follower {
         if let Ok(mut file) = crate::fsx::open_read(&self.root, log)
             && file.seek(SeekFrom::Start(self.log_offset)).is_ok()
         {
-            let _ = file.read_to_end(&mut fresh);
+            let _ = file.take(self.max_read).read_to_end(&mut fresh);
         }
         if self.pending.is_empty() {
             self.pending_at = self.log_offset + self.shift;
@@ -310,7 +350,7 @@ impl Follower {
             return;
         }
         let mut bytes = Vec::new();
-        let _ = file.read_to_end(&mut bytes);
+        let _ = file.take(MAX_INDEX_READ).read_to_end(&mut bytes);
         let whole = bytes.len() - bytes.len() % MARK_BYTES;
         let shift = self.shift;
         self.marks

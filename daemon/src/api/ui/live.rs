@@ -149,18 +149,42 @@ pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>
     .into_response()
 }
 
+/// The most of a log or trace a session page reads for its tail.
+const TAIL_BYTES: u64 = 256 << 10;
+
+/// The last `max` bytes of a file (from its first whole line).
+fn read_tail(root: &std::path::Path, path: &std::path::Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = crate::fsx::open_read(root, path)?;
+    let len = file.metadata()?.len();
+    let from = len.saturating_sub(max);
+    file.seek(SeekFrom::Start(from))?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    if from > 0 {
+        let cut = bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |i| i + 1);
+        bytes.drain(..cut);
+    }
+    Ok(bytes)
+}
+
 /// The log's last lines and the trace's last events, read off the runtime.
 async fn read_files(session: &Session) -> (Vec<String>, Vec<Value>) {
     let root = PathBuf::from(&session.workdir);
     let bookkeeping = PathBuf::from(&session.bookkeeping_dir);
     tokio::task::spawn_blocking(move || {
-        let lines = crate::logs::lines::read_all(&root, &bookkeeping.join("logs"));
+        // Bounded reads: the page is refreshed every second, and a guest
+        // may have grown these files to any size.
+        let lines = crate::logs::lines::read_recent(&root, &bookkeeping.join("logs"), TAIL_BYTES);
         let logs = crate::logs::lines::select(lines, Some(LOG_TAIL), None)
             .into_iter()
             .map(|l| String::from_utf8_lossy(&l.text).trim_end().to_string())
             .collect();
         let trace_path = bookkeeping.join(crate::agent::trace::TRACE_FILE);
-        let trace = crate::fsx::read(&root, &trace_path)
+        let trace = read_tail(&root, &trace_path, TAIL_BYTES)
             .map(|bytes| {
                 let text = String::from_utf8_lossy(&bytes).into_owned();
                 let all: Vec<Value> = text
