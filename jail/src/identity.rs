@@ -216,6 +216,91 @@ pub fn grant_tree(
 
 /// [`grant`] on an open file.
 fn grant_open(file: &std::fs::File, who: Grantee, perm: u16) -> std::io::Result<()> {
+    edit_acl(file, |entries| {
+        let covers = |tag: u16, id: u32| {
+            entries
+                .iter()
+                .any(|(t, p, i)| (*t, *i) == (tag, id) && p & perm == perm)
+        };
+        if covers(tag_of(who), id_of(who)) && covers(MASK, UNDEFINED) {
+            // Already granted and in effect: nothing (not even the mask)
+            // changes.
+            return false;
+        }
+        let (tag, id) = (tag_of(who), id_of(who));
+        match entries.iter_mut().find(|(t, _, i)| *t == tag && *i == id) {
+            Some(entry) => entry.1 |= perm,
+            None => entries.push((tag, perm, id)),
+        }
+        true
+    })
+}
+
+/// Removes `who`'s named entry from `path`'s access ACL (what [`grant`]
+/// added), keeping the rest; nothing when it has none. `path` is opened
+/// without following a final symlink.
+pub fn revoke(path: &Path, who: Grantee) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    revoke_open(&file, who)
+}
+
+/// [`revoke`] on every directory and regular file of the tree at `dir`,
+/// walked as [`grant_tree`] walks it (no link followed, `skip` left out, at
+/// most `max` entries); returns how many it visited.
+pub fn revoke_tree(dir: &Path, uid: u32, skip: &[&str], max: usize) -> std::io::Result<usize> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let top = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY)
+        .open(dir)?;
+    let mut visited = 0;
+    let mut stack = vec![(top, 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        revoke_open(&dir, Grantee::User(uid))?;
+        visited += 1;
+        if depth >= 64 || visited >= max {
+            continue;
+        }
+        for entry in crate::dirfd::entries(&dir)?.flatten() {
+            let name = entry.file_name();
+            if depth == 0 && skip.iter().any(|s| name == *s) {
+                continue;
+            }
+            let Ok(child) = crate::dirfd::open_child(&dir, &name) else {
+                continue;
+            };
+            let Ok(meta) = child.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push((child, depth + 1));
+            } else if meta.is_file() && visited < max {
+                revoke_open(&child, Grantee::User(uid))?;
+                visited += 1;
+            }
+        }
+    }
+    Ok(visited)
+}
+
+fn revoke_open(file: &std::fs::File, who: Grantee) -> std::io::Result<()> {
+    edit_acl(file, |entries| {
+        let before = entries.len();
+        let (tag, id) = (tag_of(who), id_of(who));
+        entries.retain(|(t, _, i)| !(*t == tag && *i == id));
+        entries.len() != before
+    })
+}
+
+/// Reads `file`'s access ACL (or the one its mode makes), lets `change`
+/// edit the entries (`false`: nothing to write), then writes it back with
+/// the mask the union of the group class.
+fn edit_acl(
+    file: &std::fs::File,
+    change: impl FnOnce(&mut Vec<(u16, u16, u32)>) -> bool,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
     let fd = file.as_raw_fd();
@@ -230,26 +315,17 @@ fn grant_open(file: &std::fs::File, who: Grantee, perm: u16) -> std::io::Result<
             ]
         }
     };
-    let covers = |tag: u16, id: u32| {
-        entries
-            .iter()
-            .any(|(t, p, i)| (*t, *i) == (tag, id) && p & perm == perm)
-    };
-    if covers(tag_of(who), id_of(who)) && covers(MASK, UNDEFINED) {
-        // Already granted and in effect: nothing (not even the mask) changes.
+    if !change(&mut entries) {
         return Ok(());
-    }
-    let (tag, id) = (tag_of(who), id_of(who));
-    match entries.iter_mut().find(|(t, _, i)| *t == tag && *i == id) {
-        Some(entry) => entry.1 |= perm,
-        None => entries.push((tag, perm, id)),
     }
     let mask = entries
         .iter()
         .filter(|(t, _, _)| matches!(*t, GROUP_OBJ | USER | GROUP))
         .fold(0, |m, (_, p, _)| m | p);
     entries.retain(|(t, _, _)| *t != MASK);
-    entries.push((MASK, mask, UNDEFINED));
+    if entries.iter().any(|(t, _, _)| matches!(*t, USER | GROUP)) {
+        entries.push((MASK, mask, UNDEFINED));
+    }
     entries.sort_by_key(|(t, _, i)| (*t, *i));
     let mut bytes = ACL_VERSION.to_le_bytes().to_vec();
     for (tag, perm, id) in entries {
@@ -271,6 +347,21 @@ fn grant_open(file: &std::fs::File, who: Grantee, perm: u16) -> std::io::Result<
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Whether `path`'s access ACL has a named entry for the user `uid` (what
+/// tests and `roostctl doctor` check).
+pub fn has_user_entry(path: &Path, uid: u32) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    Ok(read_acl(file.as_raw_fd())?
+        .unwrap_or_default()
+        .iter()
+        .any(|(t, _, i)| *t == USER && *i == uid))
 }
 
 /// The access ACL's entries (tag, perm, id); `None` when it has none.
@@ -399,5 +490,43 @@ mod tests {
             "roostd's bookkeeping is skipped"
         );
         assert!(!has(&outside), "a link is not followed");
+    }
+
+    #[test]
+    fn a_revoke_takes_back_what_a_grant_added_and_only_that() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().expect("dir");
+        let tree = dir.path().join("tree");
+        std::fs::create_dir_all(tree.join("sub")).expect("dirs");
+        let file = tree.join("sub/secret.txt");
+        std::fs::write(&file, "x").expect("file");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        let (tool, other) = (2_000_000_125, 2_000_000_126);
+        match grant_tree(&tree, tool, (7, 6), &[], 1000) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                eprintln!("no POSIX ACLs on this file system: skipped");
+                return;
+            }
+            Err(e) => panic!("grant: {e}"),
+        }
+        grant(&file, Grantee::User(other), 4).expect("another's grant");
+        // The control: the grant is there.
+        assert!(has_user_entry(&file, tool).expect("read"));
+        assert_eq!(revoke_tree(&tree, tool, &[], 1000).expect("revoke"), 3);
+        assert!(!has_user_entry(&file, tool).expect("read"), "taken back");
+        assert!(!has_user_entry(&tree.join("sub"), tool).expect("read"));
+        assert!(
+            has_user_entry(&file, other).expect("read"),
+            "another's stays"
+        );
+        revoke(&file, Grantee::User(other)).expect("revoke the other");
+        assert!(!has_user_entry(&file, other).expect("read"));
+        assert_eq!(
+            std::fs::metadata(&file).expect("meta").mode() & 0o777,
+            0o640,
+            "the mode is what it was"
+        );
+        revoke(&file, Grantee::User(other)).expect("nothing to take back is fine");
     }
 }

@@ -255,3 +255,79 @@ async fn a_session_staged_wasm_only_cannot_pull_a_native_tool() {
         "{said}"
     );
 }
+
+/// Runs the `shellrun` guest's `sh` tool with `command` in `workdir`, with
+/// `caps` (a `capabilities:` body); its result's data.
+async fn shell(daemon: &Daemon, name: &str, workdir: &Path, command: &str, caps: &str) -> String {
+    let dir = capsule(
+        daemon.root.path(),
+        name,
+        "shellrun",
+        &format!("tools: [sh]\ncapabilities: {{shell: {{allow: [sh]}}{caps}}}\n"),
+    );
+    std::fs::write(workdir.join("shell-tool.txt"), "sh").expect("tool");
+    std::fs::write(workdir.join("shell-command.txt"), command).expect("command");
+    let s = daemon
+        .client
+        .start(&StartRequest {
+            workdir: Some(workdir.display().to_string()),
+            ..request(&dir)
+        })
+        .await
+        .expect("start");
+    daemon.client.wait(&s.id).await.expect("wait");
+    let result = std::fs::read_to_string(workdir.join("shell-result.json")).expect("result");
+    let v: serde_json::Value = serde_json::from_str(&result).expect("json");
+    v["data"].as_str().unwrap_or_default().to_string()
+}
+
+/// Under a root roostd, a session's tool uid is opened to its grants with
+/// ACL entries; when the session ends they are taken back, so a later
+/// session of the same uid (the same workdir) that was not granted the tree
+/// cannot read it. The control: while granted, the tool reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_uids_acl_entries_end_with_its_session() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("roostd is not root here: no tool uids, no ACL entries; skipped");
+        return;
+    }
+    let daemon = Daemon::start().await;
+    let private = tempfile::tempdir().expect("private");
+    let secret = private.path().join("secret.txt");
+    std::fs::write(&secret, SECRET).expect("secret");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+    }
+    let workdir = tempfile::tempdir().expect("workdir");
+    let read = format!("id -u; cat {} || echo denied", secret.display());
+    let granted = format!(
+        ", filesystem: {{read_only: [\"{}\"]}}",
+        private.path().display()
+    );
+    // The control: granted, the tool reads it.
+    let first = shell(&daemon, "granted", workdir.path(), &read, &granted).await;
+    assert!(first.contains(SECRET), "the grant works: {first}");
+    let uid: u32 = first
+        .lines()
+        .skip_while(|l| !l.starts_with("Stdout:"))
+        .nth(1)
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the tool's uid: {first}"));
+    use roostd::sandbox::identity::has_user_entry;
+    assert!(
+        !has_user_entry(&secret, uid).expect("acl"),
+        "taken back at the end"
+    );
+    assert!(!has_user_entry(private.path(), uid).expect("acl"));
+    // The attack: the same uid later, not granted the tree.
+    let second = shell(&daemon, "not-granted", workdir.path(), &read, "").await;
+    assert!(second.contains(&format!("{uid}")), "the same uid: {second}");
+    assert!(
+        !second.contains(SECRET) && second.contains("denied"),
+        "{second}"
+    );
+}

@@ -101,20 +101,27 @@ impl Protected {
 
     /// Every `read_only` and `read_write` grant of `policy`.
     pub fn check(&self, policy: &CapabilityPolicy) -> Result<(), PolicyError> {
-        let grants = [
-            ("read_only", &policy.read_only),
-            ("read_write", &policy.read_write),
-        ];
-        for (field, paths) in grants {
-            for path in paths {
-                self.check_path(&format!("capabilities.filesystem.{field}"), path)?;
+        for path in &policy.read_only {
+            self.check_path("capabilities.filesystem.read_only", path)?;
+        }
+        let field = "capabilities.filesystem.read_write";
+        for path in &policy.read_write {
+            self.check_path(field, path)?;
+            let real = resolved(path);
+            if let Some((own, what)) = self.own_binaries.iter().find(|(o, _)| overlaps(&real, o)) {
+                return Err(PolicyError::ProtectedPath {
+                    field: field.to_string(),
+                    path: path.display().to_string(),
+                    what: format!("{what} ({})", own.display()),
+                });
             }
+            self.check_trees(field, path, &SYSTEM_TREES_WRITE)?;
         }
         Ok(())
     }
 
-    /// One path handed to a capsule (a grant, or its workdir): `field`
-    /// names it in the error.
+    /// One path handed to a capsule (a grant, or its workdir), to read at
+    /// least: `field` names it in the error.
     pub fn check_path(&self, field: &str, path: &Path) -> Result<(), PolicyError> {
         let real = resolved(path);
         let refuse = |what: String| PolicyError::ProtectedPath {
@@ -213,11 +220,38 @@ mod tests {
             (PathBuf::from("/etc/passwd"), "system tree /etc"),
             (PathBuf::from("/var"), "system tree /var/lib"),
             (PathBuf::from("/proc/self"), "system tree /proc"),
+            (root.join("state/registry"), "state dir"),
         ] {
             let e = p
                 .check_path("capabilities.filesystem.read_only", &path)
                 .expect_err(says);
             assert!(e.to_string().contains(says), "{path:?}: {e}");
         }
+        // Binaries are read, never written: a root roostd's tool uid would
+        // be given write ACLs on them.
+        let reads = CapabilityPolicy {
+            read_only: vec![PathBuf::from("/usr/bin")],
+            ..CapabilityPolicy::default()
+        };
+        p.check(&reads).expect("reading /usr/bin");
+        let writes = CapabilityPolicy {
+            read_write: vec![PathBuf::from("/usr/bin")],
+            ..CapabilityPolicy::default()
+        };
+        let e = p.check(&writes).expect_err("writing /usr/bin");
+        assert!(e.to_string().contains("system tree /usr"), "{e}");
+        // The jail helper likewise: read, never written.
+        std::fs::create_dir_all(root.join("bin")).expect("bin");
+        let helper = CapabilityPolicy {
+            read_write: vec![root.join("bin")],
+            ..CapabilityPolicy::default()
+        };
+        let e = p.check(&helper).expect_err("writing the helper's dir");
+        assert!(e.to_string().contains("jail helper"), "{e}");
+        let read = CapabilityPolicy {
+            read_only: vec![root.join("bin")],
+            ..CapabilityPolicy::default()
+        };
+        p.check(&read).expect("reading the helper's dir");
     }
 }

@@ -3,6 +3,7 @@
 //! ([`session`]) and reports back when it has ended for good.
 
 mod backoff;
+mod grants;
 mod retention;
 mod session;
 mod shared;
@@ -468,6 +469,7 @@ impl Owner {
             restart_count,
             artifacts: None,
             inbox: std::sync::Mutex::new(None),
+            held: std::sync::Mutex::new(None),
         };
         let tx = self.tx.clone();
         let again = resume.as_ref().map(|r| r.why);

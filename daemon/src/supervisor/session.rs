@@ -41,6 +41,8 @@ pub(super) struct SessionTask {
     /// An agent's A2A inbox, open from the moment the session exists (tasks
     /// sent while it stages wait there) until a launch ends.
     pub(super) inbox: std::sync::Mutex<Option<crate::tasks::InboxRx>>,
+    /// The ACL entries its tool uid was given, taken back when it ends.
+    pub(super) held: std::sync::Mutex<Option<super::grants::Held>>,
 }
 
 /// How one run ended.
@@ -477,6 +479,13 @@ impl SessionTask {
         };
         self.shared.metrics.outcome(outcome);
         tracing::info!(state = %state, error = error.unwrap_or(""), "session ended");
+        // What its tools were opened to, they are closed to again (unless
+        // another live session holds the same entries).
+        let held = self.held.lock().ok().and_then(|mut h| h.take());
+        if let Some(held) = held {
+            let shared = Arc::clone(&self.shared);
+            let _ = tokio::task::spawn_blocking(move || shared.grants.release(held)).await;
+        }
         match self
             .shared
             .store

@@ -37,6 +37,8 @@ pub struct Shared {
     /// Signs agents' checkpoints (`None` if the key could not be read or made).
     pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
     pub(super) live_count: AtomicU64,
+    /// ACL entries sessions' tool uids hold, taken back with the last.
+    pub(super) grants: super::grants::ToolGrants,
     /// Resuming after a restart: sessions to bring back and tried so far
     /// (`None` when not resuming).
     pub(super) resume: std::sync::Mutex<Option<roost_ctl::api::ResumeProgress>>,
@@ -132,6 +134,7 @@ impl Shared {
             metrics,
             a2a_base,
             live_count: AtomicU64::new(0),
+            grants: Default::default(),
             resume: std::sync::Mutex::new(None),
             routes,
         }

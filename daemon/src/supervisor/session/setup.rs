@@ -68,8 +68,7 @@ pub enum SetupError {
     },
 }
 
-/// Most files and directories opened to a tool uid per path at session start.
-const MAX_GRANTS: usize = 100_000;
+use super::super::grants::{Granted, MAX_GRANTS};
 
 /// Opens what a session's tools may use to their uid with POSIX ACL entries
 /// (modes and owners stay): an operator's workdir and `filesystem.read_write`
@@ -181,6 +180,22 @@ impl SessionTask {
         let grants = self.tool_identity().map(|id| {
             let policy = &self.staged.policy;
             let state = self.shared.config.state_dir.clone();
+            // Held from now until the session ends (then taken back).
+            let tree = |p: &std::path::PathBuf| match p.is_dir() {
+                true => (p.clone(), Granted::Tree { skip_murmur: false }),
+                false => (p.clone(), Granted::One),
+            };
+            let workdir = match root.starts_with(&state) {
+                true => (root.clone(), Granted::One),
+                false => (root.clone(), Granted::Tree { skip_murmur: true }),
+            };
+            let paths = std::iter::once(workdir)
+                .chain(policy.read_write.iter().map(tree))
+                .chain(policy.read_only.iter().map(tree))
+                .collect();
+            if let Ok(mut held) = self.held.lock() {
+                *held = Some(self.shared.grants.hold(id.uid, paths));
+            }
             (
                 id,
                 policy.read_write.clone(),

@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""The red team: every attack of docs/security.md's issue-32 rows against a
+release roostd, as a new user would meet it (a config file, token files,
+roostctl, plain HTTP from outside). One line per attack: its outcome (it
+must fail closed) and its control (the same request where it should
+succeed). Exits 0 only when no attack succeeds and every control does.
+
+    scripts/red-team.py BIN_DIR CONFORMANCE_WASM PULLER_WASM
+
+Standard library only; loopback addresses, temp dirs and free ports only;
+roostd is stopped at the end whatever happens."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN, CONFORMANCE, PULLER = sys.argv[1], sys.argv[2], sys.argv[3]
+GLOBAL = "red-team-global-token-0123456789"
+BILLING = "red-team-billing-token-0123456789"
+UI_OLD = "red-team-ui-token-old-0123456789"
+UI_NEW = "red-team-ui-token-new-0123456789"
+SECRET = "RED-TEAM-SECRET-5e1f"
+results = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def secret_file(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+    return path
+
+
+def http(port, method, path, headers=None, body=b"", host=None):
+    """One HTTP/1.1 request over a fresh connection: (status, head, body)."""
+    headers = dict(headers or {})
+    head = f"{method} {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\nConnection: close\r\n"
+    for k, v in headers.items():
+        head += f"{k}: {v}\r\n"
+    head += f"Content-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(head.encode() + body)
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+    top, _, rest = raw.partition(b"\r\n\r\n")
+    lines = top.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1]) if lines and len(lines[0].split()) > 1 else 0
+    return status, "\n".join(lines).lower(), rest.decode(errors="replace")
+
+
+def send(port, route, message_id, headers=None, host=None):
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}]}}})
+    h = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    h.update(headers or {})
+    return http(port, "POST", f"/a2a/{route}", h, body.encode(), host)
+
+
+def record(name, attack_ok, attack_said, control_ok, control_said):
+    """attack_ok: the attack failed closed; control_ok: the control worked."""
+    results.append((attack_ok, control_ok))
+    print(f"{'PASS' if attack_ok and control_ok else 'FAIL'} {name}: attack "
+          f"{'refused' if attack_ok else 'SUCCEEDED'} ({attack_said}); control "
+          f"{'ok' if control_ok else 'FAILED'} ({control_said})", flush=True)
+
+
+class Roostd:
+    def __init__(self, root, config):
+        self.root = root
+        self.socket = os.path.join(root, "run", "roostd.sock")
+        self.state = os.path.join(root, "state")
+        self.config = os.path.join(root, "roost.yaml")
+        with open(self.config, "w") as f:
+            f.write(config)
+        self.log = open(os.path.join(root, "roostd.log"), "w")
+        env = {k: v for k, v in os.environ.items() if k != "RUST_LOG"}
+        self.proc = subprocess.Popen(
+            [f"{BIN}/roostd", "--config", self.config, "--state-dir", self.state,
+             "--socket", self.socket], stdout=subprocess.DEVNULL, stderr=self.log, env=env)
+        deadline = time.time() + 60
+        while self.ctl("status").returncode != 0:
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise SystemExit(f"roostd did not come up:\n{self.read_log()}")
+            time.sleep(0.1)
+
+    def ctl(self, *args):
+        return subprocess.run([f"{BIN}/roostctl", "--socket", self.socket, *args],
+                              capture_output=True, text=True)
+
+    def read_log(self):
+        with open(os.path.join(self.root, "roostd.log")) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def capsule(root, name, extra="", wasm=CONFORMANCE, lifecycle=True):
+    d = os.path.join(root, f"capsule-{name}")
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(wasm, os.path.join(d, "component.wasm"))
+    life = "lifecycle: {task_acceptance: queue, after_task: sleep}\n" if lifecycle else ""
+    with open(os.path.join(d, "murmur.yaml"), "w") as f:
+        f.write(f"name: {name}\nversion: 0.1.0\ncomponent: component.wasm\n{life}{extra}")
+    return d
+
+
+def main(root):
+    a2a, ui = free_port(), free_port()
+    secrets = os.path.join(root, "secrets")
+    os.makedirs(secrets)
+    g = secret_file(os.path.join(secrets, "a2a.token"), GLOBAL)
+    b = secret_file(os.path.join(secrets, "billing.token"), BILLING)
+    u = secret_file(os.path.join(secrets, "ui.token"), UI_OLD)
+    app = "http://app.localhost:5173"
+    d = Roostd(root, f"""a2a_listen: 127.0.0.1:{a2a}
+shutdown_grace_secs: 5
+a2a:
+  token_file: {g}
+  routes: {{billing: {{token_file: {b}}}}}
+  cors: {{allow_origins: ["{app}"]}}
+  push: {{allow: [127.0.0.1], max_configs_per_task: 10}}
+ui: {{listen: "127.0.0.1:{ui}", token_file: {u}}}
+http: {{max_connections: 16, header_read_timeout_secs: 2}}
+""")
+    try:
+        attacks(d, root, a2a, ui, app, u)
+    finally:
+        d.stop()
+        if os.environ.get("RED_TEAM_LOG"):
+            print(d.read_log())
+    assert SECRET not in d.read_log(), "the secret reached roostd's log"
+
+
+def attacks(d, root, a2a, ui, app, ui_token):
+    for name in ["billing", "other"]:
+        r = d.ctl("start", capsule(root, name), "--name", name)
+        assert r.returncode == 0, r.stderr
+    gl, own = {"Authorization": f"Bearer {GLOBAL}"}, {"Authorization": f"Bearer {BILLING}"}
+    n = iter(range(1_000_000))
+
+    # A route's token, sidestepped by spelling the route differently.
+    for spelled in ["bill%69ng", "bill%69ng/", "%62illing"]:
+        s1, _, _ = send(a2a, spelled, f"rt-{next(n)}")
+        s2, _, _ = send(a2a, spelled, f"rt-{next(n)}", gl)
+        s3, _, _ = send(a2a, spelled, f"rt-{next(n)}", own)
+        record(f"route token by spelling /a2a/{spelled} (none, roostd's)", s1 == 401 and s2 == 401,
+               f"{s1}, {s2}", s3 == 200, f"its own token: {s3}")
+    s1, _, _ = send(a2a, "Bill%69ng", "rt-case", own)
+    s2, _, _ = send(a2a, "billing", "rt-plain", own)
+    record("route that decodes to no name (Bill%69ng)", s1 == 404, str(s1), s2 == 200, str(s2))
+
+    # A web page driving a loopback agent.
+    s1, _, _ = send(a2a, "other", "web-1", {**gl, "Origin": "http://evil.example"})
+    s2, h2, _ = send(a2a, "other", "web-2", {**gl, "Origin": app})
+    record("cross-origin POST from a web page", s1 == 403, str(s1),
+           s2 == 200 and f"access-control-allow-origin: {app}" in h2, f"listed origin {s2}")
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "web-3", "role": "ROLE_USER", "parts": [{"text": "x"}]}}}).encode()
+    s1, _, _ = http(a2a, "POST", "/a2a/other", {**gl, "Content-Type": "text/plain"}, body)
+    s2, _, _ = send(a2a, "other", "web-4", gl)
+    record("no-preflight POST (text/plain body)", s1 == 415, str(s1), s2 == 200, str(s2))
+    s1, _, _ = send(a2a, "other", "web-5", gl, host=f"attacker.example:{a2a}")
+    s2, _, _ = send(a2a, "other", "web-6", gl, host=f"localhost:{a2a}")
+    record("DNS rebinding (Host: attacker.example)", s1 == 421, str(s1), s2 == 200, str(s2))
+    s1, _, _ = http(ui, "GET", "/login", host=f"attacker.example:{ui}")
+    s2, _, _ = http(ui, "GET", "/login")
+    record("DNS rebinding on the dashboard", s1 == 421, str(s1), s2 == 200, str(s2))
+
+    # A manifest reading files outside its capsule.
+    secret = secret_file(os.path.join(root, "secret.md"), SECRET)
+    skill = "artifacts:\n  - {{name: notes, version: local, runtime: skill, source: \"{}\"}}\ntools: [notes]\n"
+    up = d.ctl("start", capsule(root, "up", skill.format("../secret.md")))
+    linked_dir = capsule(root, "linked", skill.format("notes.md"))
+    os.symlink(secret, os.path.join(linked_dir, "notes.md"))
+    linked = d.ctl("start", linked_dir)
+    plain_dir = capsule(root, "plain", skill.format("notes.md"))
+    with open(os.path.join(plain_dir, "notes.md"), "w") as f:
+        f.write("ordinary notes\n")
+    plain = d.ctl("start", plain_dir)
+    record("skill source ../secret.md", up.returncode != 0 and SECRET not in up.stderr,
+           up.stderr.strip().splitlines()[-1][:90], plain.returncode == 0, "a file inside starts")
+    record("skill source a symlink to a secret", linked.returncode != 0 and SECRET not in linked.stderr,
+           "symlink" if "symlink" in linked.stderr else linked.stderr.strip()[:90],
+           plain.returncode == 0, "a file inside starts")
+
+    # Filesystem grants of roostd's own state and of system trees.
+    grant = "capabilities: {{filesystem: {{read_write: [\"{}\"]}}}}\n"
+    data = os.path.join(root, "data")
+    os.makedirs(data)
+    for what, path in [("the state dir", d.state), ("a token file", ui_token), ("/", "/"),
+                       ("/etc", "/etc")]:
+        r = d.ctl("start", capsule(root, f"grant-{next(n)}", grant.format(path)))
+        c = d.ctl("start", capsule(root, f"grant-{next(n)}", grant.format(data)))
+        record(f"filesystem grant of {what}", r.returncode != 0 and "overlaps" in r.stderr,
+               "refused" if r.returncode else "started", c.returncode == 0, "a data dir starts")
+
+    # A native tool pulled into a session staged WASM-only.
+    tool = os.path.join(root, "envdump")
+    os.makedirs(tool)
+    with open(os.path.join(tool, "murmur.yaml"), "w") as f:
+        f.write("name: envdump\nversion: 1.0.0\nruntime: tool\nimplementation: native\ndescription: x\n")
+    with open(os.path.join(tool, "envdump"), "w") as f:
+        f.write("#!/bin/sh\necho \"input=$(cat)\"\n")
+    os.chmod(os.path.join(tool, "envdump"), 0o755)
+    pub = d.ctl("publish", tool, "--registry", os.path.join(d.state, "registry"))
+    assert pub.returncode == 0, pub.stderr
+    said = {}
+    for kind, extra in [("wasm", ""), ("native", "capabilities: {shell: {allow: [sh]}}\n")]:
+        pd = capsule(root, f"pull-{kind}", f"tools: [envdump]\n{extra}", wasm=PULLER, lifecycle=False)
+        with open(os.path.join(pd, "pull.txt"), "w") as f:
+            f.write("envdump 1.0.0")
+        d.ctl("start", pd, "--workdir", pd, "--wait")
+        with open(os.path.join(pd, "pulled.txt")) as f:
+            said[kind] = f.read()
+    record("native tool pulled into a WASM-only session", said["wasm"].startswith("error:"),
+           said["wasm"][:70], said["native"].startswith("ok: input="), "staged native: it runs")
+
+    # Holding connections: heads never finished, and one more than the limit.
+    held = []
+    for _ in range(16):
+        s = socket.create_connection(("127.0.0.1", a2a))
+        s.sendall(b"POST /a2a/other HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        held.append(s)
+    time.sleep(0.3)
+    extra = socket.create_connection(("127.0.0.1", a2a))
+    extra.settimeout(2)
+    try:
+        closed_at_once = extra.recv(1) == b""
+    except (socket.timeout, ConnectionResetError):
+        closed_at_once = False
+    extra.close()
+    time.sleep(3)
+    freed = 0
+    for s in held:
+        s.settimeout(3)
+        try:
+            s.recv(4096)  # closed (or answered, then closed) by roostd
+            freed += 1
+        except ConnectionResetError:
+            freed += 1
+        except socket.timeout:
+            pass
+        s.close()
+    s2, _, _ = http(a2a, "GET", "/healthz")
+    record("slow heads and one connection past the limit", closed_at_once and freed == 16,
+           f"extra closed: {closed_at_once}, slow ones closed: {freed}/16", s2 == 200,
+           f"a request afterwards: {s2}")
+
+    # Push configs as an amplifier, and the SSRF guard.
+    s, _, b = send(a2a, "other", "push-task", gl)
+    task = json.loads(b)["result"]["task"]["id"]
+
+    def config(cid, url):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig",
+                           "params": {"taskId": task, "id": cid, "url": url}}).encode()
+        _, _, out = http(a2a, "POST", "/a2a/other",
+                         {**gl, "A2A-Version": "1.0", "Content-Type": "application/json"}, body)
+        return json.loads(out)
+    made = [config(f"c{i}", "http://127.0.0.1:9/hook") for i in range(10)]
+    eleventh = config("c10", "http://127.0.0.1:9/hook")
+    record("an 11th push config on one task", "error" in eleventh,
+           eleventh.get("error", {}).get("message", "")[:60],
+           all("result" in m for m in made), "10 accepted")
+    for url in ["http://[::127.0.0.1]:9/", "http://[::ffff:0:127.0.0.1]:9/", "http://[64:ff9b:1::a00:1]/",
+                "http://[2002:7f00:1::1]/"]:
+        bad = config(f"ssrf-{next(n)}", url)
+        record(f"push URL {url}", "error" in bad, bad.get("error", {}).get("message", "")[:50],
+               "result" in config("c0", "http://127.0.0.1:9/hook"), "an allowed host is accepted")
+
+    # A dashboard login outliving a rotated token.
+    login = json.dumps({"token": UI_OLD}).encode()
+    _, head, _ = http(ui, "POST", "/login", {"Content-Type": "application/json"}, login)
+    cookie = [l.split(":", 1)[1].strip().split(";")[0] for l in head.split("\n") if l.startswith("set-cookie")][0]
+    before, _, _ = http(ui, "GET", "/", {"Cookie": cookie})
+    secret_file(ui_token, UI_NEW)
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 20
+    while "configuration reloaded" not in d.read_log() and time.time() < deadline:
+        time.sleep(0.1)
+    after, _, _ = http(ui, "GET", "/", {"Cookie": cookie})
+    _, head, _ = http(ui, "POST", "/login", {"Content-Type": "application/json"},
+                      json.dumps({"token": UI_NEW}).encode())
+    fresh = [l.split(":", 1)[1].strip().split(";")[0] for l in head.split("\n") if l.startswith("set-cookie")]
+    control, _, _ = http(ui, "GET", "/", {"Cookie": fresh[0]}) if fresh else (0, "", "")
+    record("a dashboard login after its token was rotated", before == 200 and after in (302, 303),
+           f"before {before}, after {after}", control == 200, f"a new login: {control}")
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory(prefix="roost-red-team-") as root:
+        main(root)
+    failed = sum(1 for a, c in results if not (a and c))
+    print(f"{len(results) - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
