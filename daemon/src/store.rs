@@ -93,6 +93,9 @@ pub struct NewA2aTask<'a> {
     pub id: &'a str,
     pub session_id: &'a str,
     pub route: &'a str,
+    /// The client that sent it (`a2a.routes.<name>.clients`; '' for a
+    /// route's one token).
+    pub owner: &'a str,
     pub context_id: &'a str,
     pub message_id: &'a str,
     pub text: &'a str,
@@ -106,6 +109,8 @@ pub struct TaskFilter<'a> {
     pub route: Option<&'a str>,
     pub context_id: Option<&'a str>,
     pub state: Option<TaskState>,
+    /// Only tasks this client sent (`None`: anyone's).
+    pub owner: Option<&'a str>,
     pub limit: u32,
     pub offset: u32,
 }

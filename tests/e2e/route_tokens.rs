@@ -197,3 +197,113 @@ async fn a_routes_token_holds_however_the_route_is_spelled_in_every_binding() {
     );
     assert!(!log.contains(BILLING) && !log.contains(GLOBAL));
 }
+
+/// Within a route, callers are isolated: each client's token
+/// (`a2a.routes.<name>.clients`) makes it the owner of its tasks and
+/// contexts; another client's are "not found" to it (get, list, cancel,
+/// subscribe, push configs), its contextId is not joined, and its messageId
+/// is no retry of the other's. The controls: the owner does all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_within_a_route_see_and_continue_only_their_own_tasks() {
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let (alice, bob) = ("alice-token-0123456789abcdef", "bob-token-0123456789abcdef");
+    let config = format!(
+        "{TEST_CONFIG}a2a: {{push: {{allow: [127.0.0.1]}}, routes: {{shared: {{clients: {{\
+         alice: {{token_file: \"{}\"}}, bob: {{token_file: \"{}\"}}}}}}}}}}\n",
+        token_file(secrets.path(), "alice", alice),
+        token_file(secrets.path(), "bob", bob),
+    );
+    let daemon = Daemon::start_with(&config, &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let dir = conformance(
+        daemon.root.path(),
+        "shared",
+        "{task_acceptance: queue, after_task: sleep}",
+        "",
+    );
+    daemon.client.start(&request(&dir)).await.expect("start");
+    let (a, b) = (format!("Bearer {alice}"), format!("Bearer {bob}"));
+    let call = |auth: &str, method: &str, params: Value| {
+        let (addr, auth) = (addr.clone(), auth.to_string());
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        async move {
+            let (status, _, body) = http(
+                &addr,
+                "POST",
+                "/a2a/shared",
+                &with(&auth),
+                &body.to_string(),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            serde_json::from_str::<Value>(&body).expect("json")
+        }
+    };
+    let msg = |id: &str, ctx: Option<&str>| {
+        let mut m = message(id, "hello");
+        if let Some(c) = ctx {
+            m["contextId"] = json!(c);
+        }
+        json!({"message": m})
+    };
+    let sent = call(&a, "SendMessage", msg("m-alice", Some("ctx-alice"))).await;
+    let task = sent["result"]["task"]["id"]
+        .as_str()
+        .expect("task")
+        .to_string();
+    let by_id = json!({"id": task});
+    let not_found = |v: &Value| v["error"]["code"] == -32001;
+
+    // Get, cancel, subscribe, push configs: not found to bob; alice's own.
+    assert!(not_found(&call(&b, "GetTask", by_id.clone()).await));
+    assert!(call(&a, "GetTask", by_id.clone()).await["result"]["id"] == task.as_str());
+    assert!(not_found(&call(&b, "CancelTask", by_id.clone()).await));
+    let push = json!({"taskId": task, "id": "p", "url": "http://127.0.0.1:9/hook"});
+    assert!(not_found(
+        &call(&b, "CreateTaskPushNotificationConfig", push.clone()).await
+    ));
+    let made = call(&a, "CreateTaskPushNotificationConfig", push).await;
+    assert_eq!(made["result"]["id"], "p", "{made}");
+    let listed = json!({"taskId": task});
+    assert!(not_found(
+        &call(&b, "ListTaskPushNotificationConfigs", listed.clone()).await
+    ));
+    let (status, _, body) = http(
+        &addr,
+        "POST",
+        &format!("/a2a/shared/tasks/{task}:subscribe"),
+        &with(&b),
+        "",
+    )
+    .await;
+    assert_eq!(status, 404, "bob cannot follow alice's task: {body}");
+
+    // Lists: each sees its own.
+    let ids = |v: Value| -> Vec<String> {
+        v["result"]["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .filter_map(|t| t["id"].as_str().map(str::to_string))
+            .collect()
+    };
+    assert_eq!(ids(call(&a, "ListTasks", json!({})).await), [task.clone()]);
+    assert!(ids(call(&b, "ListTasks", json!({})).await).is_empty());
+
+    // Contexts: bob cannot join alice's; alice continues it.
+    let joined = call(&b, "SendMessage", msg("m-bob", Some("ctx-alice"))).await;
+    assert_eq!(joined["error"]["code"], -32602, "{joined}");
+    let again = call(&a, "SendMessage", msg("m-alice-2", Some("ctx-alice"))).await;
+    assert_eq!(again["result"]["task"]["contextId"], "ctx-alice", "{again}");
+
+    // Message ids: bob's m-alice is his own message; alice's retry is hers.
+    let bobs = call(&b, "SendMessage", msg("m-alice", None)).await;
+    let bobs = bobs["result"]["task"]["id"].as_str().expect("bob's task");
+    assert_ne!(bobs, task, "not alice's task");
+    let retry = call(&a, "SendMessage", msg("m-alice", Some("ctx-alice"))).await;
+    assert_eq!(retry["result"]["task"]["id"], task.as_str(), "{retry}");
+    assert_eq!(
+        ids(call(&b, "ListTasks", json!({})).await),
+        [bobs.to_string()]
+    );
+}

@@ -7,12 +7,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// A route's own token (`a2a.routes.<name>.token_file`).
+/// A route's own tokens: one (`a2a.routes.<name>.token_file`), and one per
+/// client (`clients.<client>.token_file`).
 #[derive(Debug, Clone)]
 pub struct RouteToken {
-    pub token: Arc<str>,
+    pub token: Option<Arc<str>>,
     /// Whether roostd's token (`a2a.token_file`) opens the route too.
     pub accept_global: bool,
+    /// (client, token): a client's token makes it the owner of its tasks.
+    pub clients: Vec<(String, Arc<str>)>,
 }
 
 /// The tokens the gateway checks. A route with a token of its own takes
@@ -77,18 +80,31 @@ impl Rules {
 
     /// Whether `given` (the bearer token sent, if any) opens `route`.
     pub fn allows(&self, route: &str, given: Option<&str>) -> bool {
+        self.caller(route, given).is_some()
+    }
+
+    /// Who `given` makes the caller of `route`, if it opens it: the client
+    /// whose token it is, or `""` (the route's one token, roostd's, or an
+    /// open route: one owner, as before clients).
+    pub fn caller(&self, route: &str, given: Option<&str>) -> Option<String> {
         let matches = |t: &Arc<str>| {
             given.is_some_and(|g| crate::api::constant_time_eq(g.as_bytes(), t.as_bytes()))
         };
         match self.routes.get(route) {
             Some(own) => {
-                // Both comparisons run, so the time taken does not say which
-                // token was close.
-                let own_ok = matches(&own.token);
+                // Every comparison runs, so the time taken does not say
+                // which token was close.
+                let own_ok = own.token.as_ref().is_some_and(matches);
                 let global_ok = own.accept_global && self.global.as_ref().is_some_and(matches);
-                own_ok | global_ok
+                let mut client = None;
+                for (name, token) in &own.clients {
+                    if matches(token) {
+                        client = Some(name.clone());
+                    }
+                }
+                client.or_else(|| (own_ok | global_ok).then(String::new))
             }
-            None => self.global.as_ref().is_none_or(matches),
+            None => self.global.as_ref().is_none_or(matches).then(String::new),
         }
     }
 
@@ -190,8 +206,12 @@ mod tests {
         routes.insert(
             "billing".to_string(),
             RouteToken {
-                token: Arc::from("billing-token-0123456789"),
+                token: Some(Arc::from("billing-token-0123456789")),
                 accept_global,
+                clients: vec![
+                    ("alice".into(), Arc::from("alice-token-0123456789")),
+                    ("bob".into(), Arc::from("bob-token-0123456789")),
+                ],
             },
         );
         routes
@@ -214,6 +234,15 @@ mod tests {
         assert!(a.allows("other", Some("global-token-0123456789")));
         let a = access(true).snapshot();
         assert!(a.allows("billing", Some("global-token-0123456789")));
+        // Each client's token names its owner; the route's one token and
+        // roostd's name none ("").
+        let caller = |t: &str| a.caller("billing", Some(t));
+        assert_eq!(caller("alice-token-0123456789").as_deref(), Some("alice"));
+        assert_eq!(caller("bob-token-0123456789").as_deref(), Some("bob"));
+        assert_eq!(caller("billing-token-0123456789").as_deref(), Some(""));
+        assert_eq!(caller("global-token-0123456789").as_deref(), Some(""));
+        assert_eq!(caller("wrong-token-0123456789"), None);
+        assert_eq!(a.caller("other", Some("alice-token-0123456789")), None);
         let open = Access::default().snapshot();
         assert!(open.allows("any", None) && !open.required("any"));
         let only_route = Access::new(None, billing(false));

@@ -163,6 +163,8 @@ impl Peers {
             .submit(NewTask {
                 session_id: &session.id,
                 route: &session.name,
+                // A capsule of this roostd: the route's one owner.
+                owner: "",
                 message_id: &m.message_id,
                 context_id: m.context_id.as_deref(),
                 text: &m.text,

@@ -126,7 +126,7 @@ impl Grpc {
     /// checked as the other bindings check a path's route, and the token
     /// before anything is said about the route (an unknown route and a
     /// known one answer alike to a caller without a token).
-    async fn route(&self, meta: &MetadataMap, tenant: &str) -> Result<Route, Status> {
+    async fn route(&self, meta: &MetadataMap, tenant: &str) -> Result<(Route, String), Status> {
         let name = match (tenant, &self.default_route) {
             ("", Some(default)) => default.to_string(),
             ("", None) => {
@@ -147,18 +147,19 @@ impl Grpc {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
-        if !rules.allows(key, given) {
+        let Some(owner) = rules.caller(key, given) else {
             tracing::warn!(route = %key, "A2A gRPC request without a valid bearer token");
             return Err(Status::unauthenticated(
                 "send `authorization: Bearer <token>` metadata with this agent's token (its \
                  card's securitySchemes)",
             ));
-        }
-        found.ok_or_else(|| {
+        };
+        let route = found.ok_or_else(|| {
             Status::not_found(format!(
                 "no agent at route '{name}': no session has had this name"
             ))
-        })
+        })?;
+        Ok((route, owner))
     }
 
     /// Runs the operation the request asks for, as the other bindings do.
@@ -182,10 +183,14 @@ impl Grpc {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let route = self.route(&meta, &tenant).await?;
+        let (route, owner) = self.route(&meta, &tenant).await?;
         let slot = rpc::stream_slot(&self.gw, &route, op).map_err(|e| status(&e))?;
         let headers = meta.into_headers();
-        rpc::run(&self.gw, &route, Dialect::V10, op, &params, &headers)
+        let at = rpc::At {
+            route: &route,
+            owner: &owner,
+        };
+        rpc::run(&self.gw, at, Dialect::V10, op, &params, &headers)
             .await
             .map(|answer| (answer, slot))
             .map_err(|e| status(&e))

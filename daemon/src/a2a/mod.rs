@@ -164,6 +164,10 @@ struct Found(Route);
 #[derive(Clone)]
 struct Named(String);
 
+/// Who the request's token says sent it (see [`rpc::At`]).
+#[derive(Clone)]
+struct Caller(String);
+
 /// Every request passes here first, in this order: a web page's `Origin`
 /// (refused unless `a2a.cors.allow_origins` lists it; preflights answered
 /// for those that are), the route the path names (decoded once), then for
@@ -260,7 +264,7 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if !rules.allows(route, given) {
+    let Some(owner) = rules.caller(route, given) else {
         tracing::warn!(path = %path, route = %route, "A2A request without a valid bearer token");
         let mut response = problem(
             StatusCode::UNAUTHORIZED,
@@ -272,7 +276,8 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Err(response);
-    }
+    };
+    request.extensions_mut().insert(Caller(owner));
     if let Some(r) = found {
         request.extensions_mut().insert(Found(r));
     }
@@ -357,11 +362,12 @@ async fn route_of(gw: &Gateway, route: &str) -> Option<Route> {
 }
 
 /// A task of this session, or TaskNotFound.
-async fn own_task(gw: &Gateway, session: &Route, id: &str) -> Result<A2aTask, A2aError> {
+async fn own_task(gw: &Gateway, at: rpc::At<'_>, id: &str) -> Result<A2aTask, A2aError> {
     match gw.tasks.task(id).await? {
         // Matched by route: a task outlives its session (ended, restarted
-        // or replaced under the same name).
-        Some(t) if t.route == session.name => Ok(t),
+        // or replaced under the same name); and by its client: another
+        // client's task is not found.
+        Some(t) if t.route == at.route.name && t.owner == at.owner => Ok(t),
         _ => Err(A2aError::TaskNotFound(format!(
             "no task '{id}' at this agent"
         ))),
@@ -398,6 +404,7 @@ async fn found_or_look(
 async fn root(
     State(gw): State<Gateway>,
     Extension(Named(route)): Extension<Named>,
+    caller: Option<Extension<Caller>>,
     found: Option<Extension<Found>>,
     method: Method,
     headers: HeaderMap,
@@ -413,12 +420,18 @@ async fn root(
             "JSON-RPC requests are POSTed here; the agent card is at .well-known/agent-card.json",
         );
     }
-    rpc::jsonrpc(&gw, &session, &headers, &body).await
+    let owner = caller.map(|Extension(Caller(o))| o).unwrap_or_default();
+    let at = rpc::At {
+        route: &session,
+        owner: &owner,
+    };
+    rpc::jsonrpc(&gw, at, &headers, &body).await
 }
 
 async fn rest(
     State(gw): State<Gateway>,
     Extension(Named(route)): Extension<Named>,
+    caller: Option<Extension<Caller>>,
     Path((_, rest)): Path<(String, String)>,
     found: Option<Extension<Found>>,
     method: Method,
@@ -442,7 +455,12 @@ async fn rest(
     let Some(session) = found_or_look(&gw, found, &route).await else {
         return no_agent(&route);
     };
-    rpc::rest(&gw, &session, &method, &rest, uri.query(), &headers, &body).await
+    let owner = caller.map(|Extension(Caller(o))| o).unwrap_or_default();
+    let at = rpc::At {
+        route: &session,
+        owner: &owner,
+    };
+    rpc::rest(&gw, at, &method, &rest, uri.query(), &headers, &body).await
 }
 
 /// Waits until the task has ended, or (`at_input`) needs input, or the wait

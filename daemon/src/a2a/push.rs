@@ -483,7 +483,7 @@ pub(super) fn made(made: PushMade, task_id: &str, max: u32) -> Result<(), A2aErr
 /// list, delete.
 pub(super) async fn op(
     gw: &super::Gateway,
-    session: &crate::supervisor::Route,
+    at: super::rpc::At<'_>,
     d: Dialect,
     op: super::envelope::Op,
     params: &Value,
@@ -509,7 +509,7 @@ pub(super) async fn op(
     };
     let task_id =
         task_id.ok_or_else(|| A2aError::InvalidParams("the task's id is required".into()))?;
-    let task = super::own_task(gw, session, task_id).await?;
+    let task = super::own_task(gw, at, task_id).await?;
     let broker = &gw.tasks;
     let not_found = |id: &str| {
         A2aError::TaskNotFound(format!(

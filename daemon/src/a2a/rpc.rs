@@ -33,13 +33,23 @@ pub(super) enum Answer {
     Stream(Box<A2aTask>, u64, bool),
 }
 
+/// The route a request is served from and who sent it: the client whose
+/// token opened the route (`""` for its one token, roostd's, or an open
+/// route). A client reads and continues only its own tasks and contexts.
+#[derive(Clone, Copy)]
+pub(super) struct At<'a> {
+    pub route: &'a Route,
+    pub owner: &'a str,
+}
+
 /// `POST /a2a/<route>`: one JSON-RPC request.
 pub(super) async fn jsonrpc(
     gw: &Gateway,
-    session: &Route,
+    at: At<'_>,
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response {
+    let session = at.route;
     let null = Value::Null;
     let d = match super::dialect(headers) {
         Ok(d) => d,
@@ -54,7 +64,7 @@ pub(super) async fn jsonrpc(
         Ok(slot) => slot,
         Err(e) => return rpc_err(&id, &e, d),
     };
-    match run(gw, session, d, request.op, &request.params, headers).await {
+    match run(gw, at, d, request.op, &request.params, headers).await {
         Ok(Answer::Value(v)) => rpc_ok(&id, v),
         Ok(Answer::Stream(task, after, through_input)) => {
             let id = id.clone();
@@ -80,13 +90,14 @@ pub(super) async fn jsonrpc(
 /// The HTTP+JSON binding (1.0) under `/a2a/<route>/`.
 pub(super) async fn rest(
     gw: &Gateway,
-    session: &Route,
+    at: At<'_>,
     method: &Method,
     path: &str,
     query: Option<&str>,
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response {
+    let session = at.route;
     // The HTTP+JSON binding is served in its 1.0 form only; the header is
     // still checked, so an unsupported version is refused.
     if let Err(m) = super::dialect(headers) {
@@ -100,16 +111,7 @@ pub(super) async fn rest(
         Ok(slot) => slot,
         Err(e) => return e.http(),
     };
-    match run(
-        gw,
-        session,
-        Dialect::V10,
-        request.op,
-        &request.params,
-        headers,
-    )
-    .await
-    {
+    match run(gw, at, Dialect::V10, request.op, &request.params, headers).await {
         Ok(Answer::Value(v)) => axum::Json(v).into_response(),
         Ok(Answer::Stream(task, after, through_input)) => match slot {
             Some(slot) => task_stream(
@@ -166,17 +168,18 @@ fn int(v: Option<&Value>) -> Option<i64> {
 
 pub(super) async fn run(
     gw: &Gateway,
-    session: &Route,
+    at: At<'_>,
     d: Dialect,
     op: Op,
     params: &Value,
     headers: &HeaderMap,
 ) -> Result<Answer, A2aError> {
+    let session = at.route;
     let broker = &gw.tasks;
     let traceparent = headers.get("traceparent").and_then(|v| v.to_str().ok());
     match op {
         Op::PushCreate | Op::PushGet | Op::PushList | Op::PushDelete => {
-            super::push::op(gw, session, d, op, params)
+            super::push::op(gw, at, d, op, params)
                 .await
                 .map(Answer::Value)
         }
@@ -199,7 +202,7 @@ pub(super) async fn run(
             let m =
                 wire::parse_message(message).map_err(|e| A2aError::InvalidParams(e.to_string()))?;
             if let Some(existing) = &m.task_id {
-                let t = own_task(gw, session, existing).await?;
+                let t = own_task(gw, at, existing).await?;
                 if t.state == TaskState::InputRequired {
                     return resume(broker, t, &m, d, op, params).await;
                 }
@@ -222,12 +225,24 @@ pub(super) async fn run(
                     session.name
                 )));
             }
+            // A context is its first client's: another's (a contextId it
+            // learned) is not joined.
+            if let Some(context) = m.context_id.as_deref()
+                && let Some(owner) = broker.context_owner(&session.name, context).await?
+                && owner != at.owner
+            {
+                return Err(A2aError::InvalidParams(format!(
+                    "contextId '{context}' is another client's at this agent: send your own \
+                     (or none, for a new one)"
+                )));
+            }
             let push = super::push::from_send(gw, params).await?;
             let canonical = m.canonical.to_string();
             let (task, live) = broker
                 .submit(NewTask {
                     session_id: &session.id,
                     route: &session.name,
+                    owner: at.owner,
                     message_id: &m.message_id,
                     context_id: m.context_id.as_deref(),
                     text: &m.text,
@@ -269,7 +284,7 @@ pub(super) async fn run(
             answer_send(broker, task, live, d, params).await
         }
         Op::Get => {
-            let t = own_task(gw, session, &task_id(params)?).await?;
+            let t = own_task(gw, at, &task_id(params)?).await?;
             let history =
                 int(field(params, "historyLength", "history_length")).map(|n| n.max(0) as usize);
             let shape = Shape {
@@ -314,6 +329,7 @@ pub(super) async fn run(
                     state,
                     limit: page_size as u32,
                     offset,
+                    owner: Some(at.owner),
                 })
                 .await?;
             let next = offset as u64 + tasks.len() as u64;
@@ -330,7 +346,7 @@ pub(super) async fn run(
         }
         Op::Cancel => {
             let id = task_id(params)?;
-            let t = own_task(gw, session, &id).await?;
+            let t = own_task(gw, at, &id).await?;
             if t.state.is_terminal() {
                 return Err(A2aError::NotCancelable(format!(
                     "task '{id}' has already ended ({})",
@@ -348,7 +364,7 @@ pub(super) async fn run(
             // Where the log stands is read before the snapshot: an event in
             // between is sent again (in order) rather than missed.
             let after = broker.events(&id, 0).await?.last().map_or(0, |e| e.seq);
-            let t = own_task(gw, session, &id).await?;
+            let t = own_task(gw, at, &id).await?;
             if t.state.is_terminal() {
                 return Err(A2aError::Unsupported(format!(
                     "task '{id}' has ended ({}); GetTask returns its result",

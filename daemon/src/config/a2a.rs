@@ -154,12 +154,27 @@ pub struct CorsSettings {
 #[serde(deny_unknown_fields)]
 pub struct RouteAccessConfig {
     /// File holding the route's bearer token (the same rules as
-    /// `a2a.token_file`).
-    pub token_file: PathBuf,
+    /// `a2a.token_file`): one caller, whose tasks all callers with it share.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// A token per client of the route (`<client>: {token_file}`): each
+    /// client reads, lists, continues and de-duplicates only its own tasks
+    /// and contexts; another's are "not found".
+    #[serde(default)]
+    pub clients: BTreeMap<String, ClientAccessConfig>,
     /// Whether roostd's `a2a.token_file` token opens this route too
     /// (default false: only the route's own).
     #[serde(default)]
     pub accept_global_token: bool,
+}
+
+/// `a2a.routes.<name>.clients.<client>`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientAccessConfig {
+    /// File holding the client's bearer token (the same rules as
+    /// `a2a.token_file`).
+    pub token_file: PathBuf,
 }
 
 /// `a2a.retention` as it was before `retention:`.
@@ -214,6 +229,18 @@ impl A2aConfig {
                     "a2a.routes: '{name}' is not a session name: it {m}"
                 ))
             })?;
+            if route.token_file.is_none() && route.clients.is_empty() {
+                return Err(ConfigError::Invalid(format!(
+                    "a2a.routes.{name} needs token_file or clients (a token per client)"
+                )));
+            }
+            for client in route.clients.keys() {
+                crate::manifest::validate_name(client).map_err(|m| {
+                    ConfigError::Invalid(format!(
+                        "a2a.routes.{name}.clients: '{client}' is not a client name: it {m}"
+                    ))
+                })?;
+            }
             if route.accept_global_token && self.token_file.is_none() {
                 return Err(ConfigError::Invalid(format!(
                     "a2a.routes.{name}.accept_global_token needs a2a.token_file (there is no \

@@ -39,11 +39,33 @@ impl Tokens {
         };
         let mut routes = HashMap::new();
         for (name, route) in &config.a2a.routes {
-            let what = format!("a2a.routes.{name}.token_file");
-            let token = read_token(Some(&route.token_file), &what)?;
+            let token = match &route.token_file {
+                Some(file) => Some(read_token(
+                    Some(file),
+                    &format!("a2a.routes.{name}.token_file"),
+                )?),
+                None => None,
+            };
+            let mut clients = Vec::new();
+            for (client, c) in &route.clients {
+                let what = format!("a2a.routes.{name}.clients.{client}.token_file");
+                let t = read_token(Some(&c.token_file), &what)?;
+                if clients
+                    .iter()
+                    .any(|(_, other): &(String, Arc<str>)| *other == t)
+                    || token.as_ref() == Some(&t)
+                {
+                    return Err(DaemonError::Control(format!(
+                        "{what}: the same token as another of route '{name}': each client needs \
+                         its own"
+                    )));
+                }
+                clients.push((client.clone(), t));
+            }
             let own = crate::a2a::access::RouteToken {
                 token,
                 accept_global: route.accept_global_token,
+                clients,
             };
             routes.insert(name.clone(), own);
         }

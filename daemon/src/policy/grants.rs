@@ -71,10 +71,18 @@ impl Protected {
             }
         }
         for (name, route) in &config.a2a.routes {
-            own.push((
-                route.token_file.clone(),
-                format!("roostd's a2a.routes.{name}.token_file"),
-            ));
+            if let Some(file) = &route.token_file {
+                own.push((
+                    file.clone(),
+                    format!("roostd's a2a.routes.{name}.token_file"),
+                ));
+            }
+            for (client, c) in &route.clients {
+                own.push((
+                    c.token_file.clone(),
+                    format!("roostd's a2a.routes.{name}.clients.{client}.token_file"),
+                ));
+            }
         }
         for peer in &config.a2a.peers {
             own.push((

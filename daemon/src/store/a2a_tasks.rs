@@ -17,7 +17,10 @@ impl Store {
         let (task, insert) = self.queue_a2a_task(t, false, true);
         match insert.committed().await? {
             true => Ok(task),
-            false => self.retried_a2a_task(t.route, t.message_id).await,
+            false => {
+                self.retried_a2a_task((t.route, t.owner), t.message_id)
+                    .await
+            }
         }
     }
 
@@ -25,10 +28,10 @@ impl Store {
     /// [`TaskInsert::committed`] said was not written.
     pub async fn retried_a2a_task(
         &self,
-        route: &str,
+        (route, owner): (&str, &str),
         message_id: &str,
     ) -> Result<A2aTask, StoreError> {
-        self.a2a_task_by_message(route, message_id)
+        self.a2a_task_by_message((route, owner), message_id)
             .await?
             .ok_or_else(|| StoreError::Corrupt("a retried task vanished".into()))
     }
@@ -61,6 +64,7 @@ impl Store {
             context_id: t.context_id.to_string(),
             input_bytes: t.text.len() as i64,
             route: t.route.to_string(),
+            owner: t.owner.to_string(),
             message_id: t.message_id.to_string(),
             message_json: t.message_json.to_string(),
             at: at.clone(),
@@ -79,6 +83,7 @@ impl Store {
             context_id: t.context_id.to_string(),
             session_id: t.session_id.into(),
             route: t.route.to_string(),
+            owner: t.owner.to_string(),
             state: if working {
                 TaskState::Working
             } else {
@@ -223,28 +228,47 @@ impl Store {
         row.map(|r| a2a_from_row(&r)).transpose()
     }
 
-    /// The task a message made on a route, if it made one.
+    /// The task a message of `owner` made on a route, if it made one.
     pub async fn a2a_task_by_message(
         &self,
-        route: &str,
+        (route, owner): (&str, &str),
         message_id: &str,
     ) -> Result<Option<A2aTask>, StoreError> {
         let sql = format!(
-            "SELECT {A2A_COLUMNS} FROM tasks t WHERE t.route = ?1 AND t.message_id = ?2 \
-             AND t.source = 'a2a' LIMIT 1"
+            "SELECT {A2A_COLUMNS} FROM tasks t WHERE t.route = ?1 AND t.owner = ?3 \
+             AND t.message_id = ?2 AND t.source = 'a2a' LIMIT 1"
         );
         let row = sqlx::query(&sql)
             .bind(route)
             .bind(message_id)
+            .bind(owner)
             .fetch_optional(&self.reader)
             .await?;
         row.map(|r| a2a_from_row(&r)).transpose()
     }
 
+    /// Who sent the tasks of a context on a route (the owner of its first
+    /// task), if it has any.
+    pub async fn context_owner(
+        &self,
+        route: &str,
+        context_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT owner FROM tasks WHERE context_id = ?2 AND route = ?1 AND source = 'a2a' \
+             LIMIT 1",
+        )
+        .bind(route)
+        .bind(context_id)
+        .fetch_optional(&self.reader)
+        .await?)
+    }
+
     /// A2A tasks, newest first, and how many match in all.
     pub async fn a2a_tasks(&self, f: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), StoreError> {
         let cond = "t.source = 'a2a' AND (?1 IS NULL OR t.route = ?1) \
-             AND (?2 IS NULL OR t.context_id = ?2) AND (?3 IS NULL OR t.state = ?3)";
+             AND (?2 IS NULL OR t.context_id = ?2) AND (?3 IS NULL OR t.state = ?3) \
+             AND (?6 IS NULL OR t.owner = ?6)";
         let sql = format!(
             "SELECT {A2A_COLUMNS} FROM tasks t WHERE {cond} \
              ORDER BY t.updated_at DESC, t.id DESC LIMIT ?4 OFFSET ?5"
@@ -256,12 +280,17 @@ impl Store {
             .bind(state)
             .bind(f.limit)
             .bind(f.offset)
+            .bind(f.owner)
             .fetch_all(&self.reader)
             .await?;
+        // The same numbered parameters (?4 and ?5 unused here).
         let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM tasks t WHERE {cond}"))
             .bind(f.route)
             .bind(f.context_id)
             .bind(state)
+            .bind(f.limit)
+            .bind(f.offset)
+            .bind(f.owner)
             .fetch_one(&self.reader)
             .await?;
         let tasks = rows.iter().map(a2a_from_row).collect::<Result<_, _>>()?;
@@ -332,7 +361,7 @@ impl Store {
     }
 }
 
-const A2A_COLUMNS: &str = "t.id, t.context_id, t.session_id, t.route, t.state, t.message_json, \
+const A2A_COLUMNS: &str = "t.id, t.context_id, t.session_id, t.route, t.owner, t.state, t.message_json, \
      t.answer, t.created_at, t.updated_at, \
      (SELECT body_json FROM task_events e WHERE e.task_id = t.id AND body_json LIKE '{\"type\":\"status\"%' \
       ORDER BY seq DESC LIMIT 1) AS last_status";
@@ -356,6 +385,7 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
         context_id: row.try_get("context_id")?,
         session_id: row.try_get::<String, _>("session_id")?.into(),
         route: row.try_get("route")?,
+        owner: row.try_get("owner")?,
         state: TaskState::parse(&state)
             .ok_or_else(|| StoreError::Corrupt(format!("task state '{state}'")))?,
         text: message_text(&message),

@@ -161,6 +161,7 @@ fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
         id,
         session_id: "ses_1",
         route: "hello",
+        owner: "",
         context_id: "ctx_1",
         message_id: id,
         text: "hi",
@@ -219,6 +220,41 @@ async fn a_message_retried_on_a_route_gets_its_first_task(pool: SqlitePool) {
         .await
         .expect("other route");
     assert_eq!(other.id, "tsk_other");
+    // And from another client of the route (its own token): its own
+    // message, and its own task, which the first client does not list.
+    let bobs = store
+        .insert_a2a_task(&NewA2aTask {
+            message_id: "msg_retried",
+            owner: "bob",
+            ..new_task("tsk_bob")
+        })
+        .await
+        .expect("bob's");
+    assert_eq!(bobs.id, "tsk_bob");
+    assert_eq!(bobs.owner, "bob");
+    let filter = |owner| crate::store::TaskFilter {
+        route: Some("hello"),
+        owner,
+        limit: 100,
+        ..Default::default()
+    };
+    let (mine, total) = store.a2a_tasks(&filter(Some(""))).await.expect("list");
+    assert!(
+        mine.iter().all(|t| t.owner.is_empty()) && total == 2,
+        "{mine:?}"
+    );
+    let (his, total) = store.a2a_tasks(&filter(Some("bob"))).await.expect("list");
+    assert_eq!((his.len(), total), (1, 1));
+    let (all, _) = store.a2a_tasks(&filter(None)).await.expect("list");
+    assert_eq!(all.len(), 3, "the operator's view: everyone's");
+    assert_eq!(
+        store
+            .context_owner("hello", "ctx_1")
+            .await
+            .expect("owner")
+            .as_deref(),
+        Some("")
+    );
 }
 
 #[sqlx::test(migrations = "../migrations")]

@@ -20,6 +20,8 @@ pub(super) enum WriteOp {
         context_id: String,
         input_bytes: i64,
         route: String,
+        /// The client that sent it ('' for a route's one token).
+        owner: String,
         message_id: String,
         message_json: String,
         at: String,
@@ -166,6 +168,7 @@ pub(super) fn apply(
             context_id,
             input_bytes,
             route,
+            owner,
             message_id,
             message_json,
             at,
@@ -177,9 +180,10 @@ pub(super) fn apply(
             let seen: Option<String> = match dedupe {
                 true => conn
                     .prepare_cached(
-                        "SELECT id FROM tasks WHERE route = ?1 AND message_id = ?2 LIMIT 1",
+                        "SELECT id FROM tasks WHERE route = ?1 AND owner = ?3 AND message_id = ?2 \
+                         LIMIT 1",
                     )?
-                    .query_row(params![route, message_id], |row| row.get(0))
+                    .query_row(params![route, message_id, owner], |row| row.get(0))
                     .optional()?,
                 false => None,
             };
@@ -189,8 +193,8 @@ pub(super) fn apply(
             }
             conn.prepare_cached(
                 "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-                 created_at, updated_at, route, message_json, message_id) \
-                 VALUES (?1, ?2, ?3, 'a2a', ?9, ?4, ?5, ?5, ?6, ?7, ?8)",
+                 created_at, updated_at, route, message_json, message_id, owner) \
+                 VALUES (?1, ?2, ?3, 'a2a', ?9, ?4, ?5, ?5, ?6, ?7, ?8, ?10)",
             )?
             .execute(params![
                 id,
@@ -206,6 +210,7 @@ pub(super) fn apply(
                 } else {
                     "submitted"
                 },
+                owner,
             ])?;
             let mut event = conn.prepare_cached(
                 "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",

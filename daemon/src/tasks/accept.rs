@@ -55,6 +55,8 @@ pub enum SubmitError {
 pub struct NewTask<'a> {
     pub session_id: &'a str,
     pub route: &'a str,
+    /// The client that sent it ('' for a route's one token).
+    pub owner: &'a str,
     pub message_id: &'a str,
     pub context_id: Option<&'a str>,
     pub text: &'a str,
@@ -134,6 +136,7 @@ impl Broker {
                 id: &task_id,
                 session_id: new.session_id,
                 route: new.route,
+                owner: new.owner,
                 context_id: &context_id,
                 message_id: new.message_id,
                 text: new.text,
@@ -188,7 +191,7 @@ impl Broker {
                 drop(live);
                 let seen = self
                     .store
-                    .retried_a2a_task(new.route, new.message_id)
+                    .retried_a2a_task((new.route, new.owner), new.message_id)
                     .await?;
                 tracing::info!(task_id = %seen.id, message_id = new.message_id,
                     "a message this route already has a task for: its task, not a new run");

@@ -412,6 +412,15 @@ impl Broker {
 
     /// A stored task (the A2A gateway's reads go through the broker, never
     /// to the store).
+    /// Who sent a context's tasks on a route, if it has any.
+    pub async fn context_owner(
+        &self,
+        route: &str,
+        context_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.store.context_owner(route, context_id).await
+    }
+
     pub async fn task(&self, id: &str) -> Result<Option<A2aTask>, StoreError> {
         self.store.a2a_task(id).await
     }

@@ -95,6 +95,9 @@ pub struct A2aTask {
     pub context_id: String,
     pub session_id: SessionId,
     pub route: String,
+    /// The client that sent it ('' for a route's one token): only it reads
+    /// the task (issue 32).
+    pub owner: String,
     pub state: TaskState,
     /// The text of the message that created it.
     pub text: String,

@@ -30,6 +30,7 @@ fn task(message_id: &str) -> NewTask<'_> {
     NewTask {
         session_id: "ses_q",
         route: "q",
+        owner: "",
         message_id,
         context_id: None,
         text: "hi",
@@ -94,7 +95,7 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
     assert!(
         broker
             .store
-            .a2a_task_by_message("q", "slow-1")
+            .a2a_task_by_message(("q", ""), "slow-1")
             .await
             .expect("read")
             .is_none(),
@@ -122,7 +123,7 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
         .expect("handed on once committed")
         .expect("a task");
     assert_eq!(handed.task_id, task_id, "the task the client was told of");
-    let stored = broker.store.a2a_task_by_message("q", "slow-2").await;
+    let stored = broker.store.a2a_task_by_message(("q", ""), "slow-2").await;
     assert_eq!(stored.expect("read").expect("findable").id, task_id);
 }
 

@@ -129,6 +129,8 @@ pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>
                     state: None,
                     limit: TASKS_SHOWN,
                     offset: 0,
+                    // The operator sees every client's tasks.
+                    owner: None,
                 })
                 .await
                 .map(|(tasks, _)| tasks.iter().map(task_json).collect::<Vec<_>>())
