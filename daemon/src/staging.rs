@@ -184,7 +184,16 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     let manifest = CapsuleManifest::load(&path)?;
     // What the capsule would be handed of this host: never roostd's own
     // files, never a system tree the operator did not allow.
-    let protected = crate::policy::Protected::of(config, shared.jail.helper());
+    let helper = shared
+        .jail
+        .helper()
+        .or(config.sandbox.jail_helper.as_deref());
+    let binaries = helper.map(|h| (h.to_path_buf(), "roostd's jail helper".to_string()));
+    let protected = crate::policy::Protected::new(
+        config.own_paths(),
+        binaries.into_iter().collect(),
+        &config.filesystem.allow,
+    );
     let checked = match &user_workdir {
         Some(dir) => protected.check_path("workdir", dir),
         None => Ok(()),

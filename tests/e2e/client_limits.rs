@@ -157,3 +157,113 @@ async fn a_task_takes_a_bounded_number_of_push_configs() {
         "{listed}"
     );
 }
+
+/// A receiver that accepts push deliveries and never answers (a tarpit) on
+/// 127.0.0.2: how many of its connections are open at most, and whether
+/// roostd has given up on any yet.
+#[derive(Default)]
+struct Tarpit {
+    open: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+async fn tarpit() -> (std::sync::Arc<Tarpit>, String) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0")
+        .await
+        .expect("127.0.0.2 (loopback)");
+    let addr = listener.local_addr().expect("addr");
+    let pit = std::sync::Arc::new(Tarpit::default());
+    let seen = std::sync::Arc::clone(&pit);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let pit = std::sync::Arc::clone(&seen);
+            let now = pit.open.fetch_add(1, SeqCst) + 1;
+            pit.most.fetch_max(now, SeqCst);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stream.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                pit.open.fetch_sub(1, SeqCst);
+                pit.closed.store(true, SeqCst);
+            });
+        }
+    });
+    (pit, format!("http://{addr}/hook"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_never_answers_holds_its_own_slots_not_everyones() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let config = format!(
+        "{TEST_CONFIG}a2a: {{push: {{allow: [127.0.0.1, 127.0.0.2], max_in_flight_per_host: 2}}}}\n"
+    );
+    let daemon = Daemon::start_with(&config, &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let dir = conformance(
+        daemon.root.path(),
+        "pushes",
+        "{task_acceptance: queue, after_task: sleep}",
+        "",
+    );
+    daemon.client.start(&request(&dir)).await.expect("start");
+    let (pit, slow_url) = tarpit().await;
+    // A fast receiver on 127.0.0.1: it counts completed-task deliveries.
+    let fast = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&fast);
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let counted = std::sync::Arc::clone(&counted);
+            async move {
+                if String::from_utf8_lossy(&body).contains("TASK_STATE_COMPLETED") {
+                    counted.fetch_add(1, SeqCst);
+                }
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let fast_url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let send = |id: String, url: String| {
+        let addr = addr.clone();
+        async move {
+            let params = json!({"message": message(&id, "hello"),
+                                "configuration": {"taskPushNotificationConfig": {"url": url}}});
+            rpc(&addr, "pushes", Some("1.0"), "SendMessage", params).await
+        }
+    };
+    // Four tasks whose receiver never answers, then one whose receiver does.
+    for i in 0..4 {
+        let v = send(format!("slow-{i}"), slow_url.clone()).await;
+        assert!(v.get("result").is_some(), "{v}");
+    }
+    let v = send("fast-0".into(), fast_url).await;
+    assert!(v.get("result").is_some(), "{v}");
+    // The fast receiver hears its task end while every delivery to the
+    // tarpit still hangs (none given up yet).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while fast.load(SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the fast receiver heard nothing");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !pit.closed.load(SeqCst),
+        "the fast delivery waited for a slow one to give up"
+    );
+    // The tarpit host holds at most its limit of deliveries; the control:
+    // it was sent some (the four configs wanted four at once).
+    let most = pit.most.load(SeqCst);
+    assert!(
+        (1..=2).contains(&most),
+        "{most} deliveries at once to one host"
+    );
+}

@@ -186,7 +186,7 @@ impl Grpc {
         let (route, owner) = self.route(&meta, &tenant).await?;
         let slot = rpc::stream_slot(&self.gw, &route, op).map_err(|e| status(&e))?;
         let headers = meta.into_headers();
-        let at = rpc::At {
+        let at = super::At {
             route: &route,
             owner: &owner,
         };

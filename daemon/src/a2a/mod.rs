@@ -11,6 +11,7 @@ pub mod client;
 pub mod envelope;
 pub mod error;
 pub mod grpc;
+mod guard;
 pub mod push;
 mod rpc;
 pub mod signing;
@@ -23,9 +24,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Extension, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::StreamExt;
@@ -35,6 +36,7 @@ use serde_json::{Value, json};
 use crate::supervisor::{Route, Supervisor};
 use crate::tasks::{A2aTask, Broker, EventKind, TaskEvent, TaskState};
 use error::A2aError;
+use guard::{Caller, Found, Named};
 use wire::Dialect;
 
 /// Largest request body the gateway reads.
@@ -142,7 +144,7 @@ pub fn app(parts: GatewayParts) -> Router {
                 "A2A agents are addressed at /a2a/<session name or id>",
             )
         })
-        .layer(middleware::from_fn_with_state(gw.clone(), auth))
+        .layer(middleware::from_fn_with_state(gw.clone(), guard::auth))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(gw)
         .merge(crate::api::health_routes(parts.health))
@@ -151,184 +153,6 @@ pub fn app(parts: GatewayParts) -> Router {
 fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     let body = json!({"error": {"code": code, "message": message.into()}});
     (status, axum::Json(body)).into_response()
-}
-
-/// The route the auth layer looked up, handed to the handler so that it
-/// does not look again (a route whose session ended is a database read).
-#[derive(Clone)]
-struct Found(Route);
-
-/// The route a request names, decoded and checked once by the auth layer
-/// ([`access::route_name`]): the value its token was checked against is
-/// the value the handler serves.
-#[derive(Clone)]
-struct Named(String);
-
-/// Who the request's token says sent it (see [`rpc::At`]).
-#[derive(Clone)]
-struct Caller(String);
-
-/// Every request passes here first, in this order: a web page's `Origin`
-/// (refused unless `a2a.cors.allow_origins` lists it; preflights answered
-/// for those that are), the route the path names (decoded once), then for
-/// all but the public card and JWKS a JSON body type on POSTs and the
-/// route's token, from one snapshot of the tokens.
-async fn auth(State(gw): State<Gateway>, mut request: Request, next: Next) -> Response {
-    let origin = match request.headers().get(header::ORIGIN) {
-        None => None,
-        Some(o)
-            if gw
-                .allow_origins
-                .iter()
-                .any(|a| a.as_bytes() == o.as_bytes()) =>
-        {
-            Some(o.clone())
-        }
-        Some(o) => {
-            tracing::warn!(origin = ?o, path = %request.uri().path(), "A2A request from a web page whose origin a2a.cors.allow_origins does not list refused");
-            return problem(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
-                "requests from web pages are refused unless roostd's a2a.cors.allow_origins \
-                 lists the page's origin",
-            );
-        }
-    };
-    if let (Some(origin), &Method::OPTIONS) = (&origin, request.method()) {
-        return preflight(origin);
-    }
-    let response = checked(&gw, &mut request).await;
-    let mut response = match response {
-        Ok(()) => next.run(request).await,
-        Err(refused) => refused,
-    };
-    if let Some(origin) = origin {
-        let headers = response.headers_mut();
-        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-        headers.append(header::VARY, HeaderValue::from_static("Origin"));
-    }
-    response
-}
-
-/// The route, body type and token checks of [`auth`]; `Ok` lets the
-/// request through (with [`Named`] and, when looked up, [`Found`]).
-async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
-    let path = request.uri().path();
-    // gRPC requests name their route in the message: the service checks
-    // their token (`grpc.rs`).
-    if path == signing::JWKS_PATH || path.starts_with(grpc::PREFIX) {
-        return Ok(());
-    }
-    // Anything else outside /a2a/ is the fallback's 404.
-    let Some(under) = path.strip_prefix("/a2a/") else {
-        return Ok(());
-    };
-    let (segment, rest) = under.split_once('/').unwrap_or((under, ""));
-    let named = access::route_name(segment).map_err(|m| {
-        tracing::warn!(path = %path, "A2A request naming no valid route refused");
-        problem(StatusCode::NOT_FOUND, "not_found", m)
-    })?;
-    let card = matches!(
-        rest,
-        ".well-known/agent-card.json" | ".well-known/agent.json"
-    );
-    if card && request.method() == Method::GET {
-        request.extensions_mut().insert(Named(named));
-        return Ok(());
-    }
-    // A body must be JSON; a POST without one (SubscribeToTask and
-    // CancelTask over HTTP+JSON, as the SDKs send them) has nothing to
-    // misread, and a web page's carries an Origin (refused above).
-    if request.method() == Method::POST
-        && has_body(request.headers())
-        && !json_body_type(request.headers())
-    {
-        tracing::warn!(path = %path, route = %named, "A2A POST without a JSON Content-Type refused");
-        return Err(problem(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
-            "A2A requests are JSON: send Content-Type: application/json (or \
-             application/a2a+json)",
-        ));
-    }
-    let rules = gw.access.snapshot();
-    let found = match rules.per_route() {
-        true => route_of(gw, &named).await,
-        false => None,
-    };
-    // Tokens are keyed by name; a route named by its session's id is
-    // checked as the session's name.
-    let route = found.as_ref().map_or(named.as_str(), |r| r.name.as_str());
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    let Some(owner) = rules.caller(route, given) else {
-        tracing::warn!(path = %path, route = %route, "A2A request without a valid bearer token");
-        let mut response = problem(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "send `Authorization: Bearer <token>` with this agent's token (its card's \
-             securitySchemes)",
-        );
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return Err(response);
-    };
-    request.extensions_mut().insert(Caller(owner));
-    if let Some(r) = found {
-        request.extensions_mut().insert(Found(r));
-    }
-    request.extensions_mut().insert(Named(named));
-    Ok(())
-}
-
-/// Whether the request says it has a body (a non-zero Content-Length, or
-/// Transfer-Encoding).
-fn has_body(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::TRANSFER_ENCODING)
-        || headers
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.trim() != "0")
-}
-
-/// `application/json` or `application/a2a+json`, parameters aside.
-fn json_body_type(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .is_some_and(|t| t == "application/json" || t == "application/a2a+json")
-}
-
-/// A CORS preflight from an allowed origin.
-fn preflight(origin: &HeaderValue) -> Response {
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST, DELETE"),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("authorization, content-type, a2a-version, a2a-extensions"),
-    );
-    headers.insert(
-        header::ACCESS_CONTROL_MAX_AGE,
-        HeaderValue::from_static("600"),
-    );
-    headers.insert(header::VARY, HeaderValue::from_static("Origin"));
-    response
 }
 
 fn no_agent(route: &str) -> Response {
@@ -361,8 +185,17 @@ async fn route_of(gw: &Gateway, route: &str) -> Option<Route> {
     }
 }
 
+/// The route a request is served from and who sent it: the client whose
+/// token opened the route (`""` for its one token, roostd's, or an open
+/// route). A client reads and continues only its own tasks and contexts.
+#[derive(Clone, Copy)]
+pub(super) struct At<'a> {
+    pub route: &'a Route,
+    pub owner: &'a str,
+}
+
 /// A task of this session, or TaskNotFound.
-async fn own_task(gw: &Gateway, at: rpc::At<'_>, id: &str) -> Result<A2aTask, A2aError> {
+async fn own_task(gw: &Gateway, at: At<'_>, id: &str) -> Result<A2aTask, A2aError> {
     match gw.tasks.task(id).await? {
         // Matched by route: a task outlives its session (ended, restarted
         // or replaced under the same name); and by its client: another
@@ -421,7 +254,7 @@ async fn root(
         );
     }
     let owner = caller.map(|Extension(Caller(o))| o).unwrap_or_default();
-    let at = rpc::At {
+    let at = At {
         route: &session,
         owner: &owner,
     };
@@ -456,7 +289,7 @@ async fn rest(
         return no_agent(&route);
     };
     let owner = caller.map(|Extension(Caller(o))| o).unwrap_or_default();
-    let at = rpc::At {
+    let at = At {
         route: &session,
         owner: &owner,
     };

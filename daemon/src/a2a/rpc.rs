@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::envelope::{self, Op};
 use super::error::A2aError;
 use super::wire::{self, Dialect, Shape};
-use super::{Gateway, own_task, task_stream, wait_until_ended};
+use super::{At, Gateway, own_task, task_stream, wait_until_ended};
 use crate::supervisor::Route;
 use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskFilter, TaskState};
 
@@ -31,15 +31,6 @@ pub(super) enum Answer {
     /// A task's stream from the log position; `true`: it stays open while
     /// the task waits for input (a subscription), else it ends there.
     Stream(Box<A2aTask>, u64, bool),
-}
-
-/// The route a request is served from and who sent it: the client whose
-/// token opened the route (`""` for its one token, roostd's, or an open
-/// route). A client reads and continues only its own tasks and contexts.
-#[derive(Clone, Copy)]
-pub(super) struct At<'a> {
-    pub route: &'a Route,
-    pub owner: &'a str,
 }
 
 /// `POST /a2a/<route>`: one JSON-RPC request.

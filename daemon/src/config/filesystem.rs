@@ -18,6 +18,60 @@ pub struct FilesystemConfig {
     pub allow: Vec<PathBuf>,
 }
 
+impl super::DaemonConfig {
+    /// roostd's own files and directories, each with what it is: no
+    /// capsule is granted a path that holds or lies in one (`policy`'s
+    /// `Protected`). The jail helper is apart: it may be read.
+    pub fn own_paths(&self) -> Vec<(PathBuf, String)> {
+        let mut own = vec![(self.state_dir.clone(), "roostd's state dir".to_string())];
+        let registry = self.registry_location();
+        if !registry.contains("://") {
+            own.push((PathBuf::from(registry), "roostd's registry".into()));
+        }
+        if let Some(dir) = self.socket.parent() {
+            own.push((dir.to_path_buf(), "roostd's control socket dir".into()));
+        }
+        if let Some(file) = &self.source {
+            own.push((file.clone(), "roostd's config file".into()));
+        }
+        let tokens = [
+            ("a2a.token_file", self.a2a.token_file.as_ref()),
+            ("control.token_file", self.control.token_file.as_ref()),
+            ("ui.token_file", self.ui.token_file.as_ref()),
+            (
+                "telemetry.headers_file",
+                self.telemetry.headers_file.as_ref(),
+            ),
+        ];
+        for (what, file) in tokens {
+            if let Some(file) = file {
+                own.push((file.clone(), format!("roostd's {what}")));
+            }
+        }
+        for (name, route) in &self.a2a.routes {
+            if let Some(file) = &route.token_file {
+                own.push((
+                    file.clone(),
+                    format!("roostd's a2a.routes.{name}.token_file"),
+                ));
+            }
+            for (client, c) in &route.clients {
+                own.push((
+                    c.token_file.clone(),
+                    format!("roostd's a2a.routes.{name}.clients.{client}.token_file"),
+                ));
+            }
+        }
+        for peer in &self.a2a.peers {
+            own.push((
+                peer.token_file.clone(),
+                "a token file of roostd's a2a.peers".into(),
+            ));
+        }
+        own
+    }
+}
+
 impl FilesystemConfig {
     pub fn check(&self) -> Result<(), String> {
         for path in &self.allow {

@@ -12,7 +12,6 @@
 use std::path::{Path, PathBuf};
 
 use super::{CapabilityPolicy, PolicyError};
-use crate::config::DaemonConfig;
 
 /// System trees no capsule is granted unless the operator allows it.
 const SYSTEM_TREES: [&str; 8] = [
@@ -38,72 +37,24 @@ pub struct Protected {
 }
 
 impl Protected {
-    /// `helper`: the jail helper roostd execs (its own, or the configured).
-    pub fn of(config: &DaemonConfig, helper: Option<&Path>) -> Self {
-        let mut own = vec![(config.state_dir.clone(), "roostd's state dir".to_string())];
-        let registry = config.registry_location();
-        if !registry.contains("://") {
-            own.push((PathBuf::from(registry), "roostd's registry".into()));
-        }
-        let own_binaries = helper
-            .or(config.sandbox.jail_helper.as_deref())
-            .map(|h| (resolved(h), "roostd's jail helper".to_string()))
-            .into_iter()
-            .collect();
-        if let Some(dir) = config.socket.parent() {
-            own.push((dir.to_path_buf(), "roostd's control socket dir".into()));
-        }
-        if let Some(file) = &config.source {
-            own.push((file.clone(), "roostd's config file".into()));
-        }
-        let tokens = [
-            ("a2a.token_file", config.a2a.token_file.as_ref()),
-            ("control.token_file", config.control.token_file.as_ref()),
-            ("ui.token_file", config.ui.token_file.as_ref()),
-            (
-                "telemetry.headers_file",
-                config.telemetry.headers_file.as_ref(),
-            ),
-        ];
-        for (what, file) in tokens {
-            if let Some(file) = file {
-                own.push((file.clone(), format!("roostd's {what}")));
-            }
-        }
-        for (name, route) in &config.a2a.routes {
-            if let Some(file) = &route.token_file {
-                own.push((
-                    file.clone(),
-                    format!("roostd's a2a.routes.{name}.token_file"),
-                ));
-            }
-            for (client, c) in &route.clients {
-                own.push((
-                    c.token_file.clone(),
-                    format!("roostd's a2a.routes.{name}.clients.{client}.token_file"),
-                ));
-            }
-        }
-        for peer in &config.a2a.peers {
-            own.push((
-                peer.token_file.clone(),
-                "a token file of roostd's a2a.peers".into(),
-            ));
-        }
-        let own = own
-            .into_iter()
-            .map(|(p, what)| (resolved(&p), what))
-            .collect();
-        let allow = config
-            .filesystem
-            .allow
-            .iter()
-            .map(|p| resolved(p))
-            .collect();
+    /// `own`: roostd's files and directories, each with what it is (for
+    /// the error; the config lists them: `DaemonConfig::own_paths`);
+    /// `binaries`: what may be read but never written (the jail helper);
+    /// `allow`: `filesystem.allow`.
+    pub fn new(
+        own: Vec<(PathBuf, String)>,
+        binaries: Vec<(PathBuf, String)>,
+        allow: &[PathBuf],
+    ) -> Self {
+        let real = |list: Vec<(PathBuf, String)>| {
+            list.into_iter()
+                .map(|(p, what)| (resolved(&p), what))
+                .collect()
+        };
         Self {
-            own,
-            own_binaries,
-            allow,
+            own: real(own),
+            own_binaries: real(binaries),
+            allow: allow.iter().map(|p| resolved(p)).collect(),
         }
     }
 
@@ -187,15 +138,19 @@ mod tests {
     use super::*;
 
     fn protected(state: &Path) -> Protected {
-        let mut config = DaemonConfig {
-            state_dir: state.join("state"),
-            socket: state.join("run/roostd.sock"),
-            source: Some(state.join("roost.yaml")),
-            ..DaemonConfig::default()
-        };
-        config.a2a.token_file = Some(state.join("secrets/a2a.token"));
-        config.filesystem.allow = vec![PathBuf::from("/etc/ssl")];
-        Protected::of(&config, Some(&state.join("bin/roost-jail")))
+        let own = [
+            ("state", "roostd's state dir"),
+            ("state/registry", "roostd's registry"),
+            ("run", "roostd's control socket dir"),
+            ("roost.yaml", "roostd's config file"),
+            ("secrets/a2a.token", "roostd's a2a.token_file"),
+        ]
+        .map(|(p, what)| (state.join(p), what.to_string()));
+        let helper = (
+            state.join("bin/roost-jail"),
+            "roostd's jail helper".to_string(),
+        );
+        Protected::new(own.to_vec(), vec![helper], &[PathBuf::from("/etc/ssl")])
     }
 
     #[test]
