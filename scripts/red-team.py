@@ -25,6 +25,8 @@ GLOBAL = "red-team-global-token-0123456789"
 BILLING = "red-team-billing-token-0123456789"
 UI_OLD = "red-team-ui-token-old-0123456789"
 UI_NEW = "red-team-ui-token-new-0123456789"
+ALICE = "red-team-alice-token-0123456789"
+BOB = "red-team-bob-token-0123456789"
 SECRET = "RED-TEAM-SECRET-5e1f"
 results = []
 
@@ -130,12 +132,16 @@ def main(root):
     g = secret_file(os.path.join(secrets, "a2a.token"), GLOBAL)
     b = secret_file(os.path.join(secrets, "billing.token"), BILLING)
     u = secret_file(os.path.join(secrets, "ui.token"), UI_OLD)
+    alice = secret_file(os.path.join(secrets, "alice.token"), ALICE)
+    bob = secret_file(os.path.join(secrets, "bob.token"), BOB)
     app = "http://app.localhost:5173"
     d = Roostd(root, f"""a2a_listen: 127.0.0.1:{a2a}
 shutdown_grace_secs: 5
 a2a:
   token_file: {g}
-  routes: {{billing: {{token_file: {b}}}}}
+  routes:
+    billing: {{token_file: {b}}}
+    shared: {{clients: {{alice: {{token_file: {alice}}}, bob: {{token_file: {bob}}}}}}}
   cors: {{allow_origins: ["{app}"]}}
   push: {{allow: [127.0.0.1], max_configs_per_task: 10}}
 ui: {{listen: "127.0.0.1:{ui}", token_file: {u}}}
@@ -151,7 +157,7 @@ http: {{max_connections: 16, header_read_timeout_secs: 2}}
 
 
 def attacks(d, root, a2a, ui, app, ui_token):
-    for name in ["billing", "other"]:
+    for name in ["billing", "other", "shared"]:
         r = d.ctl("start", capsule(root, name), "--name", name)
         assert r.returncode == 0, r.stderr
     gl, own = {"Authorization": f"Bearer {GLOBAL}"}, {"Authorization": f"Bearer {BILLING}"}
@@ -167,6 +173,29 @@ def attacks(d, root, a2a, ui, app, ui_token):
     s1, _, _ = send(a2a, "Bill%69ng", "rt-case", own)
     s2, _, _ = send(a2a, "billing", "rt-plain", own)
     record("route that decodes to no name (Bill%69ng)", s1 == 404, str(s1), s2 == 200, str(s2))
+
+    # One client of a route reading or continuing another's tasks.
+    ah, bh = {"Authorization": f"Bearer {ALICE}"}, {"Authorization": f"Bearer {BOB}"}
+    _, _, out = send(a2a, "shared", "alice-1", ah)
+    task = json.loads(out)["result"]["task"]["id"]
+
+    def rpc(headers, method, params):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+        h = {"A2A-Version": "1.0", "Content-Type": "application/json", **headers}
+        return json.loads(http(a2a, "POST", "/a2a/shared", h, body)[2])
+    bobs = rpc(bh, "GetTask", {"id": task})
+    alices = rpc(ah, "GetTask", {"id": task})
+    record("another client's task (GetTask)", bobs.get("error", {}).get("code") == -32001,
+           str(bobs.get("error", {}).get("code")), alices.get("result", {}).get("id") == task,
+           "its owner reads it")
+    joined = rpc(bh, "SendMessage", {"message": {"messageId": "bob-1", "role": "ROLE_USER",
+             "parts": [{"text": "x"}], "contextId": json.loads(out)["result"]["task"]["contextId"]}})
+    listed = rpc(bh, "ListTasks", {})
+    record("another client's context, and its tasks in a list",
+           "error" in joined and all(t["id"] != task for t in listed["result"]["tasks"]),
+           f"join: {joined.get('error', {}).get('code')}, listed: {len(listed['result']['tasks'])}",
+           any(t["id"] == task for t in rpc(ah, "ListTasks", {})["result"]["tasks"]),
+           "its owner lists it")
 
     # A web page driving a loopback agent.
     s1, _, _ = send(a2a, "other", "web-1", {**gl, "Origin": "http://evil.example"})
@@ -232,7 +261,8 @@ def attacks(d, root, a2a, ui, app, ui_token):
         with open(os.path.join(pd, "pulled.txt")) as f:
             said[kind] = f.read()
     record("native tool pulled into a WASM-only session", said["wasm"].startswith("error:"),
-           said["wasm"][:70], said["native"].startswith("ok: input="), "staged native: it runs")
+           said["wasm"][:70], said["native"].startswith("ok: input="),
+           f"staged native: {said['native'][:90]}")
 
     # Holding connections: heads never finished, and one more than the limit.
     held = []
@@ -307,6 +337,10 @@ def attacks(d, root, a2a, ui, app, ui_token):
 
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory(prefix="roost-red-team-") as root:
+        # As a user's directory is: others may pass through it (a root
+        # roostd's tools run as an unprivileged uid and reach their workdir
+        # through it); the secrets inside are 0600.
+        os.chmod(root, 0o755)
         main(root)
     failed = sum(1 for a, c in results if not (a and c))
     print(f"{len(results) - failed} passed, {failed} failed")

@@ -298,6 +298,10 @@ pub struct PolicyReport {
     pub tool_unix_sockets: bool,
     pub read_only: Vec<String>,
     pub read_write: Vec<String>,
+    /// What roostd reads of the capsule directory for it (each inside it,
+    /// no link followed).
+    #[serde(default)]
+    pub capsule_files: Vec<String>,
     pub shell_allow: Vec<String>,
     pub shell_strip_env: Vec<String>,
     pub env_allow: Vec<String>,

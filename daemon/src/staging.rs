@@ -144,6 +144,21 @@ pub struct Staged {
     pub sandbox_missing: Vec<&'static str>,
 }
 
+/// What no capsule of this roostd is granted (its own files, its jail
+/// helper for writing, system trees it does not allow).
+pub fn protected(
+    config: &crate::config::DaemonConfig,
+    jail: &crate::sandbox::Jail,
+) -> crate::policy::Protected {
+    let helper = jail.helper().or(config.sandbox.jail_helper.as_deref());
+    let binaries = helper.map(|h| (h.to_path_buf(), "roostd's jail helper".to_string()));
+    crate::policy::Protected::new(
+        config.own_paths(),
+        binaries.into_iter().collect(),
+        &config.filesystem.allow,
+    )
+}
+
 /// Validates a start request, prepares its component and resolves, verifies and
 /// compiles its artifacts (each cached per content hash). Writes nothing.
 pub async fn stage(shared: &StageCtx<'_>, request: StartRequest) -> Result<Staged, StageError> {
@@ -184,16 +199,7 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     let manifest = CapsuleManifest::load(&path)?;
     // What the capsule would be handed of this host: never roostd's own
     // files, never a system tree the operator did not allow.
-    let helper = shared
-        .jail
-        .helper()
-        .or(config.sandbox.jail_helper.as_deref());
-    let binaries = helper.map(|h| (h.to_path_buf(), "roostd's jail helper".to_string()));
-    let protected = crate::policy::Protected::new(
-        config.own_paths(),
-        binaries.into_iter().collect(),
-        &config.filesystem.allow,
-    );
+    let protected = protected(config, shared.jail);
     let checked = match &user_workdir {
         Some(dir) => protected.check_path("workdir", dir),
         None => Ok(()),

@@ -447,6 +447,14 @@ async fn policy_shows_the_effective_policy_before_running() {
     assert_eq!(report.tool_tcp_ports, Some(vec![443, 8080]));
     assert!(!report.tool_udp, "no DNS port allowed");
     assert_eq!(report.read_only, ["/usr/share"]);
+    // What roostd reads of the capsule directory: its manifest and component.
+    assert_eq!(
+        report.capsule_files,
+        [
+            dir.join("murmur.yaml").display().to_string(),
+            dir.join("hello.wasm").display().to_string()
+        ]
+    );
     assert_eq!(report.limits.timeout_secs, 7);
     assert_eq!(report.limits.tool_cpu_secs, 8);
     assert_eq!(report.limits.tool_processes, 32);
@@ -471,6 +479,27 @@ async fn policy_shows_the_effective_policy_before_running() {
         .await
         .expect_err("no capsule");
     assert_eq!(crate::harness::code(&err), "invalid_manifest", "{err}");
+
+    // A grant roostd would refuse says so before anything runs; the control:
+    // the same capsule with an ordinary grant is not refused for it.
+    let state = daemon.state_dir.display().to_string();
+    for (grant, refused) in [(state.as_str(), true), ("/usr/share", false)] {
+        let dir = capsule(
+            daemon.root.path(),
+            "policy-grant",
+            "hello",
+            &format!("capabilities: {{filesystem: {{read_only: [\"{grant}\"]}}}}\n"),
+        );
+        let report = daemon
+            .client
+            .policy(&roost_ctl::api::PolicyRequest {
+                path: dir.display().to_string(),
+            })
+            .await
+            .expect("policy");
+        let says = report.refused.unwrap_or_default();
+        assert_eq!(says.contains("state dir"), refused, "{grant}: {says}");
+    }
 }
 
 #[tokio::test]

@@ -75,6 +75,7 @@ pub(super) fn print_policy(
             }
             .to_string(),
         ),
+        ("capsule files", list(&r.capsule_files)),
         ("read-only", list(&r.read_only)),
         (
             "read-write",

@@ -65,9 +65,12 @@ pub(super) async fn report(
             .iter()
             .any(|a| a.runtime == roost_ctl::artifact::ArtifactRuntime::Tool);
     let (native, missing) = crate::sandbox::assess(native_tools, &host.jail, &host.support);
-    let refused = (!missing.is_empty()
-        && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse)
-        .then(|| format!("this host cannot enforce: {}", missing.join("; ")));
+    let refused = match crate::staging::protected(config, &host.jail).check(policy) {
+        Err(e) => Some(e.to_string()),
+        Ok(()) => (!missing.is_empty()
+            && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse)
+            .then(|| format!("this host cannot enforce: {}", missing.join("; "))),
+    };
     let paths = |v: &[std::path::PathBuf]| v.iter().map(|p| p.display().to_string()).collect();
     Ok(PolicyReport {
         capsule: manifest.name.clone(),
@@ -89,6 +92,7 @@ pub(super) async fn report(
         tool_unix_sockets: policy.unix_sockets,
         read_only: paths(&policy.read_only),
         read_write: paths(&policy.read_write),
+        capsule_files: paths(&crate::manifest::paths::read_by_roostd(&manifest)),
         shell_allow: policy.shell_allow.clone(),
         shell_strip_env: policy.shell_strip_env.clone(),
         env_allow: policy.env_allow.clone(),

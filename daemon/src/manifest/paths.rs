@@ -34,6 +34,30 @@ pub fn inside(dir: &Path, rel: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// Every file roostd reads of a capsule's directory for it: `murmur.yaml`,
+/// the component, local skills' sources, the system prompt file, and
+/// `murmur.lock` when it has artifacts (what `roostctl policy` shows).
+pub fn read_by_roostd(m: &super::CapsuleManifest) -> Vec<PathBuf> {
+    let mut files = vec![m.manifest_path.clone()];
+    match &m.kind {
+        super::CapsuleKind::Script { component, .. } => files.push(component.clone()),
+        super::CapsuleKind::Agent(spec) => {
+            if let super::SystemPrompt::File(path) = &spec.system_prompt {
+                files.push(path.clone());
+            }
+        }
+    }
+    for a in &m.artifacts {
+        if let Some(source) = &a.source {
+            files.push(m.manifest_dir.join(source));
+        }
+    }
+    if !m.artifacts.is_empty() {
+        files.push(m.manifest_dir.join(roost_ctl::artifact::LOCK_FILENAME));
+    }
+    files
+}
+
 /// Opens the regular file `path` (from [`inside`]) for reading, refusing a
 /// symlink anywhere below `dir`.
 pub fn open(dir: &Path, path: &Path) -> Result<std::fs::File, String> {
