@@ -512,8 +512,14 @@ fn transaction<'a>(
     applied
 }
 
-/// Each answer of a job that was not written.
+/// Each answer of a job that was not written (for good: its task's events
+/// have a hole, which its end must not hide).
 fn failed(ops: &[WriteOp], e: rusqlite::Error) -> Vec<Written> {
+    for op in ops {
+        if let WriteOp::Events { task_id, .. } = op {
+            super::writes::lost::mark(task_id);
+        }
+    }
     let e = WriteError::Sql(Arc::new(e));
     ops.iter()
         .flat_map(|op| std::iter::repeat_n(Err(e.clone()), op.answers()))

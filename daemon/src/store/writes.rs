@@ -252,6 +252,23 @@ fn append(
         })
         .optional()?;
     let (mut ended, mut seq) = found.unwrap_or((true, 0));
+    // A task some of whose events were not stored does not end completed:
+    // its log, and so its answer, has a hole (the caller records it failed).
+    let completes = events.iter().any(|(_, row)| {
+        matches!(
+            row,
+            RowChange::Status {
+                state: "completed",
+                ..
+            }
+        )
+    });
+    if completes && !ended && lost::has(task_id) {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
+            Some(lost::REFUSED.into()),
+        ));
+    }
     // The row's change: its last state, error and answer. (Nothing is
     // written for a task that had already ended, so `ended` then says
     // whether these events end it.)
@@ -284,6 +301,9 @@ fn append(
             }
             RowChange::Answer(text) => answer = Some(text.as_str()),
         }
+    }
+    if ended {
+        lost::forget(task_id);
     }
     if seq >= first {
         // Deliveries to the task's push configs, with the events.
@@ -371,4 +391,37 @@ fn prune(
         ))?
         .execute(params![at, id, PRUNE_BATCH])?;
     Ok(deleted as u64)
+}
+
+/// Tasks some of whose events the writer failed to store, until they end
+/// (only the writer's thread reads or writes it).
+pub(super) mod lost {
+    use std::cell::RefCell;
+    use std::collections::HashSet;
+
+    /// What the end of such a task is refused with.
+    pub const REFUSED: &str =
+        "the task's earlier events were not all stored: it cannot end completed";
+
+    thread_local! {
+        static LOST: RefCell<HashSet<String>> = RefCell::new(HashSet::new());
+    }
+
+    /// Events of `task_id` failed for good.
+    pub fn mark(task_id: &str) {
+        LOST.with(|l| l.borrow_mut().insert(task_id.to_string()));
+    }
+
+    pub fn has(task_id: &str) -> bool {
+        LOST.with(|l| l.borrow().contains(task_id))
+    }
+
+    /// It has ended: nothing more to refuse.
+    pub fn forget(task_id: &str) {
+        LOST.with(|l| {
+            if !l.borrow().is_empty() {
+                l.borrow_mut().remove(task_id);
+            }
+        });
+    }
 }

@@ -2,7 +2,7 @@
 //! `murmur:task/task#request-input`, text chunks and artifacts reach.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -33,9 +33,6 @@ pub struct TaskLink {
     started: Arc<AtomicBool>,
     /// Updates queued but not yet committed, at most [`UPDATES_IN_FLIGHT`].
     in_flight: Arc<Semaphore>,
-    /// Queued updates the store failed to record: a task with any cannot
-    /// end completed (its log, and so its answer, has a hole).
-    lost: Arc<AtomicUsize>,
 }
 
 /// How many of a task's updates (chunks, artifacts) may wait for their
@@ -66,16 +63,7 @@ impl TaskLink {
             traceparent: incoming.traceparent.clone(),
             started: Arc::new(AtomicBool::new(incoming.working)),
             in_flight: Arc::new(Semaphore::new(UPDATES_IN_FLIGHT)),
-            lost: Arc::default(),
         }
-    }
-
-    /// Waits until every queued update is committed (or failed) and says
-    /// how many failed.
-    pub(super) async fn settled(&self) -> usize {
-        let all = self.in_flight.acquire_many(UPDATES_IN_FLIGHT as u32).await;
-        drop(all);
-        self.lost.load(Ordering::Acquire)
     }
 
     /// The task's trace: the client's, else one named after the task.
@@ -159,9 +147,7 @@ impl TaskLink {
         };
         let mut events = self.first_events();
         events.push(kind);
-        let lost = Arc::clone(&self.lost);
-        self.broker
-            .publish_queued(&self.task_id, events, (permit, lost));
+        self.broker.publish_queued(&self.task_id, events, permit);
     }
 }
 

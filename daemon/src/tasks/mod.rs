@@ -217,13 +217,9 @@ impl Broker {
 
     /// Queues events for the task's log without waiting; its subscribers
     /// hear of them once they are committed, and `permit` is released then.
-    /// A failure is counted in `lost` (before `permit` goes).
-    fn publish_queued(
-        &self,
-        task_id: &str,
-        kinds: Vec<EventKind>,
-        (permit, lost): (OwnedSemaphorePermit, Arc<AtomicUsize>),
-    ) {
+    /// A failure leaves a hole in the task's log: the writer then refuses
+    /// to end it completed (`Broker::serve` ends it failed instead).
+    fn publish_queued(&self, task_id: &str, kinds: Vec<EventKind>, permit: OwnedSemaphorePermit) {
         let fan = Arc::clone(&self.fan);
         let id = task_id.to_string();
         self.store
@@ -231,7 +227,6 @@ impl Broker {
                 match &written {
                     Ok(events) => fan_out(&fan, &id, events),
                     Err(error) => {
-                        lost.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                         tracing::error!(%error, task_id = %id, "cannot record a task update: the task will not end completed");
                     }
                 }

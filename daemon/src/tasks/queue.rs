@@ -193,15 +193,7 @@ impl Broker {
         if let Some(slot) = slot {
             *lock(slot) = None;
         }
-        // Every update it streamed is in its log, or it did not complete.
-        let lost = link.settled().await;
-        let outcome = match outcome {
-            Outcome::Completed(_) | Outcome::Reply(_) if lost > 0 => Outcome::Failed(format!(
-                "{lost} of the task's streamed updates could not be stored (see roostd's log): \
-                 its answer is incomplete"
-            )),
-            other => other,
-        };
+
         // The answer and the end are committed together (after any updates
         // still queued).
         let (answer, end, message) = match &outcome {
@@ -244,9 +236,17 @@ impl Broker {
                 }
                 _ => outcome,
             },
+            // The store refused the end (an update it streamed was not
+            // stored: the writer will not let it end completed), or failed:
+            // it ends failed, saying so, if that can be recorded.
             Err(error) => {
                 tracing::warn!(%error, task_id = %id, "cannot record the task's answer and end");
-                outcome
+                let why = "some of the task's streamed updates, or its answer, could not be \
+                           stored (see roostd's log): its answer is incomplete";
+                if let Err(error) = self.finish(&id, TaskState::Failed, Some(why)).await {
+                    tracing::warn!(%error, task_id = %id, "cannot record the task as failed");
+                }
+                Outcome::Failed(why.into())
             }
         };
         self.done(&id);
