@@ -235,7 +235,8 @@ async fn main() {
     let roostd::manifest::CapsuleKind::Script { component, .. } = &manifest.kind else {
         panic!("the bench capsule is a script capsule");
     };
-    let prepared = rt.prepare(component).await.expect("capsule");
+    let file = std::fs::File::open(component).expect("the component");
+    let prepared = rt.prepare(component, file).await.expect("capsule");
     let launch = ScriptLaunch {
         session_id: "ses_bench".into(),
         workdir: workdir.clone(),

@@ -12,20 +12,20 @@ use axum::response::{IntoResponse, Response};
 use super::{Gateway, access, grpc, problem, route_of, signing};
 use crate::supervisor::Route;
 
-/// The route the auth layer looked up, handed to the handler so that it
-/// does not look again (a route whose session ended is a database read).
+/// What the checks found, handed to the handler.
 #[derive(Clone)]
-pub(super) struct Found(pub(super) Route);
-
-/// The route a request names, decoded and checked once by the auth layer
-/// ([`access::route_name`]): the value its token was checked against is
-/// the value the handler serves.
-#[derive(Clone)]
-pub(super) struct Named(pub(super) String);
-
-/// Who the request's token says sent it (see [`rpc::At`]).
-#[derive(Clone)]
-pub(super) struct Caller(pub(super) String);
+pub(super) struct Checked {
+    /// The route the request names, decoded and checked once
+    /// ([`access::route_name`]): the value its token was checked against is
+    /// the value the handler serves.
+    pub(super) named: String,
+    /// Who the request's token says sent it (see [`super::At`]); `""` for
+    /// the public card.
+    pub(super) caller: String,
+    /// The route as looked up, so the handler does not look again (a route
+    /// whose session ended is a database read).
+    pub(super) found: Option<Route>,
+}
 
 /// Every request passes here first, in this order: a web page's `Origin`
 /// (refused unless `a2a.cors.allow_origins` lists it; preflights answered
@@ -70,7 +70,7 @@ pub(super) async fn auth(State(gw): State<Gateway>, mut request: Request, next: 
 }
 
 /// The route, body type and token checks of [`auth`]; `Ok` lets the
-/// request through (with [`Named`] and, when looked up, [`Found`]).
+/// request through (with [`Checked`]).
 async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
     let path = request.uri().path();
     // gRPC requests name their route in the message: the service checks
@@ -92,7 +92,11 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
         ".well-known/agent-card.json" | ".well-known/agent.json"
     );
     if card && request.method() == Method::GET {
-        request.extensions_mut().insert(Named(named));
+        request.extensions_mut().insert(Checked {
+            named,
+            caller: String::new(),
+            found: None,
+        });
         return Ok(());
     }
     // A body must be JSON; a POST without one (SubscribeToTask and
@@ -136,11 +140,11 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return Err(response);
     };
-    request.extensions_mut().insert(Caller(owner));
-    if let Some(r) = found {
-        request.extensions_mut().insert(Found(r));
-    }
-    request.extensions_mut().insert(Named(named));
+    request.extensions_mut().insert(Checked {
+        named,
+        caller: owner,
+        found,
+    });
     Ok(())
 }
 

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use crate::supervisor::{Route, Supervisor};
 use crate::tasks::{A2aTask, Broker, EventKind, TaskEvent, TaskState};
 use error::A2aError;
-use guard::{Caller, Found, Named};
+use guard::Checked;
 use wire::Dialect;
 
 /// Largest request body the gateway reads.
@@ -223,27 +223,22 @@ fn dialect(headers: &HeaderMap) -> Result<Dialect, wire::UnsupportedVersion> {
 
 /// The route a handler serves: the one the auth layer found, else looked
 /// up now.
-async fn found_or_look(
-    gw: &Gateway,
-    found: Option<Extension<Found>>,
-    route: &str,
-) -> Option<Route> {
+async fn found_or_look(gw: &Gateway, found: Option<Route>, route: &str) -> Option<Route> {
     match found {
-        Some(Extension(Found(r))) => Some(r),
+        Some(r) => Some(r),
         None => route_of(gw, route).await,
     }
 }
 
 async fn root(
     State(gw): State<Gateway>,
-    Extension(Named(route)): Extension<Named>,
-    caller: Option<Extension<Caller>>,
-    found: Option<Extension<Found>>,
+    Extension(checked): Extension<Checked>,
     method: Method,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(session) = found_or_look(&gw, found, &route).await else {
+    let (route, owner) = (checked.named, checked.caller);
+    let Some(session) = found_or_look(&gw, checked.found, &route).await else {
         return no_agent(&route);
     };
     if method != Method::POST {
@@ -253,7 +248,6 @@ async fn root(
             "JSON-RPC requests are POSTed here; the agent card is at .well-known/agent-card.json",
         );
     }
-    let owner = caller.map(|Extension(Caller(o))| o).unwrap_or_default();
     let at = At {
         route: &session,
         owner: &owner,
@@ -263,15 +257,14 @@ async fn root(
 
 async fn rest(
     State(gw): State<Gateway>,
-    Extension(Named(route)): Extension<Named>,
-    caller: Option<Extension<Caller>>,
+    Extension(checked): Extension<Checked>,
     Path((_, rest)): Path<(String, String)>,
-    found: Option<Extension<Found>>,
     method: Method,
     headers: HeaderMap,
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
+    let (route, owner) = (checked.named, checked.caller);
     // The card: 1.0's; 0.3's for a client that says `A2A-Version: 0.3`,
     // and at 0.3's older path.
     let card_dialect = match rest.as_str() {
@@ -285,10 +278,9 @@ async fn rest(
             Err(r) => r,
         };
     }
-    let Some(session) = found_or_look(&gw, found, &route).await else {
+    let Some(session) = found_or_look(&gw, checked.found, &route).await else {
         return no_agent(&route);
     };
-    let owner = caller.map(|Extension(Caller(o))| o).unwrap_or_default();
     let at = At {
         route: &session,
         owner: &owner,
