@@ -204,7 +204,8 @@ async fn a_session_staged_wasm_only_cannot_pull_a_native_tool() {
         b"#!/bin/sh\necho \"input=$(cat)\"\n",
     );
     assert!(publish(&registry, &tool).await.contains("published"));
-    let run = |name: &str, extra: &str| {
+    // The puller guest, in its capsule dir as its workdir: what it said.
+    let pull = async |name: &str, extra: &str| {
         let dir = capsule(
             daemon.root.path(),
             name,
@@ -212,23 +213,20 @@ async fn a_session_staged_wasm_only_cannot_pull_a_native_tool() {
             &format!("tools: [envdump]\n{extra}"),
         );
         std::fs::write(dir.join("pull.txt"), "envdump 1.0.0").expect("pull.txt");
-        dir
-    };
-    let pulled = |workdir: &str| {
-        std::fs::read_to_string(Path::new(workdir).join("pulled.txt")).expect("pulled.txt")
+        let s = daemon
+            .client
+            .start(&StartRequest {
+                workdir: Some(dir.display().to_string()),
+                ..request(&dir)
+            })
+            .await
+            .expect("start");
+        let s = daemon.client.wait(&s.id).await.expect("wait");
+        let said = std::fs::read_to_string(Path::new(&s.workdir).join("pulled.txt"));
+        (dir, said.expect("pulled.txt"))
     };
     // Staged WASM-only: the pull is refused, and nothing is installed.
-    let dir = run("wasm-only", "");
-    let s = daemon
-        .client
-        .start(&StartRequest {
-            workdir: Some(dir.display().to_string()),
-            ..request(&dir)
-        })
-        .await
-        .expect("start");
-    let s = daemon.client.wait(&s.id).await.expect("wait");
-    let said = pulled(&s.workdir);
+    let (dir, said) = pull("wasm-only", "").await;
     assert!(
         said.starts_with("error:") && said.contains("WASM tools only"),
         "{said}"
@@ -239,17 +237,7 @@ async fn a_session_staged_wasm_only_cannot_pull_a_native_tool() {
     );
     // The control: staged as one that runs native tools, the same pull runs
     // the tool (in the jail that staging chose for it).
-    let dir = run("native", "capabilities: {shell: {allow: [sh]}}\n");
-    let s = daemon
-        .client
-        .start(&StartRequest {
-            workdir: Some(dir.display().to_string()),
-            ..request(&dir)
-        })
-        .await
-        .expect("start");
-    let s = daemon.client.wait(&s.id).await.expect("wait");
-    let said = pulled(&s.workdir);
+    let (_, said) = pull("native", "capabilities: {shell: {allow: [sh]}}\n").await;
     assert!(
         said.starts_with("ok: input=") && said.contains("\"pulled\""),
         "{said}"

@@ -236,10 +236,13 @@ async fn stream(
     let request = request
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| RemoteError::Http(crate::http_client::HttpError::Request(e)))?;
+    // The call's own deadline decides (and names the peer's task): the
+    // client's read timeouts are a little longer, so the two never race.
+    let read = wait.saturating_add(std::time::Duration::from_secs(1));
     let timeouts = crate::http_client::Timeouts {
         connect: crate::http_client::TIMEOUT,
-        first_byte: wait,
-        between_bytes: wait,
+        first_byte: read,
+        between_bytes: read,
     };
     let unfinished = |followed: &Followed| RemoteError::Deadline {
         task_id: followed.task_id.clone(),
