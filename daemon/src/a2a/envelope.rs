@@ -219,7 +219,9 @@ pub fn rest(
 }
 
 /// Requests with a body must be JSON (`application/json`, or A2A's
-/// `application/a2a+json`); a missing Content-Type is taken as JSON.
+/// `application/a2a+json`). Over HTTP the gateway's checks (`guard.rs`)
+/// refuse a body without a JSON Content-Type before this runs; here (the
+/// pure reading, fuzzed) a missing one is taken as JSON.
 fn json_content(content_type: Option<&[u8]>) -> Result<(), A2aError> {
     let Some(ct) = content_type else {
         return Ok(());

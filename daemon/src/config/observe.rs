@@ -97,7 +97,7 @@ pub struct UiConfig {
     pub token_file: Option<PathBuf>,
     /// Mark the login cookie `Secure` (the dashboard is reached over HTTPS
     /// through a proxy). It is marked so anyway when the proxy sends
-    /// `X-Forwarded-Proto: https`.
+    /// `X-Forwarded-Proto: https` or `Forwarded: proto=https`.
     pub secure_cookie: bool,
 }
 
