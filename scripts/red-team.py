@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 
-BIN, CONFORMANCE, PULLER = sys.argv[1], sys.argv[2], sys.argv[3]
+BIN, CONFORMANCE, PULLER, FILLER = sys.argv[1:5]
 GLOBAL = "red-team-global-token-0123456789"
 BILLING = "red-team-billing-token-0123456789"
 UI_OLD = "red-team-ui-token-old-0123456789"
@@ -263,6 +263,24 @@ def attacks(d, root, a2a, ui, app, ui_token):
     record("native tool pulled into a WASM-only session", said["wasm"].startswith("error:"),
            said["wasm"][:70], said["native"].startswith("ok: input="),
            f"staged native: {said['native'][:90]}")
+
+    # A WASM guest growing its files (a write, streams, set-size, std) past
+    # the capsule's largest-file limit; the control runs under the default.
+    fills, largest = {}, {}
+    for kind, extra in [("bounded", "capabilities: {limits: {output_bytes: 1048576}}\n"), ("default", "")]:
+        fd = capsule(root, f"fill-{kind}", extra, wasm=FILLER, lifecycle=False)
+        with open(os.path.join(fd, "fill-size.txt"), "w") as f:
+            f.write(str(2 << 20))
+        d.ctl("start", fd, "--workdir", fd, "--wait")
+        with open(os.path.join(fd, "fill.json")) as f:
+            fills[kind] = json.load(f)
+        largest[kind] = max(os.path.getsize(os.path.join(fd, n)) for n in
+                            ["write.bin", "stream.bin", "append.bin", "set-size.bin", "std.bin"])
+    record("a WASM guest grows its files to 2 MiB past a 1 MiB limit",
+           all(v != "ok" for v in fills["bounded"].values()) and largest["bounded"] <= 1 << 20,
+           f"largest {largest['bounded']} bytes, write: {fills['bounded']['write']}",
+           all(v == "ok" for v in fills["default"].values()) and largest["default"] == 2 << 20,
+           f"default limit: largest {largest['default']} bytes")
 
     # Holding connections: heads never finished, and one more than the limit.
     held = []

@@ -321,6 +321,7 @@ pub struct PolicyLimits {
     pub tool_cpu_secs: u64,
     pub tool_processes: u64,
     pub tool_open_files: u64,
+    /// Largest file a tool (RLIMIT_FSIZE) or a WASM guest may write.
     pub tool_output_bytes: u64,
 }
 

@@ -121,9 +121,21 @@ pub struct Limits {
     /// Descriptors a tool may hold open.
     #[serde(default)]
     pub open_files: Option<u64>,
-    /// Largest file a tool may write, in bytes.
+    /// Largest file a tool or WASM guest may write, in bytes (default
+    /// [`DEFAULT_FILE_SIZE`]).
     #[serde(default)]
     pub output_bytes: Option<u64>,
+}
+
+/// Largest file a tool or WASM guest may write when the capsule names none.
+pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
+
+impl Limits {
+    /// Largest file a tool (RLIMIT_FSIZE) or a WASM guest (`runtime::files`)
+    /// may write.
+    pub fn file_size_bytes(&self) -> u64 {
+        self.output_bytes.unwrap_or(DEFAULT_FILE_SIZE)
+    }
 }
 
 /// The validated policy.

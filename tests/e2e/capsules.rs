@@ -270,3 +270,67 @@ async fn guest_output_is_bounded_and_rotated() {
     assert!(last.starts_with("line 20000 "), "last line kept: {last}");
     assert!(!text.contains("line 1 "), "oldest output rotated away");
 }
+
+/// Runs the `filler` guest with `extra` in its manifest, growing each of its
+/// files to `size` bytes; returns its `fill.json` and the workdir.
+async fn fill(d: &Daemon, extra: &str, size: u64) -> (Value, std::path::PathBuf) {
+    let cap = capsule(d.root.path(), "filler", "filler", extra);
+    let workdir = d.root.path().join(format!("fill-{size}-{}", extra.len()));
+    std::fs::create_dir(&workdir).expect("workdir");
+    std::fs::write(workdir.join("fill-size.txt"), size.to_string()).expect("size");
+    let s = d
+        .client
+        .start(&StartRequest {
+            workdir: Some(workdir.display().to_string()),
+            ..request(&cap)
+        })
+        .await
+        .expect("start");
+    let s = d.client.wait(&s.id).await.expect("wait");
+    assert_eq!(s.state, SessionState::Completed, "{s:?}");
+    let out = std::fs::read_to_string(workdir.join("fill.json")).expect("fill.json");
+    (serde_json::from_str(&out).expect("json"), workdir)
+}
+
+/// Every way a WASM guest can grow a file: what `fill.json` names each.
+const FILLS: [(&str, &str); 5] = [
+    ("write", "write.bin"),
+    ("stream", "stream.bin"),
+    ("append", "append.bin"),
+    ("set_size", "set-size.bin"),
+    ("std", "std.bin"),
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guests_files_are_held_to_the_capsules_largest_file_limit() {
+    let d = Daemon::start().await;
+    let limit = 1u64 << 20;
+    let bounded = format!("capabilities: {{limits: {{output_bytes: {limit}}}}}\n");
+    // The attack: grow each file to twice the limit.
+    let (out, workdir) = fill(&d, &bounded, 2 * limit).await;
+    for (how, file) in FILLS {
+        let outcome = out[how].as_str().expect(how);
+        // std goes through wasi-libc, which reports a failed stream write
+        // as EIO; the WASI calls themselves say why.
+        let refused = match how {
+            "std" => outcome.starts_with("err:"),
+            _ => outcome == "err:file-too-large",
+        };
+        assert!(refused, "{how}: {outcome}");
+        let len = std::fs::metadata(workdir.join(file)).map_or(0, |m| m.len());
+        assert!(len <= limit, "{how} grew {file} to {len} bytes");
+    }
+    // Control: the same guest under the default limit (256 MiB) grows every
+    // file to twice this capsule's limit, so the refusal above is the limit's.
+    let (out, workdir) = fill(&d, "", 2 * limit).await;
+    // And under the limit, up to it exactly.
+    let (exact, exact_dir) = fill(&d, &bounded, limit).await;
+    for (how, file) in FILLS {
+        assert_eq!(out[how], "ok", "{how} without the limit: {out}");
+        let len = std::fs::metadata(workdir.join(file)).expect(file).len();
+        assert_eq!(len, 2 * limit, "{how}");
+        assert_eq!(exact[how], "ok", "{how} at the limit: {exact}");
+        let len = std::fs::metadata(exact_dir.join(file)).expect(file).len();
+        assert_eq!(len, limit, "{how}");
+    }
+}

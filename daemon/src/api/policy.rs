@@ -104,9 +104,12 @@ pub(super) async fn report(
             tool_open_files: rlimits.open_files.unwrap_or(0),
             tool_output_bytes: rlimits.file_size_bytes.unwrap_or(0),
         },
-        guests: "wasmtime: WASI with only the workdir (and filesystem paths) preopened, \
-                 outgoing HTTP only through the allow-list, memory and deadline limits"
-            .into(),
+        guests: format!(
+            "wasmtime: WASI with only the workdir (and filesystem paths) preopened, \
+             outgoing HTTP only through the allow-list, memory and deadline limits, \
+             files up to {} bytes",
+            policy.limits.file_size_bytes()
+        ),
         native_tools: native,
         refused,
     })

@@ -7,6 +7,7 @@ mod bindings;
 mod cache;
 mod call;
 mod catalog;
+mod files;
 mod host;
 mod http;
 mod limits;
@@ -269,6 +270,7 @@ impl Runtime {
         let engine = Engine::new(&wasm).map_err(engine_err)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err)?;
+        files::add_to_linker(&mut linker).map_err(engine_err)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(engine_err)?;
         bindings::add_to_linker(&mut linker).map_err(engine_err)?;
         let ticker = ticker::EpochTicker::spawn(engine.weak())
@@ -517,7 +519,9 @@ impl Core {
         let memory_limit = usize::try_from(spec.memory_bytes).unwrap_or(usize::MAX);
         let mut guard = limits::EpochGuard::new(spec.stop);
         guard.set_budget(spec.timeout);
+        let file_limit = spec.policy.limits.file_size_bytes();
         let state = GuestState {
+            file_limit,
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             hooks: http::NetworkPolicyHooks {

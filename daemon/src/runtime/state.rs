@@ -30,6 +30,8 @@ pub struct GuestState {
     pub(crate) outbox: Option<Arc<dyn super::Outbox>>,
     /// Time spent waiting for input (not counted against the deadline).
     pub(crate) waited: super::limits::Waited,
+    /// Largest size a file the guest writes may reach (`runtime::files`).
+    pub(crate) file_limit: u64,
 }
 
 impl WasiView for GuestState {

@@ -402,15 +402,13 @@ pub fn rlimits(
         address_space_bytes: Some(memory_bytes.max(MIN_ADDRESS_SPACE)),
         processes: Some(limits.processes.unwrap_or(DEFAULT_PROCESSES)),
         open_files: Some(limits.open_files.unwrap_or(1024)),
-        file_size_bytes: Some(limits.output_bytes.unwrap_or(MAX_FILE_SIZE)),
+        file_size_bytes: Some(limits.file_size_bytes()),
     }
 }
 
 /// Native programs reserve much more address space than they use; below this
 /// even a shell may not start.
 const MIN_ADDRESS_SPACE: u64 = 512 << 20;
-/// Largest file a tool may write.
-const MAX_FILE_SIZE: u64 = 256 << 20;
 
 /// Processes (and threads) a tool may have when the capsule names no limit.
 const DEFAULT_PROCESSES: u64 = 1024;
