@@ -267,3 +267,95 @@ async fn a_receiver_that_never_answers_holds_its_own_slots_not_everyones() {
         "{most} deliveries at once to one host"
     );
 }
+
+/// Opens `SubscribeToTask` on `route`'s `task` over HTTP+JSON and keeps the
+/// connection: what it read once the first event or a refusal came.
+async fn subscribe(addr: &str, route: &str, task: &str) -> (tokio::net::TcpStream, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!(
+        "POST /a2a/{route}/tasks/{task}:subscribe HTTP/1.1\r\nHost: {addr}\r\n\
+         A2A-Version: 1.0\r\nContent-Length: 0\r\n\r\n"
+    );
+    stream.write_all(req.as_bytes()).await.expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = String::from_utf8_lossy(&got);
+        if text.contains("data:") || text.contains("max_streams_per_route") {
+            break;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&got).into_owned();
+    (stream, text)
+}
+
+/// Starts an A2A capsule named `name` and leaves one of its tasks waiting
+/// for input (open, so a stream on it stays open): the task id.
+async fn waiting_task(daemon: &Daemon, addr: &str, name: &str) -> String {
+    let dir = conformance(
+        daemon.root.path(),
+        name,
+        "{task_acceptance: queue, after_task: sleep}",
+        "",
+    );
+    daemon.client.start(&request(&dir)).await.expect("start");
+    let sent = rpc(
+        addr,
+        name,
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message(&format!("{name}-1"), "ask")}),
+    )
+    .await;
+    let task = &sent["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{sent}"
+    );
+    task["id"].as_str().expect("task id").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_holds_at_most_its_limit_of_streams() {
+    let config = format!("{TEST_CONFIG}http: {{max_streams_per_route: 2}}\n");
+    let daemon = Daemon::start_with(&config, &[]).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let held = waiting_task(&daemon, &addr, "held").await;
+    let other = waiting_task(&daemon, &addr, "other").await;
+    let open = |route: &'static str, task: String| {
+        let addr = addr.clone();
+        async move { subscribe(&addr, route, &task).await }
+    };
+    let (first, said) = open("held", held.clone()).await;
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    let (_second, said) = open("held", held.clone()).await;
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    // The attack: a third stream on the route.
+    let (_third, said) = open("held", held.clone()).await;
+    assert!(!said.starts_with("HTTP/1.1 200"), "{said}");
+    assert!(said.contains("max_streams_per_route"), "{said}");
+    // Controls: another route is not held up, and a closed stream's slot is
+    // taken by the next one.
+    let (_elsewhere, said) = open("other", other).await;
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_again, said) = open("held", held.clone()).await;
+        if said.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        // roostd sees the close when it next writes to the stream.
+        assert!(
+            Instant::now() < deadline,
+            "the slot never came back: {said}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
