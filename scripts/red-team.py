@@ -145,7 +145,7 @@ a2a:
   cors: {{allow_origins: ["{app}"]}}
   push: {{allow: [127.0.0.1], max_configs_per_task: 10}}
 ui: {{listen: "127.0.0.1:{ui}", token_file: {u}}}
-http: {{max_connections: 16, header_read_timeout_secs: 2}}
+http: {{max_connections: 16, header_read_timeout_secs: 2, max_streams_per_route: 2}}
 """)
     try:
         attacks(d, root, a2a, ui, app, u)
@@ -351,6 +351,36 @@ def attacks(d, root, a2a, ui, app, ui_token):
     control, _, _ = http(ui, "GET", "/", {"Cookie": fresh[0]}) if fresh else (0, "", "")
     record("a dashboard login after its token was rotated", before == 200 and after in (302, 303),
            f"before {before}, after {after}", control == 200, f"a new login: {control}")
+
+    # Streams held open on one route, one past its limit (2 here).
+    def ask(route, headers, mid):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": mid, "role": "ROLE_USER", "parts": [{"text": "ask"}]}}}).encode()
+        h = {"A2A-Version": "1.0", "Content-Type": "application/json", **headers}
+        return json.loads(http(a2a, "POST", f"/a2a/{route}", h, body)[2])["result"]["task"]["id"]
+
+    def subscribe(route, headers, task):
+        s = socket.create_connection(("127.0.0.1", a2a), timeout=20)
+        head = (f"POST /a2a/{route}/tasks/{task}:subscribe HTTP/1.1\r\nHost: 127.0.0.1:{a2a}\r\n"
+                "A2A-Version: 1.0\r\nContent-Length: 0\r\n")
+        s.sendall((head + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode())
+        got = b""
+        while b"data:" not in got and b"max_streams_per_route" not in got:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        return s, got.decode(errors="replace")
+    waiting = ask("other", gl, "streams-other")
+    opened = [subscribe("other", gl, waiting) for _ in range(3)]
+    elsewhere = subscribe("billing", own, ask("billing", own, "streams-billing"))
+    for s, _ in opened + [elsewhere]:
+        s.close()
+    said = [x.split("\r\n", 1)[0] for _, x in opened]
+    record("a third stream on a route with two slots",
+           said[:2] == ["HTTP/1.1 200 OK"] * 2 and "max_streams_per_route" in opened[2][1],
+           f"{said[2]}", elsewhere[1].startswith("HTTP/1.1 200"),
+           f"another route's stream: {elsewhere[1].split(chr(13), 1)[0]}")
 
 
 if __name__ == "__main__":
