@@ -10,10 +10,10 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use roost_ctl::api::ArtifactRecord;
-use roost_ctl::artifact::manifest::PayloadKind;
-use roost_ctl::artifact::names::{validate_name, validate_semver};
-use roost_ctl::artifact::{
+use roost_wire::api::ArtifactRecord;
+use roost_wire::artifact::manifest::PayloadKind;
+use roost_wire::artifact::names::{validate_name, validate_semver};
+use roost_wire::artifact::{
     ARTIFACT_MANIFEST, ArtifactManifest, ArtifactRuntime, Bundle, Implementation, LOCK_FILENAME,
     LockEntry, LockError, MurmurLock, sha256_hex,
 };

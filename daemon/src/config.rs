@@ -298,8 +298,8 @@ pub struct RestartConfig {
 impl Default for DaemonConfig {
     fn default() -> Self {
         Self {
-            state_dir: roost_ctl::paths::default_state_dir(),
-            socket: roost_ctl::paths::default_socket(),
+            state_dir: roost_wire::paths::default_state_dir(),
+            socket: roost_wire::paths::default_socket(),
             a2a_listen: SocketAddr::from(([127, 0, 0, 1], 7420)),
             shutdown_grace_secs: 10,
             pool: PoolConfig::default(),
@@ -378,7 +378,7 @@ impl DaemonConfig {
         let mut config = match &overrides.config {
             Some(path) => Self::from_file(path)?,
             None => {
-                let path = roost_ctl::paths::default_config();
+                let path = roost_wire::paths::default_config();
                 if path.exists() {
                     Self::from_file(&path)?
                 } else {
@@ -389,7 +389,7 @@ impl DaemonConfig {
         config.source = overrides
             .config
             .clone()
-            .or_else(|| Some(roost_ctl::paths::default_config()).filter(|p| p.exists()))
+            .or_else(|| Some(roost_wire::paths::default_config()).filter(|p| p.exists()))
             .map(|p| std::fs::canonicalize(&p).unwrap_or(p));
         overrides.apply(&mut config);
         config.validate()?;

@@ -429,7 +429,7 @@ pub fn wire(
         // The config was validated, so this is unreachable in practice.
         tracing::error!(%error, "cannot open the registry; artifacts will not resolve");
         Arc::new(crate::registry::DirRegistry(
-            roost_ctl::artifact::LocalRegistry::new(&location),
+            roost_wire::artifact::LocalRegistry::new(&location),
         ))
     });
     let host_jail = crate::sandbox::HostJail::detect(

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use std::collections::HashSet;
 
-use roost_ctl::artifact::ArtifactRuntime;
-pub use roost_ctl::artifact::names::validate_name;
-use roost_ctl::artifact::names::validate_semver;
+use roost_wire::artifact::ArtifactRuntime;
+pub use roost_wire::artifact::names::validate_name;
+use roost_wire::artifact::names::validate_semver;
 use serde::Deserialize;
 
 use crate::policy::{Capabilities, CapabilityPolicy, PolicyError};

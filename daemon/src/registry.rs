@@ -1,12 +1,12 @@
 //! Where artifacts come from: the [`Registry`] trait and its two implementations
-//! over the same layout (`roost_ctl::artifact::registry`), a local directory and
+//! over the same layout (`roost_wire::artifact::registry`), a local directory and
 //! a read-only `http://` base URL (fetched with [`crate::http_client`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roost_ctl::artifact::registry::LayoutError;
-use roost_ctl::artifact::{BundleRef, INDEX_FILENAME, IndexEntry, LocalRegistry, RegistryIndex};
+use roost_wire::artifact::registry::LayoutError;
+use roost_wire::artifact::{BundleRef, INDEX_FILENAME, IndexEntry, LocalRegistry, RegistryIndex};
 
 /// Index documents larger than this are refused.
 const MAX_INDEX_BYTES: u64 = 16 << 20;
@@ -25,7 +25,7 @@ pub enum RegistryError {
     )]
     ReadOnly(String),
     #[error(transparent)]
-    Bundle(#[from] roost_ctl::artifact::BundleError),
+    Bundle(#[from] roost_wire::artifact::BundleError),
 }
 
 /// A source of published artifacts.
@@ -45,8 +45,8 @@ pub trait Registry: Send + Sync {
 
 /// What [`publish`] put into the registry.
 pub struct PublishedBundle {
-    pub manifest: roost_ctl::artifact::ArtifactManifest,
-    pub published: roost_ctl::artifact::registry::Published,
+    pub manifest: roost_wire::artifact::ArtifactManifest,
+    pub published: roost_wire::artifact::registry::Published,
     /// The bundle file on this host.
     pub path: PathBuf,
 }
@@ -64,7 +64,7 @@ pub async fn publish(
         .writable()
         .ok_or_else(|| RegistryError::ReadOnly(registry.location()))?;
     blocking(move || {
-        let bundle = roost_ctl::artifact::Bundle::read(&bytes, "the uploaded bundle", max_bytes)?;
+        let bundle = roost_wire::artifact::Bundle::read(&bytes, "the uploaded bundle", max_bytes)?;
         let published = local.publish(&bundle.manifest, &bytes, &platform)?;
         Ok(PublishedBundle {
             path: local.root().join(&published.bundle.path),
@@ -90,7 +90,7 @@ pub async fn resolve(
     version: &str,
     max_bytes: u64,
 ) -> Result<Resolved, RegistryError> {
-    let platform = roost_ctl::artifact::current_platform();
+    let platform = roost_wire::artifact::current_platform();
     let (entry, bundle) = index.resolve(name, version, &platform, &registry.location())?;
     let bytes = registry.bundle(bundle, max_bytes).await?;
     Ok(Resolved {

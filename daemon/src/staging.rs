@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use roost_ctl::api::StartRequest;
+use roost_wire::api::StartRequest;
 
 use crate::agent::{AgentPlan, Secret};
 use crate::artifacts::{ArtifactError, StagedArtifacts};
@@ -85,17 +85,17 @@ pub struct StageCtx<'a> {
 /// Where staging says what it is doing: nowhere, or to the client that
 /// asked for progress (`POST /v1/sessions?progress=true`).
 #[derive(Clone, Default)]
-pub struct Progress(Option<tokio::sync::mpsc::UnboundedSender<roost_ctl::api::StartProgress>>);
+pub struct Progress(Option<tokio::sync::mpsc::UnboundedSender<roost_wire::api::StartProgress>>);
 
 impl Progress {
-    pub fn to(sender: tokio::sync::mpsc::UnboundedSender<roost_ctl::api::StartProgress>) -> Self {
+    pub fn to(sender: tokio::sync::mpsc::UnboundedSender<roost_wire::api::StartProgress>) -> Self {
         Self(Some(sender))
     }
 
     /// A step as it starts: `read`, `compile`, `fetch`, `verify`, and what of.
     pub fn say(&self, step: &str, what: String) {
         if let Some(sender) = &self.0 {
-            let _ = sender.send(roost_ctl::api::StartProgress::Step {
+            let _ = sender.send(roost_wire::api::StartProgress::Step {
                 step: step.to_string(),
                 what,
             });
@@ -256,7 +256,7 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
         || artifacts
             .items
             .iter()
-            .any(|i| i.implementation == Some(roost_ctl::artifact::Implementation::Native));
+            .any(|i| i.implementation == Some(roost_wire::artifact::Implementation::Native));
     let (sandbox, missing) = crate::sandbox::assess(native_tools, shared.jail, shared.support);
     if !missing.is_empty() && config.sandbox.unenforceable == crate::config::Unenforceable::Refuse {
         return Err(StageError::Unenforceable {

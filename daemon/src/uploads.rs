@@ -1,18 +1,18 @@
 //! Capsules uploaded over the control socket (`roostctl start` of a
 //! directory roostd cannot read): each a zip checked as every bundle is
-//! (`roost_ctl::artifact::bundle::entries`), unpacked once into
+//! (`roost_wire::artifact::bundle::entries`), unpacked once into
 //! `<state_dir>/uploads/<sha256>/` (roostd's own, 0700) and started from
 //! there. The same bytes again reuse the directory.
 
 use std::path::{Path, PathBuf};
 
-use roost_ctl::artifact::tree::CAPSULE_MANIFEST;
+use roost_wire::artifact::tree::CAPSULE_MANIFEST;
 
 /// Why an upload was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
     #[error(transparent)]
-    Bundle(#[from] roost_ctl::artifact::BundleError),
+    Bundle(#[from] roost_wire::artifact::BundleError),
     #[error("the uploaded capsule has no {CAPSULE_MANIFEST} at its root")]
     NoManifest,
     #[error("cannot store the uploaded capsule in {}: {source}", path.display())]
@@ -35,11 +35,11 @@ pub struct Stored {
 
 /// Checks and unpacks `zip` under `<state_dir>/uploads/` (blocking I/O).
 pub fn store(state_dir: &Path, zip: &[u8], max_bytes: u64) -> Result<Stored, UploadError> {
-    let files = roost_ctl::artifact::bundle::entries(zip, "the uploaded capsule", max_bytes)?;
+    let files = roost_wire::artifact::bundle::entries(zip, "the uploaded capsule", max_bytes)?;
     if !files.iter().any(|f| f.name == CAPSULE_MANIFEST) {
         return Err(UploadError::NoManifest);
     }
-    let sha256 = roost_ctl::artifact::sha256_hex(zip);
+    let sha256 = roost_wire::artifact::sha256_hex(zip);
     let uploads = state_dir.join("uploads");
     let dest = uploads.join(&sha256);
     let io = |path: &Path| {
@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn an_upload_is_unpacked_once_and_refused_without_a_manifest_or_with_an_escape() {
         let state = tempfile::tempdir().expect("tempdir");
-        let zip = roost_ctl::artifact::bundle::write_zip(&[
+        let zip = roost_wire::artifact::bundle::write_zip(&[
             ("murmur.yaml", b"name: up\n", 0o644),
             ("bin/tool", b"#!/bin/sh\n", 0o755),
         ])
@@ -124,12 +124,12 @@ mod tests {
         let again = store(state.path(), &zip, 1 << 20).expect("again");
         assert_eq!(again.manifest, first.manifest);
         let no_manifest =
-            roost_ctl::artifact::bundle::write_zip(&[("other.yaml", b"x", 0o644)]).expect("zip");
+            roost_wire::artifact::bundle::write_zip(&[("other.yaml", b"x", 0o644)]).expect("zip");
         assert!(matches!(
             store(state.path(), &no_manifest, 1 << 20),
             Err(UploadError::NoManifest)
         ));
-        let escape = roost_ctl::artifact::bundle::write_zip(&[
+        let escape = roost_wire::artifact::bundle::write_zip(&[
             ("murmur.yaml", b"x", 0o644),
             ("../escape", b"x", 0o644),
         ])

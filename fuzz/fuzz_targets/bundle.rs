@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roost_ctl::artifact::{ArtifactManifest, Bundle};
+use roost_wire::artifact::{ArtifactManifest, Bundle};
 
 const MAX: u64 = 1 << 20;
 

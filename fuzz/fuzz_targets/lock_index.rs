@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roost_ctl::artifact::{MurmurLock, RegistryIndex};
+use roost_wire::artifact::{MurmurLock, RegistryIndex};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data)

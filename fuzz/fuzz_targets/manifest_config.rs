@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
-use roost_ctl::artifact::ArtifactManifest;
+use roost_wire::artifact::ArtifactManifest;
 use roostd::config::DaemonConfig;
 use roostd::manifest::CapsuleManifest;
 

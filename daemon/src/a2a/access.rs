@@ -142,7 +142,7 @@ pub fn route_name(raw: &str) -> Result<String, String> {
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     });
-    if is_id || roost_ctl::artifact::names::validate_name(&decoded).is_ok() {
+    if is_id || roost_wire::artifact::names::validate_name(&decoded).is_ok() {
         return Ok(decoded);
     }
     Err(format!(

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use roost_ctl::api::Session;
+use roost_wire::api::Session;
 use serde_json::{Value, json};
 
 use super::Gateway;

@@ -30,7 +30,7 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::StreamExt;
-use roost_ctl::api::Session;
+use roost_wire::api::Session;
 use serde_json::{Value, json};
 
 use crate::supervisor::{Route, Supervisor};

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use roost_ctl::artifact::ArtifactManifest;
+use roost_wire::artifact::ArtifactManifest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

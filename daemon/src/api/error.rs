@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use roost_ctl::api::{ErrorBody, ErrorDetail};
+use roost_wire::api::{ErrorBody, ErrorDetail};
 
 use crate::staging::StageError;
 use crate::supervisor::SupervisorError;
@@ -46,8 +46,8 @@ impl ApiError {
 impl ApiError {
     /// The last line of a start with progress: what the plain request
     /// would have answered.
-    pub(super) fn into_progress(self) -> roost_ctl::api::StartProgress {
-        roost_ctl::api::StartProgress::Error {
+    pub(super) fn into_progress(self) -> roost_wire::api::StartProgress {
+        roost_wire::api::StartProgress::Error {
             status: self.status.as_u16(),
             error: ErrorDetail {
                 code: self.code.to_string(),

@@ -1,5 +1,5 @@
 //! `GET /v1/events[?follow=true][&tail=N]`: session state changes across the
-//! daemon as JSON lines (`roost_ctl::api::SessionEvent`), oldest first; with
+//! daemon as JSON lines (`roost_wire::api::SessionEvent`), oldest first; with
 //! `follow`, new ones as they are committed, until the daemon shuts down.
 
 use axum::body::{Body, Bytes};

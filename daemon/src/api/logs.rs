@@ -11,7 +11,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use roost_ctl::api::LogsQuery;
+use roost_wire::api::LogsQuery;
 
 use super::{ApiError, ApiState};
 use crate::logs;
@@ -60,7 +60,7 @@ pub(super) async fn logs(
 /// with `follow` each new line until the session ends.
 async fn by_line(
     state: ApiState,
-    session: roost_ctl::api::Session,
+    session: roost_wire::api::Session,
     root: PathBuf,
     dir: PathBuf,
     query: LogsQuery,

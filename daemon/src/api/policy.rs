@@ -5,7 +5,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use roost_ctl::api::{PolicyLimits, PolicyReport, PolicyRequest};
+use roost_wire::api::{PolicyLimits, PolicyReport, PolicyRequest};
 
 use super::{ApiError, ApiState};
 use crate::manifest::CapsuleManifest;
@@ -63,7 +63,7 @@ pub(super) async fn report(
         || manifest
             .artifacts
             .iter()
-            .any(|a| a.runtime == roost_ctl::artifact::ArtifactRuntime::Tool);
+            .any(|a| a.runtime == roost_wire::artifact::ArtifactRuntime::Tool);
     let (native, missing) = crate::sandbox::assess(native_tools, &host.jail, &host.support);
     let refused = match crate::staging::protected(config, &host.jail).check(policy) {
         Err(e) => Some(e.to_string()),

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use roost_ctl::api::PublishReport;
+use roost_wire::api::PublishReport;
 use serde::Deserialize;
 
 use super::{ApiError, ApiState};
@@ -27,11 +27,11 @@ pub(super) async fn publish(
     body: Bytes,
 ) -> Result<Json<PublishReport>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    if !roost_ctl::artifact::valid_platform(&query.platform) {
+    if !roost_wire::artifact::valid_platform(&query.platform) {
         return Err(ApiError::bad_request(format!(
             "platform '{}' must be `any` or `<os>-<arch>` such as {}",
             query.platform,
-            roost_ctl::artifact::current_platform()
+            roost_wire::artifact::current_platform()
         )));
     }
     let shared = state.supervisor.shared();
@@ -66,7 +66,7 @@ pub(super) async fn publish(
 }
 
 fn refused(e: RegistryError) -> ApiError {
-    use roost_ctl::artifact::LayoutError as L;
+    use roost_wire::artifact::LayoutError as L;
     let message = e.to_string();
     match e {
         RegistryError::ReadOnly(_) => {

@@ -10,7 +10,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use roost_ctl::api::{
+use roost_wire::api::{
     Health, PruneReport, PruneRequest, Session, SessionList, StartProgress, StartRequest,
 };
 use serde::Deserialize;
@@ -39,7 +39,7 @@ pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
 #[serde(deny_unknown_fields)]
 pub(super) struct StartQuery {
     /// Stream each staging step, then the outcome, as JSON lines
-    /// (`roost_ctl::api::StartProgress`).
+    /// (`roost_wire::api::StartProgress`).
     #[serde(default)]
     progress: bool,
 }
@@ -221,7 +221,7 @@ pub(super) async fn events(
 pub(super) async fn tasks(
     State(state): State<ApiState>,
     Path(id): Path<String>,
-) -> Result<Json<Vec<roost_ctl::api::TaskRecord>>, ApiError> {
+) -> Result<Json<Vec<roost_wire::api::TaskRecord>>, ApiError> {
     let session = state.supervisor.get(&id).await?;
     let tasks = state.supervisor.tasks(&session.id).await?;
     Ok(Json(tasks))

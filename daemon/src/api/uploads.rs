@@ -6,7 +6,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use roost_ctl::api::UploadReport;
+use roost_wire::api::UploadReport;
 
 use super::{ApiError, ApiState};
 use crate::uploads::UploadError;

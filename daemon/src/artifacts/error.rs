@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use roost_ctl::artifact::{ArtifactRuntime, BundleError, LockError};
+use roost_wire::artifact::{ArtifactRuntime, BundleError, LockError};
 
 use crate::registry::RegistryError;
 use crate::runtime::RuntimeError;

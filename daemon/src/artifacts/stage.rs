@@ -132,7 +132,7 @@ struct StageRun<'a> {
     runtime: &'a Runtime,
     memo: &'a Arc<BundleMemo>,
     registry: &'a dyn Registry,
-    index: Option<&'a roost_ctl::artifact::RegistryIndex>,
+    index: Option<&'a roost_wire::artifact::RegistryIndex>,
     manifest: &'a CapsuleManifest,
     max_bundle_bytes: u64,
     say: &'a (dyn Fn(&str, String) + Sync),

@@ -62,14 +62,14 @@ pub struct Line {
 
 impl Line {
     /// As `logs` sends it: the text (after its time with `timestamps`), or a
-    /// JSON line (`roost_ctl::api::LogLine`).
+    /// JSON line (`roost_wire::api::LogLine`).
     pub fn render(&self, timestamps: bool, json: bool) -> Vec<u8> {
         let time = || {
             let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(self.ms);
             humantime::format_rfc3339_millis(at).to_string()
         };
         if json {
-            let line = roost_ctl::api::LogLine {
+            let line = roost_wire::api::LogLine {
                 time: time(),
                 stream: if self.stderr { "stderr" } else { "stdout" }.to_string(),
                 line: String::from_utf8_lossy(&self.text).into_owned(),

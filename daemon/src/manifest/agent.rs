@@ -113,7 +113,7 @@ pub enum ConversationMode {
 
 /// `lifecycle.task_acceptance` and `lifecycle.after_task`: the API's types,
 /// which a start request may also give.
-pub use roost_ctl::api::{AfterTask, TaskAcceptance};
+pub use roost_wire::api::{AfterTask, TaskAcceptance};
 
 /// `lifecycle:`.
 #[derive(Debug, Clone, Deserialize)]
@@ -151,7 +151,7 @@ impl Lifecycle {
     }
 
     /// This lifecycle with a start request's overrides.
-    pub fn overridden(&self, request: &roost_ctl::api::StartRequest) -> Self {
+    pub fn overridden(&self, request: &roost_wire::api::StartRequest) -> Self {
         let mut l = self.clone();
         if let Some(acceptance) = request.lifecycle {
             l.task_acceptance = acceptance;

@@ -53,7 +53,7 @@ pub fn read_by_roostd(m: &super::CapsuleManifest) -> Vec<PathBuf> {
         }
     }
     if !m.artifacts.is_empty() {
-        files.push(m.manifest_dir.join(roost_ctl::artifact::LOCK_FILENAME));
+        files.push(m.manifest_dir.join(roost_wire::artifact::LOCK_FILENAME));
     }
     files
 }

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use roost_ctl::artifact::ArtifactRuntime;
+use roost_wire::artifact::ArtifactRuntime;
 
 use super::{GuestFailure, PreparedTool, RuntimeError};
 use crate::policy::CapabilityPolicy;

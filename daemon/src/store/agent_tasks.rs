@@ -1,7 +1,7 @@
 //! Agent task rows: a task's start, its end with the tokens and turns it
 //! used (added to its session's), and the session's task list.
 
-use roost_ctl::api::TaskRecord;
+use roost_wire::api::TaskRecord;
 use sqlx::Row;
 
 use super::rows::TASK_COLUMNS;

@@ -2,7 +2,7 @@
 
 use std::str::FromStr;
 
-use roost_ctl::api::{ArtifactRecord, RestartPolicy, Session, SessionState, SessionUsage};
+use roost_wire::api::{ArtifactRecord, RestartPolicy, Session, SessionState, SessionUsage};
 use sqlx::Row;
 
 use super::StoreError;

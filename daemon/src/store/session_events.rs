@@ -2,7 +2,7 @@
 //! committed (`session_events`, written by the triggers of migration 0001),
 //! and the signal that there are new ones (`roostctl events`).
 
-use roost_ctl::api::SessionEvent;
+use roost_wire::api::SessionEvent;
 use sqlx::Row;
 
 use super::{Store, StoreError};

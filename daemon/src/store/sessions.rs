@@ -1,7 +1,7 @@
 //! Session rows: insert, the state transitions (running, restarting, ended,
 //! interrupted at start-up) with their events, and reads.
 
-use roost_ctl::api::{ArtifactRecord, Session, SessionState, SessionUsage, StartRequest};
+use roost_wire::api::{ArtifactRecord, Session, SessionState, SessionUsage, StartRequest};
 use sqlx::Row;
 
 use super::rows::{SESSION_COLUMNS, artifacts_json, session_from_row};

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::tasks::model::{ANSWER_ARTIFACT, EventKind};
-use roost_ctl::api::{RestartPolicy, SessionState, SessionUsage, StartRequest};
+use roost_wire::api::{RestartPolicy, SessionState, SessionUsage, StartRequest};
 
 fn request() -> StartRequest {
     StartRequest {

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use roost_ctl::api::{Session, SessionState};
+use roost_wire::api::{Session, SessionState};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -153,7 +153,7 @@ impl Supervisor {
         use futures::StreamExt;
         let items = self.shared.store.resumable().await?;
         self.set_resume(|p| {
-            *p = Some(roost_ctl::api::ResumeProgress {
+            *p = Some(roost_wire::api::ResumeProgress {
                 total: items.len() as u64,
                 done: 0,
             });
@@ -178,7 +178,7 @@ impl Supervisor {
         Ok(resumed)
     }
 
-    fn set_resume(&self, change: impl FnOnce(&mut Option<roost_ctl::api::ResumeProgress>)) {
+    fn set_resume(&self, change: impl FnOnce(&mut Option<roost_wire::api::ResumeProgress>)) {
         change(
             &mut self
                 .shared
@@ -189,7 +189,7 @@ impl Supervisor {
     }
 
     /// How far resuming after a restart has come (`None`: not resuming).
-    pub fn resuming(&self) -> Option<roost_ctl::api::ResumeProgress> {
+    pub fn resuming(&self) -> Option<roost_wire::api::ResumeProgress> {
         *self
             .shared
             .resume
@@ -329,7 +329,7 @@ impl Supervisor {
     pub async fn tasks(
         &self,
         id: &str,
-    ) -> Result<Vec<roost_ctl::api::TaskRecord>, SupervisorError> {
+    ) -> Result<Vec<roost_wire::api::TaskRecord>, SupervisorError> {
         Ok(self.shared.store.tasks(id).await?)
     }
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use roost_ctl::api::{PruneReport, Session};
+use roost_wire::api::{PruneReport, Session};
 use tokio_util::sync::CancellationToken;
 
 use super::{Supervisor, SupervisorError};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use roost_ctl::api::{RestartPolicy, Session, SessionState};
+use roost_wire::api::{RestartPolicy, Session, SessionState};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 

@@ -41,7 +41,7 @@ pub struct Shared {
     pub(super) grants: super::grants::ToolGrants,
     /// Resuming after a restart: sessions to bring back and tried so far
     /// (`None` when not resuming).
-    pub(super) resume: std::sync::Mutex<Option<roost_ctl::api::ResumeProgress>>,
+    pub(super) resume: std::sync::Mutex<Option<roost_wire::api::ResumeProgress>>,
     /// Recorded live sessions by name and by id, for the A2A gateway's
     /// per-request lookup (no database read).
     pub(super) routes: Arc<Routes>,

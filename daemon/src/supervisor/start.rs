@@ -3,7 +3,7 @@
 //! live, then staged again from its stored start request and run under the
 //! same id and name, as a resume after a roostd restart does.
 
-use roost_ctl::api::Session;
+use roost_wire::api::Session;
 
 use super::{OwnerCommand, Resume, Supervisor, SupervisorError};
 use crate::staging::stage;
@@ -12,7 +12,7 @@ impl Supervisor {
     /// Stages (concurrently with other requests) and launches a new session.
     pub async fn start(
         &self,
-        request: roost_ctl::api::StartRequest,
+        request: roost_wire::api::StartRequest,
     ) -> Result<Session, SupervisorError> {
         self.start_with_progress(request, crate::staging::Progress::default())
             .await
@@ -21,7 +21,7 @@ impl Supervisor {
     /// [`Self::start`], telling `progress` each staging step as it starts.
     pub async fn start_with_progress(
         &self,
-        request: roost_ctl::api::StartRequest,
+        request: roost_wire::api::StartRequest,
         progress: crate::staging::Progress,
     ) -> Result<Session, SupervisorError> {
         let mut ctx = self.shared.stage_ctx();

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::store::NewSession;
-use roost_ctl::api::StartRequest;
+use roost_wire::api::StartRequest;
 
 async fn broker_with_session(dir: &std::path::Path) -> Arc<Broker> {
     let store = Store::open(&dir.join("roost.db"), crate::store::Durability::Normal)

@@ -11,7 +11,7 @@ use axum::extract::{Path, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
-use roost_ctl::api::Session;
+use roost_wire::api::Session;
 use serde_json::{Value, json};
 
 use super::UiState;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roost_ctl::api::Session;
+use roost_wire::api::Session;
 
 use super::SessionTask;
 use crate::artifacts::SessionArtifacts;
