@@ -33,6 +33,8 @@ pub enum DaemonError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
+    TaskLog(#[from] crate::tasks::LogError),
+    #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
     Socket(#[from] unix::SocketError),
@@ -445,8 +447,9 @@ pub fn wire(
                 None
             }
         };
+    // One host: the task log is the SQLite store.
     let tasks = Arc::new(crate::tasks::Broker::new(
-        store.clone(),
+        Arc::new(store.clone()),
         Arc::clone(&metrics),
     ));
     let routes = Arc::new(crate::supervisor::Routes::default());

@@ -15,8 +15,6 @@ use std::time::{Duration, SystemTime};
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::tasks::model::TaskState;
-
 mod a2a_tasks;
 mod agent_tasks;
 mod checkpointer;
@@ -35,7 +33,7 @@ mod writes;
 pub use agent_tasks::{NewAgentTask, TaskEnd};
 use checkpointer::Checkpointer;
 pub use conversations::Conversation;
-pub use push::{PushConfig, PushDelivery, PushMade, now_ms};
+pub use push::now_ms;
 pub use sessions::{NewSession, Resumable, StopReason};
 use writer::{TaskWriter, WriteOp};
 pub use writer::{WRITE_DEADLINE, WriteError};
@@ -86,33 +84,6 @@ impl StoreError {
     ) -> Result<T, StoreError> {
         Ok(writer::deadline(answer).await?)
     }
-}
-
-/// A new A2A task (state `submitted`) and the message that created it.
-pub struct NewA2aTask<'a> {
-    pub id: &'a str,
-    pub session_id: &'a str,
-    pub route: &'a str,
-    /// The client that sent it (`a2a.routes.<name>.clients`; '' for a
-    /// route's one token).
-    pub owner: &'a str,
-    pub context_id: &'a str,
-    pub message_id: &'a str,
-    pub text: &'a str,
-    pub message_json: &'a str,
-}
-
-/// Which tasks `a2a_tasks` returns.
-#[derive(Debug, Default)]
-pub struct TaskFilter<'a> {
-    /// Tasks accepted on this route, whichever session ran them.
-    pub route: Option<&'a str>,
-    pub context_id: Option<&'a str>,
-    pub state: Option<TaskState>,
-    /// Only tasks this client sent (`None`: anyone's).
-    pub owner: Option<&'a str>,
-    pub limit: u32,
-    pub offset: u32,
 }
 
 /// A queued A2A task record (see [`Store::queue_a2a_task`]).

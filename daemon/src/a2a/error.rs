@@ -125,9 +125,9 @@ impl A2aError {
     }
 }
 
-impl From<crate::store::StoreError> for A2aError {
-    fn from(e: crate::store::StoreError) -> Self {
-        tracing::error!(error = %e, "A2A request failed in the store");
+impl From<crate::tasks::LogError> for A2aError {
+    fn from(e: crate::tasks::LogError) -> Self {
+        tracing::error!(error = %e, "A2A request failed in the task log");
         Self::Internal("the task store failed; see roostd's log".into())
     }
 }

@@ -33,6 +33,7 @@ use futures::StreamExt;
 use roost_wire::api::Session;
 use serde_json::{Value, json};
 
+use crate::ids::TaskId;
 use crate::supervisor::{Route, Supervisor};
 use crate::tasks::{A2aTask, Broker, EventKind, TaskEvent, TaskState};
 use error::A2aError;
@@ -195,7 +196,7 @@ pub(super) struct At<'a> {
 }
 
 /// A task of this session, or TaskNotFound.
-async fn own_task(gw: &Gateway, at: At<'_>, id: &str) -> Result<A2aTask, A2aError> {
+async fn own_task(gw: &Gateway, at: At<'_>, id: &TaskId) -> Result<A2aTask, A2aError> {
     match gw.tasks.task(id).await? {
         // Matched by route: a task outlives its session (ended, restarted
         // or replaced under the same name); and by its client: another

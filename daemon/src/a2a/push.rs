@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::error::A2aError;
 use super::wire::Dialect;
+use crate::ids::TaskId;
 use crate::tasks::{PushConfig, PushMade};
 
 /// How long one delivery may take (connect, send, answer), and a push
@@ -211,7 +212,7 @@ pub fn config_from_params(task_id: &str, params: &Value) -> Result<PushConfig, A
         }
     }
     Ok(PushConfig {
-        task_id: task_id.to_string(),
+        task_id: task_id.into(),
         id: text(c.get("id"), "id")?.unwrap_or_else(|| task_id.to_string()),
         url,
         token,
@@ -291,7 +292,7 @@ pub(super) async fn op(
     };
     let task_id =
         task_id.ok_or_else(|| A2aError::InvalidParams("the task's id is required".into()))?;
-    let task = super::own_task(gw, at, task_id).await?;
+    let task = super::own_task(gw, at, &TaskId::from(task_id)).await?;
     let broker = &gw.tasks;
     let not_found = |id: &str| {
         A2aError::TaskNotFound(format!(

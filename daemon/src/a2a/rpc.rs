@@ -13,6 +13,7 @@ use super::envelope::{self, Op};
 use super::error::A2aError;
 use super::wire::{self, Dialect, Shape};
 use super::{At, Gateway, own_task, task_stream, wait_until_ended};
+use crate::ids::TaskId;
 use crate::supervisor::Route;
 use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskFilter, TaskState};
 
@@ -141,12 +142,12 @@ fn field<'a>(params: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
     params.get(camel).or_else(|| params.get(snake))
 }
 
-fn task_id(params: &Value) -> Result<String, A2aError> {
+fn task_id(params: &Value) -> Result<TaskId, A2aError> {
     params
         .get("id")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .map(str::to_string)
+        .map(TaskId::from)
         .ok_or_else(|| A2aError::InvalidParams("params.id (the task id) is required".into()))
 }
 
@@ -193,7 +194,7 @@ pub(super) async fn run(
             let m =
                 wire::parse_message(message).map_err(|e| A2aError::InvalidParams(e.to_string()))?;
             if let Some(existing) = &m.task_id {
-                let t = own_task(gw, at, existing).await?;
+                let t = own_task(gw, at, &TaskId::from(existing.as_str())).await?;
                 if t.state == TaskState::InputRequired {
                     return resume(broker, t, &m, d, op, params).await;
                 }
@@ -243,7 +244,7 @@ pub(super) async fn run(
                 })
                 .await
                 .map_err(|e| match e {
-                    SubmitError::Store(s) => A2aError::from(s),
+                    SubmitError::Log(s) => A2aError::from(s),
                     // Withdrawn (nothing runs) or unknown (named, findable).
                     e @ (SubmitError::Withdrawn { .. } | SubmitError::Unknown { .. }) => {
                         A2aError::Internal(e.to_string())
@@ -253,7 +254,7 @@ pub(super) async fn run(
             tracing::info!(task_id = %task.id, route = %session.name, "A2A task accepted");
             if let Some(mut config) = push {
                 // What the task has logged so far is delivered too.
-                config.task_id = task.id.to_string();
+                config.task_id = task.id.clone();
                 if config.id.is_empty() {
                     config.id = task.id.to_string();
                 }
@@ -451,7 +452,7 @@ async fn resume(
         .resume(&t.id, &m.message_id, &m.text)
         .await
         .map_err(|e| match e {
-            ResumeError::Store(s) => A2aError::from(s),
+            ResumeError::Log(s) => A2aError::from(s),
             other => A2aError::Unsupported(other.to_string()),
         })?;
     tracing::info!(task_id = %task.id, "A2A task resumed with the client's input");

@@ -5,10 +5,11 @@
 use sqlx::Row;
 
 use super::writer::{RowChange, WriteOp};
-use super::{NewA2aTask, Store, StoreError, TaskFilter, TaskInsert, now};
+use super::{Store, StoreError, TaskInsert, now};
 use crate::tasks::model::{
     A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_text,
 };
+use crate::tasks::model::{NewA2aTask, TaskFilter};
 
 impl Store {
     /// Records an A2A task as `submitted`, with its first event, in one

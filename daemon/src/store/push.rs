@@ -5,25 +5,16 @@
 use sqlx::Row;
 
 use super::push_writes::PushWrite;
-pub use super::push_writes::{PushConfig, PushMade, now_ms};
+pub use super::push_writes::now_ms;
 use super::writer::WriteOp;
 use super::{Store, StoreError};
-
-/// One delivery that is due: an event of a task, to one of its configs.
-#[derive(Debug, Clone)]
-pub struct PushDelivery {
-    pub outbox_id: i64,
-    pub config: PushConfig,
-    pub event_seq: u64,
-    /// Tries before this one.
-    pub attempts: u32,
-}
+use crate::tasks::model::{PushConfig, PushDelivery, PushMade};
 
 const CONFIG_COLUMNS: &str = "task_id, id, url, token, auth_scheme, auth_credentials";
 
 fn config_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<PushConfig, StoreError> {
     Ok(PushConfig {
-        task_id: r.try_get("task_id")?,
+        task_id: r.try_get::<String, _>("task_id")?.into(),
         id: r.try_get("id")?,
         url: r.try_get("url")?,
         token: r.try_get("token")?,
@@ -50,7 +41,7 @@ impl Store {
             backfill,
             max,
         };
-        Ok(PushMade::from_count(self.push_write(write).await?))
+        Ok(super::push_writes::push_made(self.push_write(write).await?))
     }
 
     /// Deletes a task's config; `false` when it had none by that id.

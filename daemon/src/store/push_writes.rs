@@ -8,19 +8,7 @@ use std::cell::Cell;
 use rusqlite::{Connection, params};
 
 use super::now;
-
-/// Where a task's updates go, and with what credentials.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PushConfig {
-    pub task_id: String,
-    pub id: String,
-    pub url: String,
-    /// Sent as `X-A2A-Notification-Token`.
-    pub token: Option<String>,
-    /// Sent as `Authorization: <scheme> <credentials>`.
-    pub auth_scheme: Option<String>,
-    pub auth_credentials: Option<String>,
-}
+use crate::tasks::model::{PushConfig, PushMade};
 
 /// A push write on the task writer.
 pub(super) enum PushWrite {
@@ -52,24 +40,12 @@ impl PushWrite {
     }
 }
 
-/// What creating a push config did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PushMade {
-    /// Made (or replaced one of the same id).
-    Made,
-    /// The task is gone.
-    NoTask,
-    /// The task already has its limit of other configs.
-    Full,
-}
-
-impl PushMade {
-    pub(super) fn from_count(n: u64) -> Self {
-        match n {
-            0 => Self::NoTask,
-            1 => Self::Made,
-            _ => Self::Full,
-        }
+/// What the writer's count for a made config means.
+pub(super) fn push_made(n: u64) -> PushMade {
+    match n {
+        0 => PushMade::NoTask,
+        1 => PushMade::Made,
+        _ => PushMade::Full,
     }
 }
 
@@ -107,7 +83,7 @@ pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u6
                 .prepare_cached(
                     "SELECT COUNT(*) FROM push_configs WHERE task_id = ?1 AND id != ?2",
                 )?
-                .query_row(params![c.task_id, c.id], |row| row.get(0))?;
+                .query_row(params![c.task_id.as_str(), c.id], |row| row.get(0))?;
             if others >= *max {
                 return Ok(2);
             }
@@ -118,7 +94,7 @@ pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u6
                      WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1)",
                 )?
                 .execute(params![
-                    c.task_id,
+                    c.task_id.as_str(),
                     c.id,
                     c.url,
                     c.token,
@@ -133,7 +109,7 @@ pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u6
                          SELECT task_id, ?2, seq, ?3 FROM task_events WHERE task_id = ?1 \
                          ORDER BY seq",
                     )?
-                    .execute(params![c.task_id, c.id, now_ms()])?;
+                    .execute(params![c.task_id.as_str(), c.id, now_ms()])?;
                 if queued > 0 {
                     QUEUED.with(|q| q.set(true));
                 }

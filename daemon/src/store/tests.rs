@@ -1,7 +1,9 @@
 //! Unit tests of `store.rs`.
 
 use super::*;
-use crate::tasks::model::{ANSWER_ARTIFACT, EventKind};
+use crate::tasks::model::{
+    ANSWER_ARTIFACT, EventKind, NewA2aTask, PushConfig, PushMade, TaskFilter, TaskState,
+};
 use roost_wire::api::{RestartPolicy, SessionState, SessionUsage, StartRequest};
 
 fn request() -> StartRequest {
@@ -232,7 +234,7 @@ async fn a_message_retried_on_a_route_gets_its_first_task(pool: SqlitePool) {
         .expect("bob's");
     assert_eq!(bobs.id, "tsk_bob");
     assert_eq!(bobs.owner, "bob");
-    let filter = |owner| crate::store::TaskFilter {
+    let filter = |owner| TaskFilter {
         route: Some("hello"),
         owner,
         limit: 100,
@@ -516,7 +518,7 @@ async fn push_deliveries_wake_the_deliverer_and_a_retry_holds_back_its_config(po
             .create_push_config(&config, true, 10)
             .await
             .expect("config"),
-        crate::store::PushMade::Made
+        PushMade::Made
     );
     // Another config past the task's limit is refused in the write itself.
     let other = PushConfig {
@@ -524,7 +526,7 @@ async fn push_deliveries_wake_the_deliverer_and_a_retry_holds_back_its_config(po
         ..config.clone()
     };
     let full = store.create_push_config(&other, false, 1).await;
-    assert_eq!(full.expect("write"), crate::store::PushMade::Full);
+    assert_eq!(full.expect("write"), PushMade::Full);
 
     tokio::time::timeout(std::time::Duration::from_secs(5), wake.notified())
         .await

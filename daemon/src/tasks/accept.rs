@@ -10,9 +10,11 @@ use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc;
 
+use super::LogError;
+use super::log::Inserted;
+use super::model::NewA2aTask;
 use super::{A2aTask, Broker, Incoming, Subscription, TaskEvent, fan_out, lock, watch, working};
 use crate::ids::TaskId;
-use crate::store::{Inserted, NewA2aTask, StoreError};
 
 /// Why a task was not accepted.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +50,7 @@ pub enum SubmitError {
         secs: std::time::Duration,
     },
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Log(#[from] LogError),
 }
 
 /// What a new task starts from.
@@ -131,7 +133,7 @@ impl Broker {
         // commit (one commit fewer; should the launch have taken another
         // task meanwhile and roostd die before it starts this one, it fails
         // visibly as interrupted instead of running after the restart).
-        let (task, insert) = self.store.queue_a2a_task(
+        let (task, insert) = self.log.insert(
             &NewA2aTask {
                 id: &task_id,
                 session_id: new.session_id,
@@ -146,14 +148,14 @@ impl Broker {
             new.dedupe,
         );
         let live = self.subscribe(&task_id);
-        let made = match insert.wait().await {
+        let made = match insert.await {
             Ok(Inserted::Committed(made)) => Ok(made),
             Ok(Inserted::Withdrawn) => {
                 lock(&self.handed).remove(&task_id);
                 lock(&queued).remove(&task_id);
                 tracing::error!(task_id = %task_id, route = new.route, "the task store did not take a new task in time: withdrawn, the client told so");
                 return Err(SubmitError::Withdrawn {
-                    secs: self.store.write_deadline(),
+                    secs: self.log.write_deadline(),
                 });
             }
             Ok(Inserted::Unknown(pending)) => {
@@ -164,7 +166,7 @@ impl Broker {
                 let accepted = Accepted::of(&new, &task, direct);
                 let task_id = task_id.clone();
                 tokio::spawn(async move {
-                    let made = pending.outcome().await;
+                    let made = pending.await;
                     if let Ok(true) = made {
                         broker.hand_off(accepted, permit);
                     } else {
@@ -176,7 +178,7 @@ impl Broker {
                 });
                 return Err(SubmitError::Unknown {
                     task_id: task.id,
-                    secs: self.store.write_deadline() * 2,
+                    secs: self.log.write_deadline() * 2,
                 });
             }
             Err(error) => Err(error),
@@ -190,8 +192,8 @@ impl Broker {
                 lock(&queued).remove(&task_id);
                 drop(live);
                 let seen = self
-                    .store
-                    .retried_a2a_task((new.route, new.owner), new.message_id)
+                    .log
+                    .retried((new.route, new.owner), new.message_id)
                     .await?;
                 tracing::info!(task_id = %seen.id, message_id = new.message_id,
                     "a message this route already has a task for: its task, not a new run");

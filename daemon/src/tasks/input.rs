@@ -10,7 +10,7 @@ pub enum ResumeError {
     #[error("task '{task_id}' is not waiting for input; send a new message without taskId")]
     NotWaiting { task_id: String },
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Log(#[from] LogError),
 }
 
 impl Broker {
@@ -20,7 +20,7 @@ impl Broker {
     /// (`input-timeout`); a cancel ends the wait.
     pub async fn request_input(
         &self,
-        task_id: &str,
+        task_id: &TaskId,
         first: Vec<EventKind>,
         prompt: &str,
         timeout: Option<std::time::Duration>,
@@ -28,7 +28,7 @@ impl Broker {
     ) -> Result<Reply, InputError> {
         let (tx, rx) = oneshot::channel();
         // Registered before the state is visible, so an immediate answer is not lost.
-        lock(&self.waiting).insert(task_id.to_string(), tx);
+        lock(&self.waiting).insert(task_id.clone(), tx);
         let asked = EventKind::Status {
             state: TaskState::InputRequired,
             message: Some(prompt.to_string()),
@@ -59,7 +59,7 @@ impl Broker {
             Some(Ok(reply)) => Ok(reply),
             _ => {
                 tracing::info!(
-                    task_id,
+                    %task_id,
                     "no answer to an input request in time; the task fails"
                 );
                 let _ = self
@@ -75,7 +75,7 @@ impl Broker {
     /// the waiting request.
     pub async fn resume(
         &self,
-        task_id: &str,
+        task_id: &TaskId,
         message_id: &str,
         text: &str,
     ) -> Result<A2aTask, ResumeError> {
@@ -97,11 +97,7 @@ impl Broker {
         if !written.iter().all(Option::is_some) {
             return Err(not_waiting());
         }
-        let task = self
-            .store
-            .a2a_task(task_id)
-            .await?
-            .ok_or_else(not_waiting)?;
+        let task = self.log.task(task_id).await?.ok_or_else(not_waiting)?;
         tx.send(reply).map_err(|_| not_waiting())?;
         Ok(task)
     }

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::LogError;
 use super::{ANSWER_ARTIFACT, Broker, EventKind, TaskState};
 use crate::ids::TaskId;
 use crate::runtime::{ArtifactUpdate, InputError, Reply, TaskIo, trace_id_of};
-use crate::store::StoreError;
 
 /// Why a task failed when nobody answered its input request in time.
 pub const INPUT_TIMEOUT: &str = "input-timeout";
@@ -103,7 +103,7 @@ impl TaskLink {
 
     /// Records the task as working if nothing has yet; `false` when it
     /// had already ended (canceled).
-    pub(super) async fn mark_working(&self) -> Result<bool, StoreError> {
+    pub(super) async fn mark_working(&self) -> Result<bool, LogError> {
         let first = self.first_events();
         if first.is_empty() {
             return Ok(true);

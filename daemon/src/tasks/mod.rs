@@ -1,7 +1,8 @@
 //! A2A tasks as roostd knows them, apart from any wire format: states, the
 //! per-task event log, and the broker that accepts a task durably, hands it
 //! to its session's inbox, fans events out to subscribers and cancels running
-//! work. It knows no HTTP (the gateway, `a2a`, renders it) and no SQL (`store`).
+//! work. It knows no HTTP (the gateway, `a2a`, renders it) and no SQL: what
+//! it keeps durable goes through its port, the task log (`log.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicUsize;
@@ -13,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 mod accept;
 mod input;
 mod link;
+pub mod log;
 pub mod model;
 mod push;
 mod queue;
@@ -30,8 +32,8 @@ use queue::{INBOX_SLACK, Queued};
 pub use queue::{InboxRx, Next, Queue};
 
 use crate::ids::TaskId;
-pub use crate::store::{PushConfig, PushDelivery, PushMade, TaskFilter};
-use crate::store::{Store, StoreError};
+pub use log::{LogError, TaskLog};
+pub use model::{NewA2aTask, PushConfig, PushDelivery, PushMade, TaskFilter};
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {
@@ -102,14 +104,14 @@ fn fan_out(fan: &Fan, task_id: &str, written: &[Option<TaskEvent>]) {
 
 /// Accepts tasks, delivers them, and fans their events out.
 pub struct Broker {
-    store: Store,
+    log: Arc<dyn TaskLog>,
     inboxes: Mutex<HashMap<String, Inbox>>,
     fan: Arc<Fan>,
     /// Tokens of running tasks; a canceled token for a task canceled before
     /// it started (so it never starts).
-    running: Mutex<HashMap<String, CancellationToken>>,
+    running: Mutex<HashMap<TaskId, CancellationToken>>,
     /// Tasks in input-required, each with where the answer goes.
-    waiting: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+    waiting: Mutex<HashMap<TaskId, oneshot::Sender<Reply>>>,
     /// Tasks accepted in this process for a session's inbox and not yet
     /// taken: a launch's list of stored tasks leaves them out, so a task is
     /// never both in that list and in the inbox.
@@ -121,9 +123,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Broker {
-    pub fn new(store: Store, metrics: Arc<crate::metrics::Metrics>) -> Self {
+    pub fn new(log: Arc<dyn TaskLog>, metrics: Arc<crate::metrics::Metrics>) -> Self {
         Self {
-            store,
+            log,
             inboxes: Mutex::default(),
             fan: Arc::new(Fan {
                 live: Mutex::default(),
@@ -189,9 +191,9 @@ impl Broker {
     /// A task that has ended takes no more events (`None`).
     pub async fn publish(
         &self,
-        task_id: &str,
+        task_id: &TaskId,
         kind: EventKind,
-    ) -> Result<Option<TaskEvent>, StoreError> {
+    ) -> Result<Option<TaskEvent>, LogError> {
         Ok(self.publish_all(task_id, vec![kind]).await?.pop().flatten())
     }
 
@@ -199,31 +201,49 @@ impl Broker {
     /// its subscribers; each as [`Broker::publish`] would.
     pub async fn publish_all(
         &self,
-        task_id: &str,
+        task_id: &TaskId,
         kinds: Vec<EventKind>,
-    ) -> Result<Vec<Option<TaskEvent>>, StoreError> {
+    ) -> Result<Vec<Option<TaskEvent>>, LogError> {
         let (reply, answer) = oneshot::channel();
         let fan = Arc::clone(&self.fan);
-        let id = task_id.to_string();
-        self.store
-            .append_task_events_then(task_id, kinds, true, move |written| {
+        let id = task_id.clone();
+        self.log.append_then(
+            task_id,
+            kinds,
+            true,
+            Box::new(move |written| {
                 if let Ok(events) = &written {
                     fan_out(&fan, &id, events);
                 }
                 let _ = reply.send(written);
-            });
-        StoreError::from_writer(answer).await?
+            }),
+        );
+        // A log that is gone or hangs is an error, never a wait without end.
+        let deadline = self.log.write_deadline();
+        match tokio::time::timeout(deadline, answer).await {
+            Ok(Ok(written)) => written,
+            Ok(Err(_)) => Err(LogError::Stopped),
+            Err(_) => Err(LogError::Timeout(deadline)),
+        }
     }
 
     /// Queues events for the task's log without waiting; its subscribers
     /// hear of them once they are committed, and `permit` is released then.
     /// A failure leaves a hole in the task's log: the writer then refuses
     /// to end it completed (`Broker::serve` ends it failed instead).
-    fn publish_queued(&self, task_id: &str, kinds: Vec<EventKind>, permit: OwnedSemaphorePermit) {
+    fn publish_queued(
+        &self,
+        task_id: &TaskId,
+        kinds: Vec<EventKind>,
+        permit: OwnedSemaphorePermit,
+    ) {
         let fan = Arc::clone(&self.fan);
-        let id = task_id.to_string();
-        self.store
-            .append_task_events_then(task_id, kinds, false, move |written| {
+        let id = task_id.clone();
+        self.log.append_then(
+            task_id,
+            kinds,
+            false,
+            Box::new(move |written| {
                 match &written {
                     Ok(events) => fan_out(&fan, &id, events),
                     Err(error) => {
@@ -231,16 +251,17 @@ impl Broker {
                     }
                 }
                 drop(permit);
-            });
+            }),
+        );
     }
 
     /// Ends a task in `state` with an optional status message.
     pub async fn finish(
         &self,
-        task_id: &str,
+        task_id: &TaskId,
         state: TaskState,
         message: Option<&str>,
-    ) -> Result<Option<TaskEvent>, StoreError> {
+    ) -> Result<Option<TaskEvent>, LogError> {
         self.publish(
             task_id,
             EventKind::Status {
@@ -284,13 +305,13 @@ impl Broker {
                 return None;
             }
             Some(_) => {
-                tracing::error!(task_id, "a task was delivered twice; the second is dropped");
+                tracing::error!(%task_id, "a task was delivered twice; the second is dropped");
                 return None;
             }
             None => {}
         }
         let token = CancellationToken::new();
-        running.insert(task_id.to_string(), token.clone());
+        running.insert(TaskId::from(task_id), token.clone());
         Some(token)
     }
 
@@ -300,7 +321,7 @@ impl Broker {
 
     /// Cancels a task that has not ended: a running one is interrupted, a
     /// waiting one is marked canceled (its session skips it).
-    pub async fn cancel(&self, task_id: &str) -> Result<(), StoreError> {
+    pub async fn cancel(&self, task_id: &TaskId) -> Result<(), LogError> {
         let waiting = {
             let mut running = lock(&self.running);
             match running.get(task_id) {
@@ -312,7 +333,7 @@ impl Broker {
                 None => {
                     let token = CancellationToken::new();
                     token.cancel();
-                    running.insert(task_id.to_string(), token);
+                    running.insert(task_id.clone(), token);
                     true
                 }
             }
@@ -339,14 +360,14 @@ impl Broker {
     /// roostd stopped are failed visibly (re-running them could repeat their
     /// tools' side effects); tasks that never started stay queued for their
     /// session. Returns how many were failed.
-    pub async fn recover(&self) -> Result<usize, StoreError> {
+    pub async fn recover(&self) -> Result<usize, LogError> {
         let ids = self
-            .store
-            .a2a_task_ids(&[TaskState::Working, TaskState::InputRequired], false)
+            .log
+            .ids_in(&[TaskState::Working, TaskState::InputRequired], false)
             .await?;
         Ok(self
             .fail_all(
-                ids.into_iter().map(TaskId::from),
+                ids,
                 "interrupted: roostd stopped while the task was running; send it again",
             )
             .await)
@@ -354,16 +375,10 @@ impl Broker {
 
     /// After sessions were resumed: queued tasks whose session did not come
     /// back fail visibly.
-    pub async fn fail_orphans(&self) -> Result<usize, StoreError> {
-        let ids = self
-            .store
-            .a2a_task_ids(&[TaskState::Submitted], true)
-            .await?;
+    pub async fn fail_orphans(&self) -> Result<usize, LogError> {
+        let ids = self.log.ids_in(&[TaskState::Submitted], true).await?;
         Ok(self
-            .fail_all(
-                ids.into_iter().map(TaskId::from),
-                "its session did not come back after roostd restarted",
-            )
+            .fail_all(ids, "its session did not come back after roostd restarted")
             .await)
     }
 
@@ -385,7 +400,7 @@ impl Broker {
     /// Tasks accepted for a session that never started (delivered first when
     /// the session runs again).
     pub async fn pending(&self, session_id: &str) -> Vec<Incoming> {
-        match self.store.pending_a2a_tasks(session_id).await {
+        match self.log.pending(session_id).await {
             Ok(tasks) => tasks
                 .into_iter()
                 .filter(|t| !lock(&self.handed).contains(&t.id))
@@ -412,22 +427,22 @@ impl Broker {
         &self,
         route: &str,
         context_id: &str,
-    ) -> Result<Option<String>, StoreError> {
-        self.store.context_owner(route, context_id).await
+    ) -> Result<Option<String>, LogError> {
+        self.log.context_owner(route, context_id).await
     }
 
-    pub async fn task(&self, id: &str) -> Result<Option<A2aTask>, StoreError> {
-        self.store.a2a_task(id).await
+    pub async fn task(&self, id: &TaskId) -> Result<Option<A2aTask>, LogError> {
+        self.log.task(id).await
     }
 
     /// A task's logged events after `after` (0: all), in order.
-    pub async fn events(&self, task_id: &str, after: u64) -> Result<Vec<TaskEvent>, StoreError> {
-        self.store.task_events(task_id, after).await
+    pub async fn events(&self, task_id: &TaskId, after: u64) -> Result<Vec<TaskEvent>, LogError> {
+        self.log.events(task_id, after).await
     }
 
     /// Stored tasks matching `filter`, and how many match in all.
-    pub async fn tasks(&self, filter: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), StoreError> {
-        self.store.a2a_tasks(filter).await
+    pub async fn tasks(&self, filter: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), LogError> {
+        self.log.tasks(filter).await
     }
 }
 

@@ -1,6 +1,8 @@
 //! What an A2A task is, apart from any wire format and from how it is
-//! delivered: its states, the entries of its event log, the stored record.
-//! The store depends on this file alone.
+//! delivered: its states, the entries of its event log, the stored record,
+//! a new one, which ones a list wants, and where its updates are pushed.
+//! What the task log (`tasks::log`) takes and gives; the store depends on
+//! this file alone.
 
 use crate::ids::{SessionId, TaskId};
 use serde::{Deserialize, Serialize};
@@ -154,4 +156,65 @@ mod tests {
         assert!(!TaskState::InputRequired.is_terminal());
         assert_eq!(TaskState::parse("nope"), None);
     }
+}
+
+/// A new A2A task (state `submitted`) and the message that created it.
+pub struct NewA2aTask<'a> {
+    pub id: &'a str,
+    pub session_id: &'a str,
+    pub route: &'a str,
+    /// The client that sent it (`a2a.routes.<name>.clients`; '' for a
+    /// route's one token).
+    pub owner: &'a str,
+    pub context_id: &'a str,
+    pub message_id: &'a str,
+    pub text: &'a str,
+    pub message_json: &'a str,
+}
+
+/// Which tasks `a2a_tasks` returns.
+#[derive(Debug, Default)]
+pub struct TaskFilter<'a> {
+    /// Tasks accepted on this route, whichever session ran them.
+    pub route: Option<&'a str>,
+    pub context_id: Option<&'a str>,
+    pub state: Option<TaskState>,
+    /// Only tasks this client sent (`None`: anyone's).
+    pub owner: Option<&'a str>,
+    pub limit: u32,
+    pub offset: u32,
+}
+
+/// Where a task's updates go, and with what credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushConfig {
+    pub task_id: TaskId,
+    pub id: String,
+    pub url: String,
+    /// Sent as `X-A2A-Notification-Token`.
+    pub token: Option<String>,
+    /// Sent as `Authorization: <scheme> <credentials>`.
+    pub auth_scheme: Option<String>,
+    pub auth_credentials: Option<String>,
+}
+
+/// What creating a push config did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushMade {
+    /// Made (or replaced one of the same id).
+    Made,
+    /// The task is gone.
+    NoTask,
+    /// The task already has its limit of other configs.
+    Full,
+}
+
+/// One delivery that is due: an event of a task, to one of its configs.
+#[derive(Debug, Clone)]
+pub struct PushDelivery {
+    pub outbox_id: i64,
+    pub config: PushConfig,
+    pub event_seq: u64,
+    /// Tries before this one.
+    pub attempts: u32,
 }

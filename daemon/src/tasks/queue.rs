@@ -230,7 +230,7 @@ impl Broker {
             Ok(Some(Some(_))) => outcome,
             // It had already ended (an input request timed out): the session
             // sees what the client sees.
-            Ok(_) => match self.store.a2a_task(&id).await {
+            Ok(_) => match self.log.task(&id).await {
                 Ok(Some(t)) if t.state == TaskState::Failed => {
                     Outcome::Failed(t.status_message.unwrap_or_default())
                 }

@@ -1,10 +1,12 @@
 //! Unit tests of the broker's inbox accounting.
 
 use super::*;
-use crate::store::NewSession;
+use crate::store::{NewSession, Store};
 use roost_wire::api::StartRequest;
 
-async fn broker_with_session(dir: &std::path::Path) -> Arc<Broker> {
+/// A broker on a fresh store with one session, and the store (the tests
+/// stall its writer).
+async fn broker_with_session(dir: &std::path::Path) -> (Arc<Broker>, Store) {
     let store = Store::open(&dir.join("roost.db"), crate::store::Durability::Normal)
         .await
         .expect("store");
@@ -23,7 +25,8 @@ async fn broker_with_session(dir: &std::path::Path) -> Arc<Broker> {
         })
         .await
         .expect("session");
-    Arc::new(Broker::new(store, Arc::default()))
+    let broker = Arc::new(Broker::new(Arc::new(store.clone()), Arc::default()));
+    (broker, store)
 }
 
 fn task(message_id: &str) -> NewTask<'_> {
@@ -43,7 +46,7 @@ fn task(message_id: &str) -> NewTask<'_> {
 #[tokio::test]
 async fn a_task_canceled_while_it_waits_frees_its_slot_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let broker = broker_with_session(dir.path()).await;
+    let (broker, _store) = broker_with_session(dir.path()).await;
     let mut inbox = broker.open_inbox("ses_q", "q", 1);
     let (first, _) = broker.submit(task("m1")).await.expect("first accepted");
     // The depth is 1: a second waiting task is refused ...
@@ -74,16 +77,16 @@ async fn a_task_canceled_while_it_waits_frees_its_slot_at_once() {
 async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
     use std::time::Duration;
     let dir = tempfile::tempdir().expect("tempdir");
-    let broker = broker_with_session(dir.path()).await;
+    let (broker, store) = broker_with_session(dir.path()).await;
     let mut inbox = broker.open_inbox("ses_q", "q", 8);
-    broker.store.set_write_deadline(Duration::from_millis(300));
+    store.set_write_deadline(Duration::from_millis(300));
 
     // The control: a writer that keeps up accepts and hands on.
     let (ok, _) = broker.submit(task("fine")).await.expect("accepted");
     assert_eq!(inbox.recv().await.expect("handed on").task_id, ok.id);
 
     // Held for 1.5 s before it reaches the task: withdrawn at 0.3 s.
-    broker.store.stall_writer(Duration::from_millis(1500));
+    store.stall_writer(Duration::from_millis(1500));
     tokio::time::sleep(Duration::from_millis(50)).await;
     let refused = broker.submit(task("slow-1")).await;
     assert!(
@@ -93,8 +96,7 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
     );
     tokio::time::sleep(Duration::from_millis(1600)).await;
     assert!(
-        broker
-            .store
+        store
             .a2a_task_by_message(("q", ""), "slow-1")
             .await
             .expect("read")
@@ -111,9 +113,9 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
     // Taken with a stalled job in the same commit (the writer is busy for
     // 0.2 s while both are queued): its answer comes after the stall
     // (1.5 s), past both deadlines (0.6 s): unknown, then run.
-    broker.store.stall_writer(Duration::from_millis(200));
+    store.stall_writer(Duration::from_millis(200));
     tokio::time::sleep(Duration::from_millis(50)).await;
-    broker.store.stall_writer(Duration::from_millis(1500));
+    store.stall_writer(Duration::from_millis(1500));
     let unknown = broker.submit(task("slow-2")).await;
     let Err(SubmitError::Unknown { task_id, .. }) = unknown else {
         panic!("expected unknown: {:?}", unknown.err());
@@ -123,7 +125,7 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
         .expect("handed on once committed")
         .expect("a task");
     assert_eq!(handed.task_id, task_id, "the task the client was told of");
-    let stored = broker.store.a2a_task_by_message(("q", ""), "slow-2").await;
+    let stored = store.a2a_task_by_message(("q", ""), "slow-2").await;
     assert_eq!(stored.expect("read").expect("findable").id, task_id);
 }
 
@@ -133,7 +135,7 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_streamed_updates_were_not_all_stored_does_not_complete() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let broker = broker_with_session(dir.path()).await;
+    let (broker, _store) = broker_with_session(dir.path()).await;
     let mut inbox = broker.open_inbox("ses_q", "q", 8);
     Store::fail_events_containing(&dir.path().join("roost.db"), "lost-chunk");
     let mut ends = Vec::new();

@@ -12,6 +12,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use super::*;
+use crate::ids::TaskId;
 use crate::tasks::{A2aTask, EventKind, TaskState};
 
 /// A wait is over: the task ended, or asks its client a question.
@@ -32,7 +33,7 @@ impl Peers {
     ) -> Result<PeerAnswer, SendError> {
         let deadline = Instant::now() + wait;
         let sent = self.local(route, m).await?;
-        let task_id = sent.task_id;
+        let task_id = TaskId::from(sent.task_id);
         let mut live = self.broker.subscribe(&task_id);
         // Read once after subscribing (an end that came first is not
         // missed), then whenever the stream says it ended or lost events.
@@ -52,7 +53,7 @@ impl Peers {
             match tokio::time::timeout_at(deadline, live.rx.recv()).await {
                 Err(_) => {
                     return Err(SendError::Deadline {
-                        task_id,
+                        task_id: task_id.to_string(),
                         secs: wait.as_secs(),
                     });
                 }

@@ -205,6 +205,7 @@ async fn read_files(session: &Session) -> (Vec<String>, Vec<Value>) {
 
 /// `GET /live/t/{id}`: an A2A task and its event log.
 pub(super) async fn task(State(state): State<UiState>, Path(id): Path<String>) -> Response {
+    let id = crate::ids::TaskId::from(id);
     snapshots(state, move |state| {
         let id = id.clone();
         async move {
