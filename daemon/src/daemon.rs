@@ -329,7 +329,8 @@ pub async fn run(
     let a2a_task = tokio::spawn(crate::a2a::serve(
         a2a_listener,
         crate::a2a::GatewayParts {
-            supervisor: supervisor.clone(),
+            // One host: the supervisor knows where every route runs.
+            routing: Arc::new(supervisor.clone()),
             tasks: Arc::clone(&supervisor.shared().tasks),
             base: a2a_base,
             access,

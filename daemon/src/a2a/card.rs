@@ -1,19 +1,17 @@
 //! Agent cards: the public card of a route (1.0 shape, with 0.3's
 //! top-level fields for older clients) and the authenticated extended one,
-//! built from the session record and its manifest's `a2a:` section, at the
-//! URL the gateway is reached by.
+//! built from what routing says of the route ([`Agent`]: its session and its
+//! manifest's `a2a:` section), at the URL the gateway is reached by.
 
 use std::net::SocketAddr;
-use std::path::Path;
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use roost_wire::api::Session;
 use serde_json::{Value, json};
 
 use super::Gateway;
+use super::routing::Agent;
 use super::wire::Dialect;
-use crate::manifest::CardSpec;
 use crate::manifest::a2a::Skill;
 
 /// Where cards say the gateway is: `a2a.public_url`, else the listen
@@ -76,16 +74,11 @@ impl PublicBase {
     }
 }
 
-/// The manifest's `a2a:` section as the session kept it.
-fn spec_of(session: &Session) -> CardSpec {
-    CardSpec::load(Path::new(&session.bookkeeping_dir))
-}
-
 /// `GET .well-known/agent-card.json`: the card with caching headers (it
 /// changes only when the session does).
-pub(super) fn public(gw: &Gateway, session: &Session, headers: &HeaderMap, d: Dialect) -> Response {
+pub(super) fn public(gw: &Gateway, agent: &Agent, headers: &HeaderMap, d: Dialect) -> Response {
     let (base, by_host) = gw.base.resolve(headers);
-    let mut card = card(gw, session, &spec_of(session), &base, false, d);
+    let mut card = card(gw, agent, &base, false, d);
     // The tag is of the card before it is signed: a signature differs
     // every time (ECDSA), the card does not.
     use sha2::Digest;
@@ -95,10 +88,8 @@ pub(super) fn public(gw: &Gateway, session: &Session, headers: &HeaderMap, d: Di
     );
     sign(gw, &mut card, &base);
     let body = card.to_string();
-    let modified = session
-        .started_at
-        .as_deref()
-        .unwrap_or(&session.created_at)
+    let modified = agent
+        .since
         .parse::<humantime::Timestamp>()
         .map(|t| httpdate(std::time::SystemTime::from(t)))
         .unwrap_or_default();
@@ -131,16 +122,15 @@ pub(super) fn public(gw: &Gateway, session: &Session, headers: &HeaderMap, d: Di
 /// when the manifest lists no `extended_skills`.
 pub(super) fn extended(
     gw: &Gateway,
-    session: &Session,
+    agent: &Agent,
     headers: &HeaderMap,
     d: Dialect,
 ) -> Option<Value> {
-    let spec = spec_of(session);
-    if spec.extended_skills.is_empty() {
+    if agent.spec.extended_skills.is_empty() {
         return None;
     }
     let (base, _) = gw.base.resolve(headers);
-    let mut card = card(gw, session, &spec, &base, true, d);
+    let mut card = card(gw, agent, &base, true, d);
     sign(gw, &mut card, &base);
     Some(card)
 }
@@ -194,19 +184,13 @@ fn modes(list: &[String]) -> Value {
 /// A card: A2A 1.0's, exactly (its schema admits no other member), or
 /// 0.3's (`url`, `preferredTransport`, `additionalInterfaces`, 0.3
 /// security schemes) for a client that asks for 0.3.
-fn card(
-    gw: &Gateway,
-    session: &Session,
-    spec: &CardSpec,
-    base: &str,
-    extended: bool,
-    d: Dialect,
-) -> Value {
-    let url = format!("{base}/a2a/{}", session.name);
+fn card(gw: &Gateway, agent: &Agent, base: &str, extended: bool, d: Dialect) -> Value {
+    let spec = &agent.spec;
+    let url = format!("{base}/a2a/{}", agent.route);
     let about = spec.description.clone().unwrap_or_else(|| {
         format!(
             "{} {}: an agent capsule hosted by roostd",
-            session.capsule, session.version
+            agent.capsule, agent.version
         )
     });
     let mut skills: Vec<Value> = spec.skills.iter().map(skill_json).collect();
@@ -216,12 +200,12 @@ fn card(
     if skills.is_empty() {
         // A capsule that names no skills still does one thing: answer tasks.
         skills.push(json!({
-            "id": session.capsule, "name": session.capsule,
+            "id": agent.capsule, "name": agent.capsule,
             "description": about, "tags": ["a2a"],
         }));
     }
     let mut description = about;
-    if session.state.is_ended() {
+    if agent.ended {
         // Gone, not never here: its tasks stay readable.
         description.truncate(description.trim_end().trim_end_matches('.').len());
         description.push_str(
@@ -231,14 +215,14 @@ fn card(
     }
     let has_extended = !spec.extended_skills.is_empty();
     let mut card = json!({
-        "name": session.name,
+        "name": agent.route,
         "description": description,
-        "version": session.version,
+        "version": agent.version,
         "defaultInputModes": modes(&spec.input_modes),
         "defaultOutputModes": modes(&spec.output_modes),
         "skills": skills,
     });
-    let security = gw.access.scheme_description(&session.name);
+    let security = gw.access.scheme_description(&agent.route);
     match d {
         Dialect::V10 => {
             let mut interfaces = vec![
@@ -250,7 +234,7 @@ fn card(
                 // the tenant every request carries.
                 interfaces.push(json!({
                     "url": grpc_target(base), "protocolBinding": "GRPC",
-                    "protocolVersion": "1.0", "tenant": session.name,
+                    "protocolVersion": "1.0", "tenant": agent.route,
                 }));
             }
             interfaces

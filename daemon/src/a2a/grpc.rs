@@ -20,11 +20,11 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::envelope::Op;
 use super::error::A2aError;
+use super::routing::Route;
 use super::rpc::{self, Answer};
 use super::streams::Slot;
 use super::wire::Dialect;
 use super::{Gateway, MAX_BODY_BYTES};
-use crate::supervisor::Route;
 
 /// The messages and service generated from `proto/a2a.proto` (`build.rs`).
 #[allow(

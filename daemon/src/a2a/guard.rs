@@ -9,8 +9,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::routing::Route;
 use super::{Gateway, access, grpc, problem, route_of, signing};
-use crate::supervisor::Route;
 
 /// What the checks found, handed to the handler.
 #[derive(Clone)]

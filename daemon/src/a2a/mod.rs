@@ -13,6 +13,7 @@ pub mod error;
 pub mod grpc;
 mod guard;
 pub mod push;
+pub mod routing;
 mod rpc;
 pub mod signing;
 mod streams;
@@ -30,14 +31,13 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use futures::StreamExt;
-use roost_wire::api::Session;
 use serde_json::{Value, json};
 
 use crate::ids::TaskId;
-use crate::supervisor::{Route, Supervisor};
 use crate::tasks::{A2aTask, Broker, EventKind, TaskEvent, TaskState};
 use error::A2aError;
 use guard::Checked;
+use routing::{Route, Routing};
 use wire::Dialect;
 
 /// Largest request body the gateway reads.
@@ -48,8 +48,8 @@ const BLOCKING_WAIT: Duration = Duration::from_secs(600);
 
 #[derive(Clone)]
 struct Gateway {
-    /// Routes and sessions (live ones, read without the database).
-    supervisor: Supervisor,
+    /// Where routes run and what their cards say.
+    routing: Arc<dyn Routing>,
     /// Tasks: accepted, delivered, read back, streamed.
     tasks: Arc<crate::tasks::Broker>,
     /// Where agent cards say the gateway is.
@@ -74,7 +74,7 @@ struct Gateway {
 /// tasks (it never reaches the store), the URL its cards advertise, the
 /// tokens it checks.
 pub struct GatewayParts {
-    pub supervisor: Supervisor,
+    pub routing: Arc<dyn Routing>,
     pub tasks: Arc<crate::tasks::Broker>,
     pub base: card::PublicBase,
     /// Shared with roostd's reload (SIGHUP), which replaces its tokens.
@@ -111,7 +111,7 @@ pub async fn serve(
 /// declares the scheme).
 pub fn app(parts: GatewayParts) -> Router {
     let gw = Gateway {
-        supervisor: parts.supervisor,
+        routing: parts.routing,
         tasks: parts.tasks,
         base: parts.base,
         access: parts.access,
@@ -167,23 +167,17 @@ fn no_agent(route: &str) -> Response {
     )
 }
 
-/// The whole record of a route's session (live, or the last one, ended),
-/// for its agent card.
-async fn agent_record(gw: &Gateway, route: &str) -> Result<Session, Response> {
-    match gw.supervisor.get(route).await {
-        Ok(s) if s.name == route => Ok(s),
-        _ => Err(no_agent(route)),
-    }
+/// What a route's agent card is made from (its live session, or the last
+/// one, ended).
+async fn agent_record(gw: &Gateway, route: &str) -> Result<routing::Agent, Response> {
+    gw.routing.agent(route).await.ok_or_else(|| no_agent(route))
 }
 
-/// The route a request names: a live session's from the supervisor's
-/// memory (no database read), else one whose session has ended, whose
+/// The route a request names: a live one (one host: from the supervisor's
+/// memory, no database read), else one whose session has ended, whose
 /// tasks stay readable.
 async fn route_of(gw: &Gateway, route: &str) -> Option<Route> {
-    match gw.supervisor.route(route) {
-        Some(live) => Some(live),
-        None => gw.supervisor.ended_route(route).await,
-    }
+    gw.routing.route(route).await
 }
 
 /// The route a request is served from and who sent it: the client whose

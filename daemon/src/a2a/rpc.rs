@@ -11,10 +11,10 @@ use serde_json::{Value, json};
 
 use super::envelope::{self, Op};
 use super::error::A2aError;
+use super::routing::Route;
 use super::wire::{self, Dialect, Shape};
 use super::{At, Gateway, own_task, task_stream, wait_until_ended};
 use crate::ids::TaskId;
-use crate::supervisor::Route;
 use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskFilter, TaskState};
 
 fn rpc_ok(id: &Value, result: Value) -> Response {
@@ -178,12 +178,10 @@ pub(super) async fn run(
         Op::ExtendedCard => {
             // Authenticated by the gateway's token check, as every request
             // but the public card is.
-            let record = gw
-                .supervisor
-                .get(&session.name)
-                .await
-                .map_err(|e| A2aError::Internal(e.to_string()))?;
-            super::card::extended(gw, &record, headers, d)
+            let agent = gw.routing.agent(&session.name).await.ok_or_else(|| {
+                A2aError::Internal(format!("route '{}' has no agent record", session.name))
+            })?;
+            super::card::extended(gw, &agent, headers, d)
                 .map(Answer::Value)
                 .ok_or(A2aError::ExtendedCardNotConfigured)
         }

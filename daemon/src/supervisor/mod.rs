@@ -5,12 +5,13 @@
 mod backoff;
 mod grants;
 mod retention;
+mod routing;
 mod session;
 mod shared;
 mod start;
 
 pub use retention::{PruneRule, ago};
-pub use shared::{Route, Routes, Shared, SharedParts};
+pub use shared::{Routes, Shared, SharedParts};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -284,24 +285,6 @@ impl Supervisor {
             .await
             .map_err(|_| SupervisorError::Gone)?;
         rx.await.map_err(|_| SupervisorError::Gone)
-    }
-
-    /// The live, recorded session at `id_or_name`, from memory.
-    pub fn route(&self, id_or_name: &str) -> Option<Route> {
-        self.shared.routes.get(id_or_name)
-    }
-
-    /// A route whose last session has ended (`live: false`), read from the
-    /// database: its tasks stay readable. `None` when it never existed.
-    pub async fn ended_route(&self, name: &str) -> Option<Route> {
-        match self.shared.store.get(name).await {
-            Ok(Some(session)) if session.name == name => Some(Route {
-                id: session.id.into(),
-                name: session.name,
-                live: false,
-            }),
-            _ => None,
-        }
     }
 
     pub async fn get(&self, id_or_name: &str) -> Result<Session, SupervisorError> {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use crate::a2a::routing::Route;
 use crate::config::DaemonConfig;
 use crate::ids::SessionId;
 use crate::metrics::Metrics;
@@ -45,16 +46,6 @@ pub struct Shared {
     /// Recorded live sessions by name and by id, for the A2A gateway's
     /// per-request lookup (no database read).
     pub(super) routes: Arc<Routes>,
-}
-
-/// A live session as the A2A gateway addresses it.
-#[derive(Debug, Clone)]
-pub struct Route {
-    pub id: SessionId,
-    pub name: String,
-    /// `false`: the route's last session has ended (its tasks stay readable;
-    /// it takes no new ones).
-    pub live: bool,
 }
 
 /// What `Shared` is made of, wired by the daemon's start-up.
