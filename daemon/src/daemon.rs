@@ -210,8 +210,17 @@ pub async fn run(
         format!("http://{a2a_addr}"),
         peer_tokens,
     );
+    // What the API and the gateway take at start-up besides the supervisor.
+    let tasks = Arc::clone(&parts.tasks);
+    let host = Arc::new(api::HostFacts {
+        config: parts.config.clone(),
+        jail: parts.host_jail.jail.clone(),
+        support: parts.host_jail.support.clone(),
+        metrics: Arc::clone(&parts.metrics),
+        tasks: Arc::clone(&tasks),
+    });
     let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
-    let recovered = supervisor.shared().tasks.recover().await?;
+    let recovered = tasks.recover().await?;
     if recovered > 0 {
         tracing::warn!(
             tasks = recovered,
@@ -223,6 +232,7 @@ pub async fn run(
     // queued tasks whose session does not come back fail once all have tried.
     let resuming = {
         let supervisor = supervisor.clone();
+        let tasks = Arc::clone(&tasks);
         tokio::spawn(async move {
             let started = Instant::now();
             match supervisor.resume_all().await {
@@ -233,7 +243,7 @@ pub async fn run(
                 ),
                 Err(error) => tracing::error!(%error, "cannot resume sessions"),
             }
-            match supervisor.shared().tasks.fail_orphans().await {
+            match tasks.fail_orphans().await {
                 Ok(0) => {}
                 Ok(orphans) => tracing::warn!(
                     tasks = orphans,
@@ -270,12 +280,7 @@ pub async fn run(
         shutdown: servers.clone(),
         peers: Arc::new(peers),
         control_addr: control_tcp.as_ref().map(|(_, addr, _)| addr.to_string()),
-        host: Arc::new(api::HostFacts {
-            config: supervisor.shared().config.clone(),
-            jail: supervisor.shared().jail.clone(),
-            support: supervisor.shared().support.clone(),
-            metrics: Arc::clone(&supervisor.shared().metrics),
-        }),
+        host: Arc::clone(&host),
     };
     let control_tcp_task = control_tcp.map(|(listener, addr, token)| {
         tracing::info!(%addr, "control API also on TCP (bearer token required)");
@@ -305,7 +310,7 @@ pub async fn run(
     if let Some(policy) = &push_policy {
         // The outbox outlives restarts: what was queued is delivered now.
         tokio::spawn(crate::a2a::push::deliver(
-            Arc::clone(&supervisor.shared().tasks),
+            Arc::clone(&tasks),
             Arc::clone(policy),
             servers.clone(),
         ));
@@ -319,6 +324,7 @@ pub async fn run(
             listener,
             api::MetricsState {
                 supervisor: supervisor.clone(),
+                host: Arc::clone(&host),
                 started,
                 health: Arc::clone(&health),
             },
@@ -331,7 +337,7 @@ pub async fn run(
         crate::a2a::GatewayParts {
             // One host: the supervisor knows where every route runs.
             routing: Arc::new(supervisor.clone()),
-            tasks: Arc::clone(&supervisor.shared().tasks),
+            tasks: Arc::clone(&tasks),
             base: a2a_base,
             access,
             signer: card_signer,

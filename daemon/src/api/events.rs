@@ -34,14 +34,10 @@ pub(super) async fn events(
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
-    let store = &state.supervisor.shared().store;
     // Subscribed before the first read, so nothing committed in between is missed.
-    let changes = store.session_changes();
+    let changes = state.supervisor.session_changes();
     let after = match query.tail {
-        Some(n) => store
-            .session_events_tail(n)
-            .await
-            .map_err(crate::supervisor::SupervisorError::from)?,
+        Some(n) => state.supervisor.session_events_tail(n).await?,
         None => 0,
     };
     let follow = Follow {
@@ -68,14 +64,7 @@ impl Follow {
             if self.done {
                 return None;
             }
-            let page = match self
-                .state
-                .supervisor
-                .shared()
-                .store
-                .session_events_after(self.after)
-                .await
-            {
+            let page = match self.state.supervisor.session_events_after(self.after).await {
                 Ok(page) => page,
                 Err(error) => {
                     tracing::warn!(%error, "cannot read session events");

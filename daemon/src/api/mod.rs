@@ -51,12 +51,14 @@ pub struct ApiState {
     pub host: Arc<HostFacts>,
 }
 
-/// The daemon's settings, what its tool jail enforces, its counters.
+/// The daemon's settings, what its tool jail enforces, its counters, and
+/// its tasks (the broker, the port the gateway reads them through too).
 pub struct HostFacts {
     pub config: crate::config::DaemonConfig,
     pub jail: crate::sandbox::Jail,
     pub support: crate::sandbox::Support,
     pub metrics: Arc<crate::metrics::Metrics>,
+    pub tasks: Arc<crate::tasks::Broker>,
 }
 
 /// Serves the control API on its Unix socket (each connection's peer
@@ -255,7 +257,7 @@ async fn trace_request(State(state): State<ApiState>, request: Request, next: Ne
 }
 
 async fn metrics(State(state): State<ApiState>) -> Response {
-    observe::exposition(&state.supervisor, state.started)
+    observe::exposition(&state.supervisor, &state.host, state.started)
 }
 
 async fn fallback(request: Request) -> ApiError {
@@ -296,20 +298,21 @@ mod tests {
             state_dir: dir.to_path_buf(),
             ..DaemonConfig::default()
         };
-        let host = Arc::new(HostFacts {
-            config: config.clone(),
-            jail: crate::sandbox::Jail::Off,
-            support: crate::sandbox::Support::detect(None),
-            metrics: Arc::clone(&metrics),
-        });
         let (parts, _outbox) = crate::daemon::wire(
-            config,
+            config.clone(),
             Store::from_pool(pool).expect("store"),
             runtime,
-            metrics,
+            Arc::clone(&metrics),
             "http://127.0.0.1:7420".into(),
             Vec::new(),
         );
+        let host = Arc::new(HostFacts {
+            config,
+            jail: crate::sandbox::Jail::Off,
+            support: crate::sandbox::Support::detect(None),
+            metrics,
+            tasks: Arc::clone(&parts.tasks),
+        });
         let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
         app(ApiState {
             supervisor,

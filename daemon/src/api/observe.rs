@@ -19,6 +19,7 @@ use crate::supervisor::Supervisor;
 #[derive(Clone)]
 pub struct MetricsState {
     pub supervisor: Supervisor,
+    pub host: Arc<super::HostFacts>,
     pub started: Instant,
     pub health: Arc<Health>,
 }
@@ -44,16 +45,15 @@ pub async fn serve_metrics(
 }
 
 async fn scrape(State(state): State<MetricsState>) -> Response {
-    exposition(&state.supervisor, state.started)
+    exposition(&state.supervisor, &state.host, state.started)
 }
 
 /// The metrics as `GET /metrics` answers them (here and on the control API).
-pub fn exposition(supervisor: &Supervisor, started: Instant) -> Response {
-    let shared = supervisor.shared();
-    let text = shared.metrics.render(
+pub fn exposition(supervisor: &Supervisor, host: &super::HostFacts, started: Instant) -> Response {
+    let text = host.metrics.render(
         supervisor.live_sessions(),
         started.elapsed().as_secs(),
-        &shared.tasks.queue_depths(),
+        &host.tasks.queue_depths(),
     );
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }

@@ -34,10 +34,9 @@ pub(super) async fn publish(
             roost_wire::artifact::current_platform()
         )));
     }
-    let shared = state.supervisor.shared();
-    let max_bytes = shared.config.artifacts.max_bundle_mb << 20;
+    let max_bytes = state.host.config.artifacts.max_bundle_mb << 20;
     let done = crate::registry::publish(
-        &*shared.registry(),
+        &*state.supervisor.registry(),
         body.to_vec(),
         query.platform,
         max_bytes,

@@ -15,9 +15,8 @@ pub(super) async fn upload(
     State(state): State<ApiState>,
     body: Bytes,
 ) -> Result<Json<UploadReport>, ApiError> {
-    let shared = state.supervisor.shared();
-    let state_dir = shared.config.state_dir.clone();
-    let max_bytes = shared.config.artifacts.max_bundle_mb << 20;
+    let state_dir = state.host.config.state_dir.clone();
+    let max_bytes = state.host.config.artifacts.max_bundle_mb << 20;
     let stored =
         tokio::task::spawn_blocking(move || crate::uploads::store(&state_dir, &body, max_bytes))
             .await

@@ -86,7 +86,7 @@ fn apply(h: &Handles, mut running: DaemonConfig, new: DaemonConfig) -> DaemonCon
     if new.registry_location() != running.registry_location() {
         match crate::registry::open(&new.registry_location()) {
             Ok(registry) => {
-                h.supervisor.shared().set_registry(registry);
+                h.supervisor.set_registry(registry);
                 running.registry = new.registry.clone();
                 applied.push(format!("registry ({})", new.registry_location()));
             }

@@ -129,8 +129,31 @@ impl Supervisor {
         Self { tx, ended, shared }
     }
 
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// Signalled when a session's state changes (its events are recorded).
+    pub fn session_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.store.session_changes()
+    }
+
+    /// The sequence number `n` events before the newest (0 when fewer).
+    pub async fn session_events_tail(&self, n: u64) -> Result<i64, SupervisorError> {
+        Ok(self.shared.store.session_events_tail(n).await?)
+    }
+
+    /// Sessions' state changes after sequence number `after`, oldest first.
+    pub async fn session_events_after(
+        &self,
+        after: i64,
+    ) -> Result<Vec<roost_wire::api::SessionEvent>, SupervisorError> {
+        Ok(self.shared.store.session_events_after(after).await?)
+    }
+
+    /// The registry staging resolves artifacts from (replaced on SIGHUP).
+    pub fn registry(&self) -> Arc<dyn crate::registry::Registry> {
+        self.shared.registry()
+    }
+
+    pub fn set_registry(&self, registry: Arc<dyn crate::registry::Registry>) {
+        self.shared.set_registry(registry);
     }
 
     pub fn live_sessions(&self) -> u64 {

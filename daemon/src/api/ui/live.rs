@@ -33,7 +33,7 @@ where
     F: Fn(UiState) -> Fut + Send + 'static,
     Fut: Future<Output = Value> + Send,
 {
-    let changes = state.supervisor.shared().store.session_changes();
+    let changes = state.supervisor.session_changes();
     let stream = futures::stream::unfold(
         (state, make, changes, None::<String>, true),
         |(state, make, mut changes, mut last, mut first)| async move {
@@ -120,8 +120,7 @@ pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>
                 Err(error) => return json!({"error": error.to_string()}),
             };
             let a2a = state
-                .supervisor
-                .shared()
+                .host
                 .tasks
                 .tasks(&TaskFilter {
                     route: Some(&session.name),
@@ -209,7 +208,7 @@ pub(super) async fn task(State(state): State<UiState>, Path(id): Path<String>) -
     snapshots(state, move |state| {
         let id = id.clone();
         async move {
-            let tasks = &state.supervisor.shared().tasks;
+            let tasks = &state.host.tasks;
             let task = match tasks.task(&id).await {
                 Ok(Some(task)) => task,
                 Ok(None) => return json!({"error": format!("no task {id}")}),

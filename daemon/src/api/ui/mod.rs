@@ -391,7 +391,7 @@ async fn restart(State(state): State<UiState>, Path(id): Path<String>) -> Respon
 async fn cancel(State(state): State<UiState>, Path(id): Path<String>) -> Response {
     tracing::info!(task_id = %id, "cancel from the dashboard");
     let id = crate::ids::TaskId::from(id);
-    let tasks = &state.supervisor.shared().tasks;
+    let tasks = &state.host.tasks;
     match tasks.task(&id).await {
         Ok(Some(task)) if task.state.is_terminal() => outcome::<(), _>(Err(format!(
             "task {id} has ended ({})",
