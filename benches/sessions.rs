@@ -3,7 +3,11 @@
 //! peak RSS; in the same run, the in-process floor (prepared component →
 //! instantiate + call `run`), so the ratio is visible.
 //!
-//! `cargo bench -p roostd --bench sessions -- [N] [CONCURRENCY]`
+//! `ROOST_BENCH_BASELINE=/path/to/other/roostd` runs the same passes against
+//! that roostd too, alternating with this tree's (before, this, before,
+//! this), so a change is measured side by side in one run.
+//!
+//! `[ROOST_BENCH_BASELINE=…] cargo bench -p roostd --bench sessions -- [N] [CONCURRENCY]`
 
 #[allow(dead_code)]
 #[path = "../tests/e2e/harness.rs"]
@@ -162,38 +166,62 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    let baseline = std::env::var_os("ROOST_BENCH_BASELINE").map(std::path::PathBuf::from);
     rt.block_on(async move {
         // `ROOST_BENCH_STORE_SYNC=normal` measures `store.sync: normal`.
         let sync = std::env::var("ROOST_BENCH_STORE_SYNC")
             .map(|s| format!("store: {{sync: {s}}}\n"))
             .unwrap_or_default();
-        let config =
-            format!("a2a_listen: 127.0.0.1:0\npool: {{max_instances: 1000, max_memory_mb: 256}}\n{sync}");
-        let d = harness::Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
-        let cap = harness::capsule(d.root.path(), "noop", "noop", "");
-        // Warm the component cache.
-        let warm = d.run_to_end(&cap).await;
-        assert_eq!(warm.state, SessionState::Completed);
-
-        // Pass 1: one client, so latency is the daemon's, not queueing.
-        let serial = drive(&d.client, &cap, n.div_ceil(4), 1).await;
-        // Pass 2: `concurrency` clients, for throughput.
-        let loaded = drive(&d.client, &cap, n, concurrency).await;
-        let rss = peak_rss_kib(d.pid());
-        let compiled = d.metric("roost_components_compiled_total").await;
+        let config = format!(
+            "a2a_listen: 127.0.0.1:0\npool: {{max_instances: 1000, max_memory_mb: 256}}\n\
+             log: {{level: warn}}\n{sync}"
+        );
+        println!("sessions bench (noop capsule, warm cache)");
+        let rounds = if baseline.is_some() { 2 } else { 1 };
+        for round in 1..=rounds {
+            if let Some(old) = &baseline {
+                host(&format!("before, round {round}"), Some(old), &config, n, concurrency).await;
+            }
+            let label = match baseline {
+                Some(_) => format!("this tree, round {round}"),
+                None => "this tree".to_string(),
+            };
+            host(&label, None, &config, n, concurrency).await;
+        }
         let (floor_p50, floor_p99) = floor(2000).await;
-        println!("sessions bench (noop capsule, warm cache; compiles during run: {compiled})");
-        serial.print("concurrency 1");
-        loaded.print(&format!("concurrency {concurrency}"));
-        println!("  roostd peak RSS            {rss:>8} KiB");
         println!(
             "  in-process floor           p50 {:>8.1} µs   p99 {:>8.1} µs  (Store + instantiate + run; no API, no DB)",
             us(floor_p50),
             us(floor_p99)
         );
-        println!(
-            "  ratio (concurrency 1 p50 / floor p50)  {:.1}x",
-            us(serial.p50) / us(floor_p50)
-        );
     });
+}
+
+/// One roostd (this tree's, or `binary`) through both passes, its figures
+/// printed under `label`.
+async fn host(
+    label: &str,
+    binary: Option<&std::path::Path>,
+    config: &str,
+    n: usize,
+    concurrency: usize,
+) {
+    let d = match binary {
+        Some(b) => harness::Daemon::start_binary(b, config).await,
+        None => harness::Daemon::start_with(config, &[]).await,
+    };
+    let cap = harness::capsule(d.root.path(), "noop", "noop", "");
+    // Warm the component cache.
+    let warm = d.run_to_end(&cap).await;
+    assert_eq!(warm.state, SessionState::Completed);
+    // Pass 1: one client, so latency is the daemon's, not queueing.
+    let serial = drive(&d.client, &cap, n.div_ceil(4), 1).await;
+    // Pass 2: `concurrency` clients, for throughput.
+    let loaded = drive(&d.client, &cap, n, concurrency).await;
+    let rss = peak_rss_kib(d.pid());
+    let compiled = d.metric("roost_components_compiled_total").await;
+    println!("{label} (compiles during run: {compiled})");
+    serial.print("concurrency 1");
+    loaded.print(&format!("concurrency {concurrency}"));
+    println!("  roostd peak RSS            {rss:>8} KiB");
 }
