@@ -38,8 +38,19 @@ pub enum ConfigError {
         #[source]
         source: serde_yaml::Error,
     },
-    #[error("invalid configuration: {0}")]
-    Invalid(String),
+    /// A setting that is not valid: `field` names it (`pool.max_instances`,
+    /// `a2a.routes.billing`), `message` says what to fix (naming it too).
+    #[error("invalid configuration: {message}")]
+    Invalid { field: String, message: String },
+}
+
+impl ConfigError {
+    pub fn invalid(field: impl Into<String>, message: String) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            message,
+        }
+    }
 }
 
 /// The whole daemon configuration after precedence is applied.
@@ -436,72 +447,87 @@ impl DaemonConfig {
 
     fn validate(&self) -> Result<(), ConfigError> {
         if !self.state_dir.is_absolute() {
-            return Err(ConfigError::Invalid(format!(
-                "state_dir must be an absolute path, got {}",
-                self.state_dir.display()
-            )));
+            return Err(ConfigError::invalid(
+                "state_dir",
+                format!(
+                    "state_dir must be an absolute path, got {}",
+                    self.state_dir.display()
+                ),
+            ));
         }
         if self.pool.max_instances == 0 {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid(
+                "pool.max_instances",
                 "pool.max_instances must be at least 1".into(),
             ));
         }
         if self.pool.max_memory_mb == 0 || self.pool.max_memory_mb > 64 * 1024 {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid(
+                "pool.max_memory_mb",
                 "pool.max_memory_mb must be between 1 and 65536".into(),
             ));
         }
         if self.limits.memory_mb > self.pool.max_memory_mb {
-            return Err(ConfigError::Invalid(format!(
-                "limits.memory_mb ({}) exceeds pool.max_memory_mb ({})",
-                self.limits.memory_mb, self.pool.max_memory_mb
-            )));
+            return Err(ConfigError::invalid(
+                "limits.memory_mb",
+                format!(
+                    "limits.memory_mb ({}) exceeds pool.max_memory_mb ({})",
+                    self.limits.memory_mb, self.pool.max_memory_mb
+                ),
+            ));
         }
         if self.limits.timeout_secs == 0 {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid(
+                "limits.timeout_secs",
                 "limits.timeout_secs must be at least 1".into(),
             ));
         }
         if let Some(range) = &self.sandbox.tool_uids {
             range
                 .validate()
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+                .map_err(|e| ConfigError::invalid("sandbox.tool_uids", e.to_string()))?;
         }
-        self.log.check().map_err(ConfigError::Invalid)?;
-        self.telemetry.check().map_err(ConfigError::Invalid)?;
-        self.ui.check().map_err(ConfigError::Invalid)?;
-        self.http.check().map_err(ConfigError::Invalid)?;
-        self.filesystem.check().map_err(ConfigError::Invalid)?;
+        self.log.check()?;
+        self.telemetry.check()?;
+        self.ui.check()?;
+        self.http.check()?;
+        self.filesystem.check()?;
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()
         {
-            return Err(ConfigError::Invalid(format!(
-                "sandbox.jail_helper must be an absolute path, got {}",
-                helper.display()
-            )));
+            return Err(ConfigError::invalid(
+                "sandbox.jail_helper",
+                format!(
+                    "sandbox.jail_helper must be an absolute path, got {}",
+                    helper.display()
+                ),
+            ));
         }
         if let Some(location) = &self.registry {
             crate::registry::open(location)
-                .map_err(|e| ConfigError::Invalid(format!("registry: {e}")))?;
+                .map_err(|e| ConfigError::invalid("registry", format!("registry: {e}")))?;
         }
         if self.control.tcp_listen.is_some() && self.control.token_file.is_none() {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid("control.tcp_listen", 
                 "control.tcp_listen needs control.token_file: the TCP control API is never served without a bearer token".into(),
             ));
         }
         if self.artifacts.max_bundle_mb == 0 || self.artifacts.max_bundle_mb > 1024 {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid(
+                "artifacts.max_bundle_mb",
                 "artifacts.max_bundle_mb must be between 1 and 1024".into(),
             ));
         }
         if self.retention.interval_secs == 0 {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid(
+                "retention.interval_secs",
                 "retention.interval_secs must be at least 1".into(),
             ));
         }
         self.a2a.validate()?;
         if self.restart.multiplier < 1.0 {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid(
+                "restart.multiplier",
                 "restart.multiplier must be >= 1.0".into(),
             ));
         }
@@ -544,8 +570,12 @@ mod tests {
         assert!(err.contains("max_cnt"), "{err}");
         let mut zero = DaemonConfig::from_yaml("retention: {interval_secs: 0}").expect("parses");
         zero.state_dir = PathBuf::from("/tmp/x");
-        let err = zero.validate().expect_err("0 s").to_string();
-        assert!(err.contains("retention.interval_secs"), "{err}");
+        let err = zero.validate().expect_err("0 s");
+        assert!(
+            matches!(&err, ConfigError::Invalid { field, .. } if field == "retention.interval_secs"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("retention.interval_secs"), "{err}");
     }
 
     #[test]

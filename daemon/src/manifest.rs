@@ -231,7 +231,7 @@ impl CapsuleManifest {
                 }
                 CapsuleKind::Script {
                     component: script_component(&component, &manifest_dir)
-                        .map_err(|m| invalid("component", m))?,
+                        .map_err(|e| invalid("component", e.to_string()))?,
                     lifecycle: raw.lifecycle,
                 }
             }
@@ -325,7 +325,7 @@ fn offered_or_refused(
     Ok(())
 }
 
-fn script_component(component: &str, manifest_dir: &Path) -> Result<PathBuf, String> {
+fn script_component(component: &str, manifest_dir: &Path) -> Result<PathBuf, paths::PathError> {
     let path = paths::inside(manifest_dir, component)?;
     paths::open(manifest_dir, &path)?;
     Ok(path)

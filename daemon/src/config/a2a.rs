@@ -197,10 +197,13 @@ impl A2aConfig {
                         Ok(())
                     }
                 })
-                .map_err(|m| ConfigError::Invalid(format!("a2a.public_url: {m}")))?;
+                .map_err(|m| {
+                    ConfigError::invalid("a2a.public_url", format!("a2a.public_url: {m}"))
+                })?;
         }
         if self.push.max_configs_per_task == 0 || self.push.max_in_flight_per_host == 0 {
-            return Err(ConfigError::Invalid(
+            return Err(ConfigError::invalid(
+                "a2a.push.max_configs_per_task",
                 "a2a.push.max_configs_per_task and a2a.push.max_in_flight_per_host must be at \
                  least 1 (turn push notifications off with a2a.push.enabled: false)"
                     .into(),
@@ -212,40 +215,51 @@ impl A2aConfig {
                 || host.is_empty()
                 || host.contains(['/', '?', '#', '*', ' '])
             {
-                return Err(ConfigError::Invalid(format!(
-                    "a2a.cors.allow_origins: '{origin}' is not an origin: write \
+                return Err(ConfigError::invalid(
+                    "a2a.cors.allow_origins",
+                    format!(
+                        "a2a.cors.allow_origins: '{origin}' is not an origin: write \
                      scheme://host[:port] as a browser sends it (https://app.example.com), no \
                      path and no wildcard"
-                )));
+                    ),
+                ));
             }
         }
         for peer in &self.peers {
             crate::manifest::a2a::url(&peer.url)
-                .map_err(|m| ConfigError::Invalid(format!("a2a.peers: url {m}")))?;
+                .map_err(|m| ConfigError::invalid("a2a.peers", format!("a2a.peers: url {m}")))?;
         }
         for (name, route) in &self.routes {
             crate::manifest::validate_name(name).map_err(|m| {
-                ConfigError::Invalid(format!(
-                    "a2a.routes: '{name}' is not a session name: it {m}"
-                ))
+                ConfigError::invalid(
+                    "a2a.routes",
+                    format!("a2a.routes: '{name}' is not a session name: it {m}"),
+                )
             })?;
             if route.token_file.is_none() && route.clients.is_empty() {
-                return Err(ConfigError::Invalid(format!(
-                    "a2a.routes.{name} needs token_file or clients (a token per client)"
-                )));
+                return Err(ConfigError::invalid(
+                    format!("a2a.routes.{name}"),
+                    format!("a2a.routes.{name} needs token_file or clients (a token per client)"),
+                ));
             }
             for client in route.clients.keys() {
                 crate::manifest::validate_name(client).map_err(|m| {
-                    ConfigError::Invalid(format!(
-                        "a2a.routes.{name}.clients: '{client}' is not a client name: it {m}"
-                    ))
+                    ConfigError::invalid(
+                        format!("a2a.routes.{name}.clients"),
+                        format!(
+                            "a2a.routes.{name}.clients: '{client}' is not a client name: it {m}"
+                        ),
+                    )
                 })?;
             }
             if route.accept_global_token && self.token_file.is_none() {
-                return Err(ConfigError::Invalid(format!(
-                    "a2a.routes.{name}.accept_global_token needs a2a.token_file (there is no \
+                return Err(ConfigError::invalid(
+                    format!("a2a.routes.{name}.accept_global_token"),
+                    format!(
+                        "a2a.routes.{name}.accept_global_token needs a2a.token_file (there is no \
                      global token to accept)"
-                )));
+                    ),
+                ));
             }
         }
         Ok(())

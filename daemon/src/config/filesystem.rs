@@ -73,12 +73,15 @@ impl super::DaemonConfig {
 }
 
 impl FilesystemConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), super::ConfigError> {
         for path in &self.allow {
             if !path.is_absolute() {
-                return Err(format!(
-                    "filesystem.allow: {} must be an absolute path",
-                    path.display()
+                return Err(super::ConfigError::invalid(
+                    "filesystem.allow",
+                    format!(
+                        "filesystem.allow: {} must be an absolute path",
+                        path.display()
+                    ),
                 ));
             }
         }

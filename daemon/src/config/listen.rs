@@ -30,17 +30,21 @@ impl Default for HttpConfig {
 }
 
 impl HttpConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), super::ConfigError> {
         if !(1..=300).contains(&self.header_read_timeout_secs) {
-            return Err(format!(
-                "http.header_read_timeout_secs must be between 1 and 300, got {}",
-                self.header_read_timeout_secs
+            return Err(super::ConfigError::invalid(
+                "http.header_read_timeout_secs",
+                format!(
+                    "http.header_read_timeout_secs must be between 1 and 300, got {}",
+                    self.header_read_timeout_secs
+                ),
             ));
         }
         if self.max_connections == 0 || self.max_streams_per_route == 0 {
-            return Err(
+            return Err(super::ConfigError::invalid(
+                "http.max_connections",
                 "http.max_connections and http.max_streams_per_route must be at least 1".into(),
-            );
+            ));
         }
         Ok(())
     }

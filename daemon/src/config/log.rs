@@ -38,9 +38,11 @@ impl Default for LogSettings {
 
 impl LogSettings {
     /// Whether `level` is one `tracing`'s filter takes; the error says why not.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), super::ConfigError> {
         tracing_subscriber::EnvFilter::try_new(&self.level)
             .map(drop)
-            .map_err(|e| format!("log.level '{}': {e}", self.level))
+            .map_err(|e| {
+                super::ConfigError::invalid("log.level", format!("log.level '{}': {e}", self.level))
+            })
     }
 }

@@ -52,24 +52,36 @@ impl Default for TelemetryConfig {
 }
 
 impl TelemetryConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), super::ConfigError> {
         if !(0.0..=1.0).contains(&self.sample_ratio) {
-            return Err(format!(
-                "telemetry.sample_ratio must be between 0.0 and 1.0, got {}",
-                self.sample_ratio
+            return Err(super::ConfigError::invalid(
+                "telemetry.sample_ratio",
+                format!(
+                    "telemetry.sample_ratio must be between 0.0 and 1.0, got {}",
+                    self.sample_ratio
+                ),
             ));
         }
         if self.service_name.trim().is_empty() {
-            return Err("telemetry.service_name must not be empty".into());
+            return Err(super::ConfigError::invalid(
+                "telemetry.service_name",
+                "telemetry.service_name must not be empty".into(),
+            ));
         }
         if let Some(url) = &self.otlp_endpoint {
-            let uri: http::Uri = url
-                .parse()
-                .map_err(|e| format!("telemetry.otlp_endpoint '{url}': {e}"))?;
+            let uri: http::Uri = url.parse().map_err(|e| {
+                super::ConfigError::invalid(
+                    "telemetry.otlp_endpoint",
+                    format!("telemetry.otlp_endpoint '{url}': {e}"),
+                )
+            })?;
             if uri.scheme_str() != Some("http") || uri.host().is_none() {
-                return Err(format!(
-                    "telemetry.otlp_endpoint '{url}': give an http:// URL with a host \
+                return Err(super::ConfigError::invalid(
+                    "telemetry.otlp_endpoint",
+                    format!(
+                        "telemetry.otlp_endpoint '{url}': give an http:// URL with a host \
                      (http://127.0.0.1:4318; export to a TLS collector through a local agent)"
+                    ),
                 ));
             }
         }
@@ -102,12 +114,13 @@ pub struct UiConfig {
 }
 
 impl UiConfig {
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), super::ConfigError> {
         if self.listen.is_some() && self.token_file.is_none() {
-            return Err(
+            return Err(super::ConfigError::invalid(
+                "ui.listen",
                 "ui.listen needs ui.token_file: the dashboard is never served without a login"
                     .into(),
-            );
+            ));
         }
         Ok(())
     }

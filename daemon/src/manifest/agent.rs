@@ -327,8 +327,8 @@ pub(super) fn agent_spec(
         SystemPrompt::Inline(text)
     } else if let Some(file) = inf.system_prompt_file {
         let field = "inference.system_prompt_file";
-        let path = super::paths::inside(manifest_dir, &file).map_err(|m| (field, m))?;
-        super::paths::open(manifest_dir, &path).map_err(|m| (field, m))?;
+        let path = super::paths::inside(manifest_dir, &file).map_err(|e| (field, e.to_string()))?;
+        super::paths::open(manifest_dir, &path).map_err(|e| (field, e.to_string()))?;
         SystemPrompt::File(path)
     } else if let Some(name) = inf.system_prompt_artifact {
         declared(artifacts, &name, ArtifactRuntime::Skill)

@@ -8,12 +8,42 @@
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+/// Why a path a manifest names was refused; worded to follow the field's
+/// name (`` `component` names … ``).
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("must not be empty")]
+    Empty,
+    #[error(
+        "names '{0}', which leaves the capsule directory: paths in a manifest are relative to \
+         it and stay inside it (no absolute path, no `..`)"
+    )]
+    Leaves(String),
+    #[error("names the capsule directory itself, not a file")]
+    CapsuleDir,
+    #[error(
+        "names {}, which does not exist (paths are relative to the manifest's directory)",
+        .0.display()
+    )]
+    Missing(PathBuf),
+    #[error(
+        "names {}, which cannot be read from inside the capsule directory: {source} (a \
+         manifest's files must be regular files in it, not symlinks)",
+        path.display()
+    )]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// `rel` (what a field says) as a path inside `dir`, or why not, worded to
 /// follow the field's name. Only the spelling is judged here; [`open`],
 /// [`read`] and [`list`] refuse links.
-pub fn inside(dir: &Path, rel: &str) -> Result<PathBuf, String> {
+pub fn inside(dir: &Path, rel: &str) -> Result<PathBuf, PathError> {
     if rel.trim().is_empty() {
-        return Err("must not be empty".into());
+        return Err(PathError::Empty);
     }
     let mut path = dir.to_path_buf();
     for part in Path::new(rel).components() {
@@ -21,15 +51,12 @@ pub fn inside(dir: &Path, rel: &str) -> Result<PathBuf, String> {
             Component::Normal(name) => path.push(name),
             Component::CurDir => {}
             Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                return Err(format!(
-                    "names '{rel}', which leaves the capsule directory: paths in a manifest \
-                     are relative to it and stay inside it (no absolute path, no `..`)"
-                ));
+                return Err(PathError::Leaves(rel.to_string()));
             }
         }
     }
     if path == dir {
-        return Err("names the capsule directory itself, not a file".into());
+        return Err(PathError::CapsuleDir);
     }
     Ok(path)
 }
@@ -60,32 +87,28 @@ pub fn read_by_roostd(m: &super::CapsuleManifest) -> Vec<PathBuf> {
 
 /// Opens the regular file `path` (from [`inside`]) for reading, refusing a
 /// symlink anywhere below `dir`.
-pub fn open(dir: &Path, path: &Path) -> Result<std::fs::File, String> {
-    crate::fsx::open_read(dir, path).map_err(|e| refused(path, &e))
+pub fn open(dir: &Path, path: &Path) -> Result<std::fs::File, PathError> {
+    crate::fsx::open_read(dir, path).map_err(|e| refused(path, e))
 }
 
 /// Reads the file `path` (from [`inside`]) whole, as [`open`] opens it.
-pub fn read(dir: &Path, path: &Path) -> Result<Vec<u8>, String> {
-    crate::fsx::read(dir, path).map_err(|e| refused(path, &e))
+pub fn read(dir: &Path, path: &Path) -> Result<Vec<u8>, PathError> {
+    crate::fsx::read(dir, path).map_err(|e| refused(path, e))
 }
 
 /// The names in the directory `path` (from [`inside`]), opened as [`open`]
 /// opens a file; `None` when `path` is not a directory.
-pub fn list(dir: &Path, path: &Path) -> Result<Option<Vec<OsString>>, String> {
-    crate::fsx::list_dir(dir, path).map_err(|e| refused(path, &e))
+pub fn list(dir: &Path, path: &Path) -> Result<Option<Vec<OsString>>, PathError> {
+    crate::fsx::list_dir(dir, path).map_err(|e| refused(path, e))
 }
 
-fn refused(path: &Path, e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => format!(
-            "names {}, which does not exist (paths are relative to the manifest's directory)",
-            path.display()
-        ),
-        _ => format!(
-            "names {}, which cannot be read from inside the capsule directory: {e} (a \
-             manifest's files must be regular files in it, not symlinks)",
-            path.display()
-        ),
+fn refused(path: &Path, source: std::io::Error) -> PathError {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => PathError::Missing(path.to_path_buf()),
+        _ => PathError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 
@@ -111,14 +134,18 @@ mod tests {
         for rel in ["/etc/passwd", "../x", "skills/../../x", "", "."] {
             let e = inside(root, rel).expect_err(rel);
             assert!(
-                e.contains("must not be empty") || e.contains("capsule directory"),
+                matches!(
+                    e,
+                    PathError::Empty | PathError::Leaves(_) | PathError::CapsuleDir
+                ),
                 "{e}"
             );
         }
         // A link, to a file or on the way: refused when opened.
         let link = inside(root, "link.md").expect("spelled inside");
         let e = read(root, &link).expect_err("a symlink");
-        assert!(e.contains("symlink"), "{e}");
+        assert!(matches!(e, PathError::Unreadable { .. }), "{e}");
+        assert!(e.to_string().contains("symlink"), "{e}");
         assert!(
             std::fs::read(&link).is_ok(),
             "the control: following the link would have read the file"
