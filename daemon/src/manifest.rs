@@ -187,7 +187,7 @@ impl CapsuleManifest {
                 source,
             }
         })?;
-        validate_artifacts(&raw.artifacts).map_err(|m| invalid("artifacts", m))?;
+        validate_artifacts(&raw.artifacts).map_err(|(field, m)| invalid(&field, m))?;
         let kind = match (raw.component, raw.inference) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -331,32 +331,40 @@ fn script_component(component: &str, manifest_dir: &Path) -> Result<PathBuf, pat
     Ok(path)
 }
 
-fn validate_artifacts(artifacts: &[ArtifactRef]) -> Result<(), String> {
+/// Checks `artifacts:`; `Err((field, what to change))`, the field naming
+/// the entry (`artifacts[2].source`).
+fn validate_artifacts(artifacts: &[ArtifactRef]) -> Result<(), (String, String)> {
     let mut seen = HashSet::new();
-    for a in artifacts {
-        validate_name(&a.name).map_err(|m| format!("name {m}"))?;
+    for (i, a) in artifacts.iter().enumerate() {
+        let at = |f: &str| format!("artifacts[{i}].{f}");
+        validate_name(&a.name).map_err(|m| (at("name"), format!("name {m}")))?;
         if !seen.insert(a.name.as_str()) {
-            return Err(format!("'{}' is listed twice", a.name));
+            return Err((at("name"), format!("'{}' is listed twice", a.name)));
         }
         match (&a.source, a.runtime) {
             (Some(source), ArtifactRuntime::Skill) => {
                 // Spelled inside the capsule directory (read at staging,
                 // following no link).
                 paths::inside(Path::new("/capsule"), source)
-                    .map_err(|m| format!("'{}': `source` {m}", a.name))?;
+                    .map_err(|m| (at("source"), format!("'{}': `source` {m}", a.name)))?;
                 if a.version.trim().is_empty() {
-                    return Err(format!("'{}': `version` must not be empty", a.name));
+                    return Err((
+                        at("version"),
+                        format!("'{}': `version` must not be empty", a.name),
+                    ));
                 }
             }
             (Some(_), runtime) => {
-                return Err(format!(
-                    "'{}': `source` is for skills only; a {runtime} comes from the registry",
-                    a.name
+                return Err((
+                    at("source"),
+                    format!(
+                        "'{}': `source` is for skills only; a {runtime} comes from the registry",
+                        a.name
+                    ),
                 ));
             }
-            (None, _) => {
-                validate_semver(&a.version).map_err(|m| format!("'{}': version {m}", a.name))?
-            }
+            (None, _) => validate_semver(&a.version)
+                .map_err(|m| (at("version"), format!("'{}': version {m}", a.name)))?,
         }
     }
     Ok(())

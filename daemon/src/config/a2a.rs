@@ -189,17 +189,15 @@ pub struct LegacyTaskRetention {
 impl A2aConfig {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if let Some(url) = &self.public_url {
-            crate::manifest::a2a::url(url)
-                .and_then(|()| {
-                    if url.contains(['?', '#']) {
-                        Err(format!("'{url}' must not have a query or fragment"))
-                    } else {
-                        Ok(())
-                    }
-                })
-                .map_err(|m| {
-                    ConfigError::invalid("a2a.public_url", format!("a2a.public_url: {m}"))
-                })?;
+            crate::manifest::a2a::url(url).map_err(|e| {
+                ConfigError::invalid("a2a.public_url", format!("a2a.public_url: {e}"))
+            })?;
+            if url.contains(['?', '#']) {
+                return Err(ConfigError::invalid(
+                    "a2a.public_url",
+                    format!("a2a.public_url: '{url}' must not have a query or fragment"),
+                ));
+            }
         }
         if self.push.max_configs_per_task == 0 || self.push.max_in_flight_per_host == 0 {
             return Err(ConfigError::invalid(

@@ -70,22 +70,22 @@ impl CardSpec {
     pub fn validate(&self) -> Result<(), (String, String)> {
         let field = |f: &str| format!("a2a.{f}");
         if let Some(d) = &self.description {
-            text(d).map_err(|m| (field("description"), m))?;
+            text(d).map_err(|e| (field("description"), e.to_string()))?;
         }
         if let Some(p) = &self.provider {
-            text(&p.organization).map_err(|m| (field("provider.organization"), m))?;
-            url(&p.url).map_err(|m| (field("provider.url"), m))?;
+            text(&p.organization).map_err(|e| (field("provider.organization"), e.to_string()))?;
+            url(&p.url).map_err(|e| (field("provider.url"), e.to_string()))?;
         }
         for (name, u) in [
             ("documentation_url", &self.documentation_url),
             ("icon_url", &self.icon_url),
         ] {
             if let Some(u) = u {
-                url(u).map_err(|m| (field(name), m))?;
+                url(u).map_err(|e| (field(name), e.to_string()))?;
             }
         }
-        modes(&self.input_modes).map_err(|m| (field("input_modes"), m))?;
-        modes(&self.output_modes).map_err(|m| (field("output_modes"), m))?;
+        modes(&self.input_modes).map_err(|e| (field("input_modes"), e.to_string()))?;
+        modes(&self.output_modes).map_err(|e| (field("output_modes"), e.to_string()))?;
         if self.skills.len() + self.extended_skills.len() > MAX_SKILLS {
             return Err((
                 field("skills"),
@@ -99,7 +99,7 @@ impl CardSpec {
         ] {
             for (i, s) in skills.iter().enumerate() {
                 let at = |f: &str| field(&format!("{list}[{i}].{f}"));
-                text(&s.id).map_err(|m| (at("id"), m))?;
+                text(&s.id).map_err(|e| (at("id"), e.to_string()))?;
                 if s.id.chars().any(char::is_whitespace) {
                     return Err((at("id"), "must not contain spaces".into()));
                 }
@@ -109,13 +109,13 @@ impl CardSpec {
                         format!("'{}' is used by another skill; ids must be unique", s.id),
                     ));
                 }
-                text(&s.name).map_err(|m| (at("name"), m))?;
-                text(&s.description).map_err(|m| (at("description"), m))?;
+                text(&s.name).map_err(|e| (at("name"), e.to_string()))?;
+                text(&s.description).map_err(|e| (at("description"), e.to_string()))?;
                 for t in s.tags.iter().chain(&s.examples) {
-                    text(t).map_err(|m| (at("tags/examples"), m))?;
+                    text(t).map_err(|e| (at("tags/examples"), e.to_string()))?;
                 }
-                modes(&s.input_modes).map_err(|m| (at("input_modes"), m))?;
-                modes(&s.output_modes).map_err(|m| (at("output_modes"), m))?;
+                modes(&s.input_modes).map_err(|e| (at("input_modes"), e.to_string()))?;
+                modes(&s.output_modes).map_err(|e| (at("output_modes"), e.to_string()))?;
             }
         }
         Ok(())
@@ -166,34 +166,48 @@ impl CardSpec {
 /// Where a session keeps its card section, in its bookkeeping directory.
 pub const CARD_FILE: &str = "a2a-card.json";
 
-fn text(s: &str) -> Result<(), String> {
+/// Why a value of the card section (or a URL of roostd's config) is
+/// refused; worded to follow the field's name.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    #[error("must not be empty")]
+    Empty,
+    #[error("is {0} bytes; at most {MAX_TEXT}")]
+    TooLong(usize),
+    #[error("'{0}' must be an absolute http:// or https:// URL")]
+    NotHttp(String),
+    #[error("'{0}' must be an absolute URL with a host and no spaces")]
+    NoHost(String),
+    #[error("'{0}' is not a media type (type/subtype, e.g. text/plain)")]
+    NotMediaType(String),
+}
+
+fn text(s: &str) -> Result<(), ValueError> {
     if s.trim().is_empty() {
-        return Err("must not be empty".into());
+        return Err(ValueError::Empty);
     }
     if s.len() > MAX_TEXT {
-        return Err(format!("is {} bytes; at most {MAX_TEXT}", s.len()));
+        return Err(ValueError::TooLong(s.len()));
     }
     Ok(())
 }
 
 /// An absolute `http://` or `https://` URL with a host.
-pub fn url(u: &str) -> Result<(), String> {
+pub fn url(u: &str) -> Result<(), ValueError> {
     text(u)?;
     let rest = u
         .strip_prefix("https://")
         .or_else(|| u.strip_prefix("http://"))
-        .ok_or_else(|| format!("'{u}' must be an absolute http:// or https:// URL"))?;
+        .ok_or_else(|| ValueError::NotHttp(u.to_string()))?;
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if host.is_empty() || u.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!(
-            "'{u}' must be an absolute URL with a host and no spaces"
-        ));
+        return Err(ValueError::NoHost(u.to_string()));
     }
     Ok(())
 }
 
 /// Media types (`type/subtype`).
-fn modes(modes: &[String]) -> Result<(), String> {
+fn modes(modes: &[String]) -> Result<(), ValueError> {
     for m in modes {
         let ok = m.split_once('/').is_some_and(|(t, s)| {
             !t.is_empty()
@@ -201,9 +215,7 @@ fn modes(modes: &[String]) -> Result<(), String> {
                 && !m.chars().any(|c| c.is_whitespace() || c.is_control())
         });
         if !ok {
-            return Err(format!(
-                "'{m}' is not a media type (type/subtype, e.g. text/plain)"
-            ));
+            return Err(ValueError::NotMediaType(m.clone()));
         }
     }
     Ok(())

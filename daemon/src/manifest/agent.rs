@@ -287,7 +287,7 @@ pub(super) fn agent_spec(
         "inference.endpoint",
         "is required: the model server's base URL, e.g. http://127.0.0.1:11434/v1".to_string(),
     ))?;
-    check_endpoint(endpoint, policy).map_err(|m| ("inference.endpoint", m))?;
+    check_endpoint(endpoint, policy).map_err(|e| ("inference.endpoint", e.to_string()))?;
     if let Some(ApiKeySpec::Env(EnvRef { env })) = &inf.api_key
         && (env.is_empty() || env.contains('='))
     {
@@ -303,7 +303,7 @@ pub(super) fn agent_spec(
             .to_string(),
     ))?;
     declared(artifacts, &driver.artifact, ArtifactRuntime::Driver)
-        .map_err(|m| ("inference.driver.artifact", m))?;
+        .map_err(|e| ("inference.driver.artifact", e.to_string()))?;
     let driver_config = match driver.config {
         None | Some(serde_yaml::Value::Null) => None,
         Some(serde_yaml::Value::String(text)) => Some(text),
@@ -332,7 +332,7 @@ pub(super) fn agent_spec(
         SystemPrompt::File(path)
     } else if let Some(name) = inf.system_prompt_artifact {
         declared(artifacts, &name, ArtifactRuntime::Skill)
-            .map_err(|m| ("inference.system_prompt_artifact", m))?;
+            .map_err(|e| ("inference.system_prompt_artifact", e.to_string()))?;
         SystemPrompt::Artifact(name)
     } else {
         SystemPrompt::None
@@ -393,47 +393,90 @@ pub(super) fn agent_spec(
     })
 }
 
+/// Why an agent's reference to an artifact is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DeclaredError {
+    #[error("'{name}' is listed under `artifacts:` as a {listed}, but must be a {wanted}")]
+    WrongRuntime {
+        name: String,
+        listed: ArtifactRuntime,
+        wanted: ArtifactRuntime,
+    },
+    #[error(
+        "'{name}' is not listed under `artifacts:`; add {{name: {name}, version: …, runtime: \
+         {wanted}}}"
+    )]
+    Missing {
+        name: String,
+        wanted: ArtifactRuntime,
+    },
+}
+
 /// `name` must be listed under `artifacts:` with `runtime`.
 pub(super) fn declared(
     artifacts: &[ArtifactRef],
     name: &str,
     runtime: ArtifactRuntime,
-) -> Result<(), String> {
+) -> Result<(), DeclaredError> {
     match artifacts.iter().find(|a| a.name == name) {
         Some(a) if a.runtime == runtime => Ok(()),
-        Some(a) => Err(format!(
-            "'{name}' is listed under `artifacts:` as a {}, but must be a {runtime}",
-            a.runtime
-        )),
-        None => Err(format!(
-            "'{name}' is not listed under `artifacts:`; add {{name: {name}, version: …, runtime: \
-             {runtime}}}"
-        )),
+        Some(a) => Err(DeclaredError::WrongRuntime {
+            name: name.to_string(),
+            listed: a.runtime,
+            wanted: runtime,
+        }),
+        None => Err(DeclaredError::Missing {
+            name: name.to_string(),
+            wanted: runtime,
+        }),
     }
+}
+
+/// Why `inference.endpoint` is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    #[error("'{endpoint}' is not a URL: {reason}")]
+    NotUrl { endpoint: String, reason: String },
+    #[error("'{0}' must start with http:// or https://")]
+    NotHttp(String),
+    #[error("'{0}' has no host")]
+    NoHost(String),
+    #[error(
+        "'{endpoint}' is not allowed by capabilities.network.allow, so the driver could not \
+         reach it; add \"{allow}\" to network.allow"
+    )]
+    NotAllowed { endpoint: String, allow: String },
 }
 
 /// The endpoint must be an http(s) URL the capsule's network policy allows
 /// (the driver reaches it through wasi:http, which enforces the same rules).
-pub(super) fn check_endpoint(endpoint: &str, policy: &CapabilityPolicy) -> Result<(), String> {
-    let uri: http::Uri = endpoint
-        .parse()
-        .map_err(|e| format!("'{endpoint}' is not a URL: {e}"))?;
+pub(super) fn check_endpoint(
+    endpoint: &str,
+    policy: &CapabilityPolicy,
+) -> Result<(), EndpointError> {
+    let uri: http::Uri =
+        endpoint
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| EndpointError::NotUrl {
+                endpoint: endpoint.to_string(),
+                reason: e.to_string(),
+            })?;
     let scheme = uri.scheme_str().unwrap_or("").to_ascii_lowercase();
     if scheme != "http" && scheme != "https" {
-        return Err(format!("'{endpoint}' must start with http:// or https://"));
+        return Err(EndpointError::NotHttp(endpoint.to_string()));
     }
     let host = uri
         .host()
-        .ok_or_else(|| format!("'{endpoint}' has no host"))?;
+        .ok_or_else(|| EndpointError::NoHost(endpoint.to_string()))?;
     let port = uri
         .port_u16()
         .or_else(|| crate::policy::default_port(&scheme))
         .unwrap_or(0);
     if !policy.allows_url(&scheme, host, port) {
-        return Err(format!(
-            "'{endpoint}' is not allowed by capabilities.network.allow, so the driver could \
-             not reach it; add \"{scheme}://{host}:{port}\" to network.allow"
-        ));
+        return Err(EndpointError::NotAllowed {
+            endpoint: endpoint.to_string(),
+            allow: format!("{scheme}://{host}:{port}"),
+        });
     }
     Ok(())
 }
