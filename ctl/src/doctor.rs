@@ -46,6 +46,37 @@ pub fn run(state_dir: &Path, socket: &Path, unit: &Path) -> Vec<Check> {
     checks
 }
 
+/// The cluster the running roostd is a node of, when it is one: its nodes,
+/// or why the registry cannot be read (NATS lost).
+pub fn cluster(health: &crate::api::Health) -> Option<Check> {
+    let c = health.cluster.as_ref()?;
+    let names: Vec<&str> = c.nodes.iter().map(|n| n.node.as_str()).collect();
+    Some(match &c.error {
+        None if names.contains(&c.node.as_str()) => check(
+            "cluster",
+            Verdict::Ok,
+            format!("node {} of {}: {}", c.node, names.len(), names.join(", ")),
+            None,
+        ),
+        None => check(
+            "cluster",
+            Verdict::Warn,
+            format!(
+                "node {} is not in the registry (nodes: {})",
+                c.node,
+                names.join(", ")
+            ),
+            Some("its heartbeat has not reached NATS: check roostd's log and the NATS servers"),
+        ),
+        Some(error) => check(
+            "cluster",
+            Verdict::Fail,
+            format!("node {}: the node registry cannot be read: {error}", c.node),
+            Some("check that the NATS servers in cluster.servers are up and reachable"),
+        ),
+    })
+}
+
 /// Whether the running roostd can jail native and shell tools at all (it
 /// reports what it found in `/v1/health`).
 pub fn tool_jail(health: Option<&crate::api::Health>) -> Check {
@@ -384,6 +415,7 @@ mod tests {
             a2a_token: token,
             jail_helper: jail.map(|_| "/usr/libexec/roost-jail".to_string()),
             resuming: None,
+            cluster: None,
         }
     }
 

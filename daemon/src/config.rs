@@ -7,12 +7,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod a2a;
+mod cluster;
 mod filesystem;
 mod listen;
 mod log;
 mod observe;
 mod overrides;
 mod retention;
+pub use cluster::{ClusterConfig, ClusterTls};
 pub use filesystem::FilesystemConfig;
 pub use listen::HttpConfig;
 pub use log::{LogFormat, LogSettings};
@@ -79,6 +81,8 @@ pub struct DaemonConfig {
     pub sandbox: SandboxConfig,
     pub control: ControlConfig,
     pub a2a: A2aConfig,
+    /// Nodes of a cluster over NATS JetStream (`cluster:`); unset: one host.
+    pub cluster: ClusterConfig,
     pub store: StoreConfig,
     pub retention: Retention,
     /// What roostd's outgoing HTTPS trusts (model servers through drivers,
@@ -243,6 +247,7 @@ impl Default for DaemonConfig {
             sandbox: SandboxConfig::default(),
             control: ControlConfig::default(),
             a2a: A2aConfig::default(),
+            cluster: ClusterConfig::default(),
             store: StoreConfig::default(),
             retention: Retention::default(),
             tls: TlsConfig::default(),
@@ -413,6 +418,7 @@ impl DaemonConfig {
         self.ui.check()?;
         self.http.check()?;
         self.filesystem.check()?;
+        self.cluster.check()?;
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()
         {

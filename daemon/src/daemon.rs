@@ -34,6 +34,8 @@ pub enum DaemonError {
     Store(#[from] StoreError),
     #[error(transparent)]
     TaskLog(#[from] crate::tasks::LogError),
+    #[error("cannot join the cluster: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error(transparent)]
@@ -210,6 +212,32 @@ pub async fn run(
         format!("http://{a2a_addr}"),
         peer_tokens,
     );
+    // A node of a cluster joins before it says READY (retrying while NATS
+    // cannot be reached).
+    let cluster = match parts.config.cluster.enabled() {
+        true => Some(Arc::new(
+            crate::cluster::Cluster::join(
+                &parts.config.cluster,
+                crate::cluster::NodeRecord {
+                    node: crate::cluster::node_name(&parts.config.cluster)?,
+                    instance: uuid::Uuid::now_v7().simple().to_string(),
+                    gateway_url: parts
+                        .config
+                        .a2a
+                        .public_url
+                        .clone()
+                        .unwrap_or_else(|| format!("http://{a2a_addr}")),
+                    capacity: u64::from(parts.config.pool.max_instances),
+                    labels: parts.config.cluster.labels.clone(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    heartbeat_ms: 0,
+                },
+                shutdown.clone(),
+            )
+            .await?,
+        )),
+        false => None,
+    };
     // What the API and the gateway take at start-up besides the supervisor.
     let tasks = Arc::clone(&parts.tasks);
     let host = Arc::new(api::HostFacts {
@@ -218,6 +246,7 @@ pub async fn run(
         support: parts.host_jail.support.clone(),
         metrics: Arc::clone(&parts.metrics),
         tasks: Arc::clone(&tasks),
+        cluster: cluster.clone(),
     });
     let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
     let recovered = tasks.recover().await?;
@@ -383,6 +412,9 @@ pub async fn run(
     // Sessions not yet resumed stay as they are for the next start.
     resuming.abort();
     supervisor.shutdown(grace).await;
+    if let Some(cluster) = &cluster {
+        cluster.leave().await;
+    }
     for task in [control_task, a2a_task]
         .into_iter()
         .chain(control_tcp_task)

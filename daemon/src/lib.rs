@@ -29,11 +29,14 @@
 //!   readiness.
 //! - [`secrets`]: files holding tokens, checked before they are read.
 //! - [`uploads`]: capsules uploaded over the control socket.
+//! - [`cluster`]: a node of a cluster over NATS JetStream (joining, the node
+//!   registry); the only module that knows NATS.
 
 pub mod a2a;
 pub mod agent;
 pub mod api;
 pub mod artifacts;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod fsx;

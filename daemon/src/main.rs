@@ -44,6 +44,13 @@ struct Args {
     /// The dashboard's login token (ui.token_file): mode 0600.
     #[arg(long, env = "ROOST_UI_TOKEN_FILE")]
     ui_token_file: Option<PathBuf>,
+    /// Join a cluster over NATS JetStream: its servers, nats://HOST:PORT[,nats://…]
+    /// (cluster.servers).
+    #[arg(long, env = "ROOST_CLUSTER", value_delimiter = ',')]
+    cluster: Option<Vec<String>>,
+    /// This node's name in the cluster (cluster.node; default: the host name).
+    #[arg(long, env = "ROOST_NODE")]
+    node: Option<String>,
     /// Check the configuration (file, environment, flags; token and CA
     /// files), print the effective one as YAML, and exit: 0 if roostd
     /// would start with it, 2 if not.
@@ -217,6 +224,8 @@ fn main() -> anyhow::Result<()> {
         metrics_listen: args.metrics_listen,
         ui_listen: args.ui_listen,
         ui_token_file: args.ui_token_file,
+        cluster: args.cluster,
+        node: args.node,
     };
     if args.check_config {
         std::process::exit(check_config(overrides));

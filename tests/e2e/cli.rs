@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::harness::{Daemon, artifact_dir, capsule, conformance, guest, spinner};
 
 /// The roostctl built beside this test's roostd (`scripts/test` builds it).
-fn roostctl() -> PathBuf {
+pub(crate) fn roostctl() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_roostd")).with_file_name("roostctl");
     assert!(
         path.is_file(),

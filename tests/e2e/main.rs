@@ -17,6 +17,7 @@ mod capsules;
 mod chaos;
 mod cli;
 mod client_limits;
+mod cluster;
 mod concurrency;
 mod containment;
 mod conversations;

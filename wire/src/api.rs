@@ -390,6 +390,36 @@ pub struct Health {
     /// Resuming sessions after a restart (absent once every one was tried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resuming: Option<ResumeProgress>,
+    /// The cluster this roostd is a node of (`cluster:`); absent on one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
+}
+
+/// A node's view of its cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    /// This node's name.
+    pub node: String,
+    /// Every node whose heartbeat is current, by name (this one included).
+    pub nodes: Vec<ClusterNode>,
+    /// Why the node registry could not be read just now, if it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A node as the cluster's registry has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterNode {
+    pub node: String,
+    /// Where its A2A gateway answers.
+    pub gateway_url: String,
+    /// Instances its pool holds.
+    pub capacity: u64,
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub version: String,
+    /// How long ago its last heartbeat was written.
+    pub heartbeat_age_ms: u64,
 }
 
 /// Every error response: `{"error": {"code", "message"}}`.

@@ -305,6 +305,19 @@ pub(super) fn print_health(out: &mut impl Write, h: &crate::api::Health) -> Resu
     if let Some(jail) = &h.tool_jail {
         rows.push(("tool jail", jail.clone()));
     }
+    if let Some(c) = &h.cluster {
+        let names: Vec<&str> = c.nodes.iter().map(|n| n.node.as_str()).collect();
+        let mut line = format!(
+            "node {}; {} nodes: {}",
+            c.node,
+            names.len(),
+            names.join(", ")
+        );
+        if let Some(error) = &c.error {
+            line.push_str(&format!(" (registry unreadable: {error})"));
+        }
+        rows.push(("cluster", line));
+    }
     for (key, value) in rows {
         writeln!(out, "{key:<12} {value}")?;
     }

@@ -194,6 +194,7 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             let health = client.health().await.ok();
             checks.push(crate::doctor::tool_jail(health.as_ref()));
             checks.extend(health.as_ref().map(crate::doctor::a2a_exposure));
+            checks.extend(health.as_ref().and_then(crate::doctor::cluster));
             let failed = checks
                 .iter()
                 .any(|c| c.verdict == crate::doctor::Verdict::Fail);

@@ -59,6 +59,8 @@ pub struct HostFacts {
     pub support: crate::sandbox::Support,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub tasks: Arc<crate::tasks::Broker>,
+    /// The cluster this roostd joined (`cluster:`), if any.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// Serves the control API on its Unix socket (each connection's peer
@@ -312,6 +314,7 @@ mod tests {
             support: crate::sandbox::Support::detect(None),
             metrics,
             tasks: Arc::clone(&parts.tasks),
+            cluster: None,
         });
         let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
         app(ApiState {

@@ -18,6 +18,10 @@ pub struct Overrides {
     pub metrics_listen: Option<SocketAddr>,
     pub ui_listen: Option<SocketAddr>,
     pub ui_token_file: Option<PathBuf>,
+    /// `--cluster`: NATS servers (`cluster.servers`).
+    pub cluster: Option<Vec<String>>,
+    /// `--node` (`cluster.node`).
+    pub node: Option<String>,
 }
 
 impl Overrides {
@@ -46,6 +50,12 @@ impl Overrides {
         }
         if let Some(path) = self.ui_token_file {
             config.ui.token_file = Some(path);
+        }
+        if let Some(servers) = self.cluster {
+            config.cluster.servers = servers;
+        }
+        if let Some(node) = self.node {
+            config.cluster.node = Some(node);
         }
     }
 }

@@ -1,0 +1,246 @@
+//! roostd as a node of a cluster over NATS JetStream: joining (connect,
+//! then register in the `roost-nodes` key-value bucket and keep the entry
+//! alive with a heartbeat), leaving, and the nodes as the control API shows
+//! them. The only module that names `async_nats`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use async_nats::jetstream::kv;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ClusterConfig;
+
+/// The key-value bucket nodes register in.
+pub const NODES_BUCKET: &str = "roost-nodes";
+
+/// Why roostd could not join (or read) its cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("cannot read the NATS credentials file {}: {source}", path.display())]
+    Credentials {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot reach NATS at {servers}: {message}")]
+    Connect { servers: String, message: String },
+    #[error(
+        "JetStream at {servers} refused the node registry (is JetStream enabled, `nats-server \
+         -js`?): {message}"
+    )]
+    Registry { servers: String, message: String },
+    #[error(
+        "node name '{node}' is taken: a live node registered it ({gateway}); give this roostd \
+         another cluster.node (--node)"
+    )]
+    NodeTaken { node: String, gateway: String },
+    #[error("no node name: cluster.node is unset and the host name '{host}' is not one ({why})")]
+    NoName { host: String, why: String },
+    #[error("the cluster's node registry: {0}")]
+    Read(String),
+}
+
+/// What a node says of itself in the registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRecord {
+    pub node: String,
+    /// This process (a restart under the same name is a new instance).
+    pub instance: String,
+    /// Where its A2A gateway answers.
+    pub gateway_url: String,
+    /// Instances its pool holds (`pool.max_instances`).
+    pub capacity: u64,
+    pub labels: BTreeMap<String, String>,
+    pub version: String,
+    /// Unix milliseconds of its latest heartbeat.
+    pub heartbeat_ms: u64,
+}
+
+/// This node, joined.
+pub struct Cluster {
+    node: String,
+    servers: String,
+    bucket: kv::Store,
+    stop: CancellationToken,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The node's name: `cluster.node`, else the host's name.
+pub fn node_name(config: &ClusterConfig) -> Result<String, ClusterError> {
+    if let Some(node) = &config.node {
+        return Ok(node.clone());
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    crate::manifest::validate_name(&host).map_err(|why| ClusterError::NoName {
+        host: host.clone(),
+        why,
+    })?;
+    Ok(host)
+}
+
+impl Cluster {
+    /// Connects (retrying until `stop` while the servers cannot be
+    /// reached, saying so), makes sure the node registry exists, and
+    /// registers this node — refused when a live node has its name.
+    pub async fn join(
+        config: &ClusterConfig,
+        mut me: NodeRecord,
+        stop: CancellationToken,
+    ) -> Result<Self, ClusterError> {
+        let servers = config.servers.join(",");
+        let client = loop {
+            match connect(config, &me.node).await {
+                Ok(client) => break client,
+                Err(ClusterError::Connect { message, .. }) if !stop.is_cancelled() => {
+                    tracing::warn!(servers, error = %message, "cannot reach NATS yet; retrying in 2 s");
+                    tokio::select! {
+                        () = stop.cancelled() => {}
+                        () = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        };
+        let registry = |e: &dyn std::fmt::Display| ClusterError::Registry {
+            servers: servers.clone(),
+            message: e.to_string(),
+        };
+        let js = async_nats::jetstream::new(client);
+        let bucket = js
+            .create_or_update_key_value(kv::Config {
+                bucket: NODES_BUCKET.into(),
+                description: "roostd nodes: each node's record, kept alive by its heartbeat".into(),
+                history: 1,
+                max_age: Duration::from_secs(config.node_ttl_secs),
+                num_replicas: config.replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| registry(&e))?;
+        if let Some(entry) = bucket.get(&me.node).await.map_err(|e| registry(&e))?
+            && let Ok(other) = serde_json::from_slice::<NodeRecord>(&entry)
+            && other.instance != me.instance
+        {
+            return Err(ClusterError::NodeTaken {
+                node: me.node,
+                gateway: other.gateway_url,
+            });
+        }
+        me.heartbeat_ms = now_ms();
+        put(&bucket, &me).await.map_err(|e| registry(&e))?;
+        tracing::info!(node = %me.node, servers, "joined the cluster");
+        let cluster = Self {
+            node: me.node.clone(),
+            servers,
+            bucket: bucket.clone(),
+            stop: stop.child_token(),
+        };
+        tokio::spawn(heartbeat(
+            bucket,
+            me,
+            Duration::from_secs(config.node_ttl_secs),
+            cluster.stop.clone(),
+        ));
+        Ok(cluster)
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Every node whose heartbeat is current, by name.
+    pub async fn nodes(&self) -> Result<Vec<NodeRecord>, ClusterError> {
+        use futures::StreamExt;
+        let read = |e: &dyn std::fmt::Display| ClusterError::Read(e.to_string());
+        let mut keys = self.bucket.keys().await.map_err(|e| read(&e))?;
+        let mut nodes = Vec::new();
+        while let Some(key) = keys.next().await {
+            let key = key.map_err(|e| read(&e))?;
+            if let Some(value) = self.bucket.get(&key).await.map_err(|e| read(&e))?
+                && let Ok(record) = serde_json::from_slice::<NodeRecord>(&value)
+            {
+                nodes.push(record);
+            }
+        }
+        nodes.sort_by(|a, b| a.node.cmp(&b.node));
+        Ok(nodes)
+    }
+
+    /// Leaves: the heartbeat stops and the entry goes at once (a node that
+    /// dies instead is gone when its entry's lifetime ends).
+    pub async fn leave(&self) {
+        self.stop.cancel();
+        if let Err(error) = self.bucket.delete(&self.node).await {
+            tracing::warn!(node = %self.node, servers = %self.servers, %error,
+                "cannot remove this node from the cluster; it expires with its heartbeat");
+        }
+    }
+}
+
+async fn connect(config: &ClusterConfig, node: &str) -> Result<async_nats::Client, ClusterError> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(format!("roostd {node}"))
+        .connection_timeout(Duration::from_secs(5));
+    if let Some(path) = &config.credentials_file {
+        options =
+            options
+                .credentials_file(path)
+                .await
+                .map_err(|source| ClusterError::Credentials {
+                    path: path.clone(),
+                    source,
+                })?;
+    }
+    if let Some(tls) = &config.tls {
+        options = options.require_tls(true);
+        if let Some(ca) = &tls.ca_file {
+            options = options.add_root_certificates(ca.clone());
+        }
+        if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+    }
+    async_nats::connect_with_options(config.servers.clone(), options)
+        .await
+        .map_err(|e| ClusterError::Connect {
+            servers: config.servers.join(","),
+            message: e.to_string(),
+        })
+}
+
+async fn put(bucket: &kv::Store, me: &NodeRecord) -> Result<u64, kv::PutError> {
+    let value = serde_json::to_vec(me).unwrap_or_default();
+    bucket.put(&me.node, value.into()).await
+}
+
+/// Puts the node's record again three times per lifetime, until `stop`. A
+/// failed beat is logged: a node cut off from NATS concludes nothing about
+/// the others and keeps serving what it runs.
+async fn heartbeat(bucket: kv::Store, mut me: NodeRecord, ttl: Duration, stop: CancellationToken) {
+    let every = (ttl / 3).max(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        me.heartbeat_ms = now_ms();
+        if let Err(error) = put(&bucket, &me).await {
+            tracing::warn!(node = %me.node, %error, "cluster heartbeat failed; trying again");
+        }
+    }
+}
+
+/// The age of a heartbeat, in milliseconds.
+pub fn heartbeat_age_ms(record: &NodeRecord) -> u64 {
+    now_ms().saturating_sub(record.heartbeat_ms)
+}

