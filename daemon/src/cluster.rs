@@ -24,6 +24,12 @@ pub enum ClusterError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{what} {}: {message}", path.display())]
+    Private {
+        what: &'static str,
+        path: std::path::PathBuf,
+        message: String,
+    },
     #[error("cannot reach NATS at {servers}: {message}")]
     Connect { servers: String, message: String },
     #[error(
@@ -98,6 +104,7 @@ impl Cluster {
         stop: CancellationToken,
     ) -> Result<Self, ClusterError> {
         let servers = config.servers.join(",");
+        check_private(config)?;
         let client = loop {
             match connect(config, &me.node).await {
                 Ok(client) => break client,
@@ -187,6 +194,25 @@ impl Cluster {
     }
 }
 
+/// The credentials file and the TLS key hold secrets: refused unless no
+/// other user can read them (as every token file roostd is given).
+fn check_private(config: &ClusterConfig) -> Result<(), ClusterError> {
+    let key = config.tls.as_ref().and_then(|t| t.key_file.as_ref());
+    for (what, path) in [
+        ("cluster.credentials_file", config.credentials_file.as_ref()),
+        ("cluster.tls.key_file", key),
+    ] {
+        if let Some(path) = path {
+            crate::secrets::read_private(path).map_err(|message| ClusterError::Private {
+                what,
+                path: path.clone(),
+                message,
+            })?;
+        }
+    }
+    Ok(())
+}
+
 async fn connect(config: &ClusterConfig, node: &str) -> Result<async_nats::Client, ClusterError> {
     let mut options = async_nats::ConnectOptions::new()
         .name(format!("roostd {node}"))
@@ -243,4 +269,32 @@ async fn heartbeat(bucket: kv::Store, mut me: NodeRecord, ttl: Duration, stop: C
 /// The age of a heartbeat, in milliseconds.
 pub fn heartbeat_age_ms(record: &NodeRecord) -> u64 {
     now_ms().saturating_sub(record.heartbeat_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_credentials_file_others_can_read_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let creds = dir.path().join("nats.creds");
+        std::fs::write(&creds, "-----BEGIN NATS USER JWT-----").expect("write");
+        let config = ClusterConfig {
+            servers: vec!["nats://127.0.0.1:4222".into()],
+            credentials_file: Some(creds.clone()),
+            ..ClusterConfig::default()
+        };
+        std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let err = check_private(&config).expect_err("world-readable");
+        assert!(
+            err.to_string().contains("cluster.credentials_file")
+                && err.to_string().contains("chmod 600"),
+            "{err}"
+        );
+        // The control: the same file, private, passes.
+        std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        check_private(&config).expect("private");
+    }
 }

@@ -210,4 +210,29 @@ mod tests {
             assert_eq!(field(&bad).as_deref(), Some(named), "{bad:?}");
         }
     }
+
+    #[test]
+    fn the_clusters_secrets_are_roostds_own_files_no_grant_reaches() {
+        let mut config = super::super::DaemonConfig {
+            cluster: ClusterConfig {
+                servers: vec!["nats://127.0.0.1:4222".into()],
+                credentials_file: Some("/etc/roost/nats.creds".into()),
+                tls: Some(ClusterTls {
+                    key_file: Some("/etc/roost/nats-key.pem".into()),
+                    cert_file: Some("/etc/roost/nats-cert.pem".into()),
+                    ca_file: None,
+                }),
+                ..ClusterConfig::default()
+            },
+            ..super::super::DaemonConfig::default()
+        };
+        let own: Vec<PathBuf> = config.own_paths().into_iter().map(|(p, _)| p).collect();
+        for secret in ["/etc/roost/nats.creds", "/etc/roost/nats-key.pem"] {
+            assert!(own.contains(&PathBuf::from(secret)), "{secret}: {own:?}");
+        }
+        // The control: without a cluster, none of them is listed.
+        config.cluster = ClusterConfig::default();
+        let own: Vec<PathBuf> = config.own_paths().into_iter().map(|(p, _)| p).collect();
+        assert!(!own.contains(&PathBuf::from("/etc/roost/nats.creds")));
+    }
 }

@@ -68,6 +68,26 @@ impl super::DaemonConfig {
                 "a token file of roostd's a2a.peers".into(),
             ));
         }
+        let cluster = &self.cluster;
+        let tls = cluster.tls.as_ref();
+        for (what, file) in [
+            (
+                "cluster.credentials_file",
+                cluster.credentials_file.as_ref(),
+            ),
+            (
+                "cluster.tls.key_file",
+                tls.and_then(|t| t.key_file.as_ref()),
+            ),
+            (
+                "cluster.tls.cert_file",
+                tls.and_then(|t| t.cert_file.as_ref()),
+            ),
+        ] {
+            if let Some(file) = file {
+                own.push((file.clone(), format!("roostd's {what}")));
+            }
+        }
         own
     }
 }
