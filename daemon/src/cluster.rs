@@ -60,9 +60,16 @@ pub struct NodeRecord {
     pub capacity: u64,
     pub labels: BTreeMap<String, String>,
     pub version: String,
+    /// Live sessions at its latest heartbeat (its load).
+    #[serde(default)]
+    pub live_sessions: u64,
     /// Unix milliseconds of its latest heartbeat.
     pub heartbeat_ms: u64,
 }
+
+/// What a heartbeat reads the node's load from (set once the supervisor
+/// runs; 0 until then).
+type Load = std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>>;
 
 /// This node, joined.
 pub struct Cluster {
@@ -70,6 +77,7 @@ pub struct Cluster {
     servers: String,
     bucket: kv::Store,
     stop: CancellationToken,
+    load: Load,
 }
 
 fn now_ms() -> u64 {
@@ -151,11 +159,13 @@ impl Cluster {
             servers,
             bucket: bucket.clone(),
             stop: stop.child_token(),
+            load: Load::default(),
         };
         tokio::spawn(heartbeat(
             bucket,
             me,
             Duration::from_secs(config.node_ttl_secs),
+            std::sync::Arc::clone(&cluster.load),
             cluster.stop.clone(),
         ));
         Ok(cluster)
@@ -163,6 +173,11 @@ impl Cluster {
 
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// Where each heartbeat reads this node's live sessions from.
+    pub fn report_load(&self, live_sessions: impl Fn() -> u64 + Send + Sync + 'static) {
+        let _ = self.load.set(Box::new(live_sessions));
     }
 
     /// Every node whose heartbeat is current, by name.
@@ -252,7 +267,13 @@ async fn put(bucket: &kv::Store, me: &NodeRecord) -> Result<u64, kv::PutError> {
 /// Puts the node's record again three times per lifetime, until `stop`. A
 /// failed beat is logged: a node cut off from NATS concludes nothing about
 /// the others and keeps serving what it runs.
-async fn heartbeat(bucket: kv::Store, mut me: NodeRecord, ttl: Duration, stop: CancellationToken) {
+async fn heartbeat(
+    bucket: kv::Store,
+    mut me: NodeRecord,
+    ttl: Duration,
+    load: Load,
+    stop: CancellationToken,
+) {
     let every = (ttl / 3).max(Duration::from_millis(200));
     loop {
         tokio::select! {
@@ -260,6 +281,7 @@ async fn heartbeat(bucket: kv::Store, mut me: NodeRecord, ttl: Duration, stop: C
             () = tokio::time::sleep(every) => {}
         }
         me.heartbeat_ms = now_ms();
+        me.live_sessions = load.get().map_or(0, |live| live());
         if let Err(error) = put(&bucket, &me).await {
             tracing::warn!(node = %me.node, %error, "cluster heartbeat failed; trying again");
         }

@@ -230,6 +230,7 @@ pub async fn run(
                     capacity: u64::from(parts.config.pool.max_instances),
                     labels: parts.config.cluster.labels.clone(),
                     version: env!("CARGO_PKG_VERSION").into(),
+                    live_sessions: 0,
                     heartbeat_ms: 0,
                 },
                 shutdown.clone(),
@@ -249,6 +250,10 @@ pub async fn run(
         cluster: cluster.clone(),
     });
     let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
+    if let Some(cluster) = &cluster {
+        let supervisor = supervisor.clone();
+        cluster.report_load(move || supervisor.live_sessions());
+    }
     let recovered = tasks.recover().await?;
     if recovered > 0 {
         tracing::warn!(

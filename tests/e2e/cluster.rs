@@ -125,6 +125,49 @@ async fn nodes_join_see_each_other_and_a_dead_one_leaves_with_its_heartbeat() {
         "{text}"
     );
 
+    // Its load: a session that keeps running on a shows in the next
+    // heartbeat, and `roostctl nodes` lists both with it.
+    let spinner = crate::harness::spinner(a.root.path());
+    a.start_capsule(&spinner).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let health = a.client.health().await.expect("health");
+        let cluster = health.cluster.expect("cluster");
+        let live = cluster
+            .nodes
+            .iter()
+            .find(|n| n.node == "a")
+            .map(|n| n.live_sessions);
+        if live == Some(1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a's load never showed: {cluster:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let out = Command::new(crate::cli::roostctl())
+        .arg("--socket")
+        .arg(&b.socket)
+        .arg("nodes")
+        .output()
+        .expect("roostctl nodes");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert_eq!(
+        &rows[1][..],
+        &[
+            "a", rows[1][1], "ago", "1", "300", rows[1][5], "zone=z1", rows[1][7]
+        ],
+        "{text}"
+    );
+    assert!(rows[2][..2] == ["b", "(this)"], "{text}");
+
     // A node that dies leaves when its heartbeat's lifetime (2 s) ends.
     b.kill9();
     assert_eq!(nodes_seen(&a, &["a"]).await, ["a"]);

@@ -418,6 +418,9 @@ pub struct ClusterNode {
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
     pub version: String,
+    /// Its live sessions at that heartbeat (its load).
+    #[serde(default)]
+    pub live_sessions: u64,
     /// How long ago its last heartbeat was written.
     pub heartbeat_age_ms: u64,
 }

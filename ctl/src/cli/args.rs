@@ -94,6 +94,10 @@ pub enum Command {
         #[arg(short, long)]
         all: bool,
     },
+    /// The nodes of the cluster this roostd is a node of: heartbeat age,
+    /// capacity and load (`cluster:`).
+    #[command(after_help = help::NODES)]
+    Nodes,
     /// Show one session; without one, the daemon (version, uptime, live
     /// sessions, resuming after a restart).
     #[command(after_help = help::STATUS)]

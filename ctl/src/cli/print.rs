@@ -229,6 +229,54 @@ pub(super) fn print_table(
     Ok(())
 }
 
+/// `roostctl nodes`: a node per line, this one marked.
+pub(super) fn print_nodes(
+    out: &mut impl Write,
+    c: &crate::api::ClusterStatus,
+    how: Output,
+) -> Result<(), CliError> {
+    if how.json {
+        return print_json(out, c);
+    }
+    if how.quiet {
+        for n in &c.nodes {
+            writeln!(out, "{}", n.node)?;
+        }
+        return Ok(());
+    }
+    let headers = [
+        "NODE",
+        "HEARTBEAT",
+        "SESSIONS",
+        "CAPACITY",
+        "GATEWAY",
+        "LABELS",
+        "VERSION",
+    ];
+    let mut table = super::table::Table::new(&headers);
+    for n in &c.nodes {
+        let mark = if n.node == c.node { " (this)" } else { "" };
+        let labels: Vec<String> = n.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        table.row(
+            &[
+                format!("{}{mark}", n.node),
+                format!("{:.1}s ago", n.heartbeat_age_ms as f64 / 1000.0),
+                n.live_sessions.to_string(),
+                n.capacity.to_string(),
+                n.gateway_url.clone(),
+                labels.join(","),
+                n.version.clone(),
+            ],
+            &[],
+        );
+    }
+    table.write(out)?;
+    if let Some(error) = &c.error {
+        writeln!(out, "(the node registry cannot be read: {error})")?;
+    }
+    Ok(())
+}
+
 /// Anything as pretty JSON, on a line of its own.
 pub(super) fn print_json(
     out: &mut impl Write,

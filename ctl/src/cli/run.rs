@@ -2,8 +2,8 @@
 //! or locally (`publish`, `doctor`, `completions`), and its exit code.
 
 use super::print::{
-    Output, print_checks, print_health, print_json, print_policy, print_pruned, print_session,
-    print_table, print_tasks, print_usage,
+    Output, print_checks, print_health, print_json, print_nodes, print_policy, print_pruned,
+    print_session, print_table, print_tasks, print_usage,
 };
 use super::publish::publish;
 use super::*;
@@ -71,6 +71,18 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
         Command::List { all } => {
             let sessions = client.list(all).await?;
             print_table(out, &sessions, how)?;
+            exit::OK
+        }
+        Command::Nodes => {
+            let health = client.health().await?;
+            let Some(cluster) = health.cluster else {
+                return Err(CliError::Usage(
+                    "this roostd is not a node of a cluster (cluster.servers is unset; see \
+                     docs/cluster.md)"
+                        .into(),
+                ));
+            };
+            print_nodes(out, &cluster, how)?;
             exit::OK
         }
         Command::Status { id_or_name: None } => {

@@ -55,6 +55,7 @@ async fn cluster_status(cluster: &crate::cluster::Cluster) -> roost_wire::api::C
                 capacity: n.capacity,
                 labels: n.labels.clone(),
                 version: n.version.clone(),
+                live_sessions: n.live_sessions,
                 heartbeat_age_ms: crate::cluster::heartbeat_age_ms(n),
             })
             .collect(),
