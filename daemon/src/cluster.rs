@@ -71,11 +71,15 @@ pub struct NodeRecord {
 /// runs; 0 until then).
 type Load = std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>>;
 
-/// This node, joined.
+/// This node of the cluster: joined, or still trying (`cluster.required:
+/// false`, which serves local capsules meanwhile).
 pub struct Cluster {
     node: String,
     servers: String,
-    bucket: kv::Store,
+    /// The node registry, once joined.
+    bucket: std::sync::OnceLock<kv::Store>,
+    /// Why it has not joined (yet), while it has not.
+    trying: std::sync::Mutex<Option<String>>,
     stop: CancellationToken,
     load: Load,
 }
@@ -103,23 +107,65 @@ pub fn node_name(config: &ClusterConfig) -> Result<String, ClusterError> {
 }
 
 impl Cluster {
-    /// Connects (retrying until `stop` while the servers cannot be
-    /// reached, saying so), makes sure the node registry exists, and
-    /// registers this node — refused when a live node has its name.
+    /// Joins: connects (retrying every 2 s until `stop` while the servers
+    /// cannot be reached, saying so), makes sure the node registry exists,
+    /// and registers this node — refused when a live node has its name.
+    /// With `cluster.required` (the default) this returns once joined (so
+    /// roostd is READY only then); without, at once, and joining goes on
+    /// in the background (`/v1/health` says how it goes).
     pub async fn join(
         config: &ClusterConfig,
-        mut me: NodeRecord,
+        me: NodeRecord,
         stop: CancellationToken,
-    ) -> Result<Self, ClusterError> {
-        let servers = config.servers.join(",");
+    ) -> Result<std::sync::Arc<Self>, ClusterError> {
         check_private(config)?;
+        let cluster = std::sync::Arc::new(Self {
+            node: me.node.clone(),
+            servers: config.servers.join(","),
+            bucket: std::sync::OnceLock::new(),
+            trying: std::sync::Mutex::new(Some("connecting".into())),
+            stop: stop.child_token(),
+            load: Load::default(),
+        });
+        if config.required {
+            std::sync::Arc::clone(&cluster)
+                .register(config.clone(), me)
+                .await?;
+        } else {
+            let joining = std::sync::Arc::clone(&cluster);
+            let config = config.clone();
+            tokio::spawn(async move {
+                if let Err(error) = std::sync::Arc::clone(&joining).register(config, me).await
+                    && !joining.stop.is_cancelled()
+                {
+                    tracing::error!(%error, "cannot join the cluster; serving local capsules only");
+                    joining.tried(error.to_string());
+                }
+            });
+        }
+        Ok(cluster)
+    }
+
+    fn tried(&self, why: String) {
+        *self.trying.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+    }
+
+    async fn register(
+        self: std::sync::Arc<Self>,
+        config: ClusterConfig,
+        mut me: NodeRecord,
+    ) -> Result<(), ClusterError> {
+        let servers = self.servers.clone();
         let client = loop {
-            match connect(config, &me.node).await {
+            match connect(&config, &me.node).await {
                 Ok(client) => break client,
-                Err(ClusterError::Connect { message, .. }) if !stop.is_cancelled() => {
+                Err(ClusterError::Connect { message, .. }) if !self.stop.is_cancelled() => {
                     tracing::warn!(servers, error = %message, "cannot reach NATS yet; retrying in 2 s");
+                    self.tried(format!(
+                        "not joined yet: cannot reach NATS at {servers}: {message}; retrying"
+                    ));
                     tokio::select! {
-                        () = stop.cancelled() => {}
+                        () = self.stop.cancelled() => {}
                         () = tokio::time::sleep(Duration::from_secs(2)) => {}
                     }
                 }
@@ -152,23 +198,19 @@ impl Cluster {
             });
         }
         me.heartbeat_ms = now_ms();
+        me.live_sessions = self.load.get().map_or(0, |live| live());
         put(&bucket, &me).await.map_err(|e| registry(&e))?;
         tracing::info!(node = %me.node, servers, "joined the cluster");
-        let cluster = Self {
-            node: me.node.clone(),
-            servers,
-            bucket: bucket.clone(),
-            stop: stop.child_token(),
-            load: Load::default(),
-        };
+        let _ = self.bucket.set(bucket.clone());
+        *self.trying.lock().unwrap_or_else(|e| e.into_inner()) = None;
         tokio::spawn(heartbeat(
             bucket,
             me,
             Duration::from_secs(config.node_ttl_secs),
-            std::sync::Arc::clone(&cluster.load),
-            cluster.stop.clone(),
+            std::sync::Arc::clone(&self.load),
+            self.stop.clone(),
         ));
-        Ok(cluster)
+        Ok(())
     }
 
     pub fn node(&self) -> &str {
@@ -184,11 +226,21 @@ impl Cluster {
     pub async fn nodes(&self) -> Result<Vec<NodeRecord>, ClusterError> {
         use futures::StreamExt;
         let read = |e: &dyn std::fmt::Display| ClusterError::Read(e.to_string());
-        let mut keys = self.bucket.keys().await.map_err(|e| read(&e))?;
+        let Some(bucket) = self.bucket.get() else {
+            let why = self
+                .trying
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            return Err(ClusterError::Read(
+                why.unwrap_or_else(|| "not joined".into()),
+            ));
+        };
+        let mut keys = bucket.keys().await.map_err(|e| read(&e))?;
         let mut nodes = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key.map_err(|e| read(&e))?;
-            if let Some(value) = self.bucket.get(&key).await.map_err(|e| read(&e))?
+            if let Some(value) = bucket.get(&key).await.map_err(|e| read(&e))?
                 && let Ok(record) = serde_json::from_slice::<NodeRecord>(&value)
             {
                 nodes.push(record);
@@ -202,7 +254,10 @@ impl Cluster {
     /// dies instead is gone when its entry's lifetime ends).
     pub async fn leave(&self) {
         self.stop.cancel();
-        if let Err(error) = self.bucket.delete(&self.node).await {
+        let Some(bucket) = self.bucket.get() else {
+            return;
+        };
+        if let Err(error) = bucket.delete(&self.node).await {
             tracing::warn!(node = %self.node, servers = %self.servers, %error,
                 "cannot remove this node from the cluster; it expires with its heartbeat");
         }

@@ -213,9 +213,9 @@ pub async fn run(
         peer_tokens,
     );
     // A node of a cluster joins before it says READY (retrying while NATS
-    // cannot be reached).
+    // cannot be reached), or meanwhile with `cluster.required: false`.
     let cluster = match parts.config.cluster.enabled() {
-        true => Some(Arc::new(
+        true => Some(
             crate::cluster::Cluster::join(
                 &parts.config.cluster,
                 crate::cluster::NodeRecord {
@@ -236,7 +236,7 @@ pub async fn run(
                 shutdown.clone(),
             )
             .await?,
-        )),
+        ),
         false => None,
     };
     // What the API and the gateway take at start-up besides the supervisor.

@@ -46,9 +46,12 @@ fn nats_binary() -> Option<PathBuf> {
 }
 
 fn nats() -> Option<Nats> {
+    nats_on(free_port())
+}
+
+fn nats_on(port: u16) -> Option<Nats> {
     let binary = nats_binary()?;
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
     let child = Command::new(binary)
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
         .arg(dir.path())
@@ -216,4 +219,62 @@ async fn a_node_name_in_use_is_refused_and_one_host_is_unchanged() {
     let single = Daemon::start().await;
     let health = single.client.health().await.expect("health");
     assert!(health.cluster.is_none(), "{health:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_nats_a_required_node_waits_and_one_that_need_not_serves_then_joins() {
+    if nats_binary().is_none() {
+        return;
+    }
+    let port = free_port();
+    let url = format!("nats://127.0.0.1:{port}");
+    // `required` (the default): not READY while NATS cannot be reached.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("roost.yaml");
+    std::fs::write(
+        &config,
+        format!("{TEST_CONFIG}cluster: {{servers: [\"{url}\"], node: w}}\n"),
+    )
+    .expect("config");
+    let socket = dir.path().join("roostd.sock");
+    let mut waiting = Command::new(env!("CARGO_BIN_EXE_roostd"))
+        .arg("--config")
+        .arg(&config)
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .arg("--socket")
+        .arg(&socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn roostd");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let client = roost_ctl::Client::new(&socket);
+    let answered = tokio::time::timeout(Duration::from_secs(2), client.health()).await;
+    let still_running = waiting.try_wait().expect("wait").is_none();
+    let _ = waiting.kill();
+    let _ = waiting.wait();
+    assert!(still_running, "a required node gave up instead of retrying");
+    assert!(
+        !matches!(answered, Ok(Ok(_))),
+        "a required node answered before it joined"
+    );
+
+    // `required: false`: serves at once, says it has not joined, joins
+    // when NATS comes.
+    let lenient = Daemon::start_with(
+        &format!("{TEST_CONFIG}cluster: {{servers: [\"{url}\"], node: x, required: false, node_ttl_secs: 2}}\n"),
+        &[],
+    )
+    .await;
+    let health = lenient.client.health().await.expect("health");
+    let cluster = health.cluster.expect("a node reports its cluster");
+    assert!(cluster.nodes.is_empty(), "{cluster:?}");
+    let error = cluster.error.unwrap_or_default();
+    assert!(
+        error.contains("cannot reach NATS") || error.contains("connecting"),
+        "{error}"
+    );
+    let _nats = nats_on(port).expect("nats-server");
+    assert_eq!(nodes_seen(&lenient, &["x"]).await, ["x"]);
 }

@@ -28,6 +28,10 @@ pub struct ClusterConfig {
     /// Copies JetStream keeps of the cluster's state (1 on one NATS server;
     /// 3 on three).
     pub replicas: usize,
+    /// `true`: roostd is READY only once joined (it retries while NATS
+    /// cannot be reached). `false`: it serves its own capsules at once and
+    /// joins when it can (`roostctl status` says how that goes).
+    pub required: bool,
 }
 
 /// TLS to the NATS servers.
@@ -51,6 +55,7 @@ impl Default for ClusterConfig {
             labels: BTreeMap::new(),
             node_ttl_secs: 10,
             replicas: 1,
+            required: true,
         }
     }
 }
