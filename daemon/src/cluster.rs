@@ -54,6 +54,12 @@ pub struct NodeRecord {
     pub node: String,
     /// This process (a restart under the same name is a new instance).
     pub instance: String,
+    /// The host and state directory it runs from: a record with the same
+    /// two is this node's own, left by the process before a restart.
+    #[serde(default)]
+    pub host: String,
+    #[serde(default)]
+    pub state_dir: String,
     /// Where its A2A gateway answers.
     pub gateway_url: String,
     /// Instances its pool holds (`pool.max_instances`).
@@ -90,15 +96,20 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// This host's name, as the kernel has it.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
 /// The node's name: `cluster.node`, else the host's name.
 pub fn node_name(config: &ClusterConfig) -> Result<String, ClusterError> {
     if let Some(node) = &config.node {
         return Ok(node.clone());
     }
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
+    let host = host_name().to_ascii_lowercase();
     crate::manifest::validate_name(&host).map_err(|why| ClusterError::NoName {
         host: host.clone(),
         why,
@@ -191,6 +202,7 @@ impl Cluster {
         if let Some(entry) = bucket.get(&me.node).await.map_err(|e| registry(&e))?
             && let Ok(other) = serde_json::from_slice::<NodeRecord>(&entry)
             && other.instance != me.instance
+            && (other.host, other.state_dir) != (me.host.clone(), me.state_dir.clone())
         {
             return Err(ClusterError::NodeTaken {
                 node: me.node,

@@ -221,6 +221,8 @@ pub async fn run(
                 crate::cluster::NodeRecord {
                     node: crate::cluster::node_name(&parts.config.cluster)?,
                     instance: uuid::Uuid::now_v7().simple().to_string(),
+                    host: crate::cluster::host_name(),
+                    state_dir: parts.config.state_dir.display().to_string(),
                     gateway_url: parts
                         .config
                         .a2a

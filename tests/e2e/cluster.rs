@@ -171,6 +171,12 @@ async fn nodes_join_see_each_other_and_a_dead_one_leaves_with_its_heartbeat() {
     );
     assert!(rows[2][..2] == ["b", "(this)"], "{text}");
 
+    // A node killed and started again at once (same host, same state dir)
+    // takes its own name back while its old entry still lives.
+    b.kill9();
+    b.spawn().await;
+    assert_eq!(nodes_seen(&a, &["a", "b"]).await, ["a", "b"]);
+
     // A node that dies leaves when its heartbeat's lifetime (2 s) ends.
     b.kill9();
     assert_eq!(nodes_seen(&a, &["a"]).await, ["a"]);
