@@ -78,6 +78,17 @@ fn node_config(nats: &Nats, node: &str) -> String {
     )
 }
 
+/// What `roostctl VERB` prints on stdout for roostd `d`.
+fn roostctl(d: &Daemon, verb: &str) -> String {
+    let out = Command::new(crate::cli::roostctl())
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg(verb)
+        .output()
+        .unwrap_or_else(|e| panic!("roostctl {verb}: {e}"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The node names `d` lists, polled until `want` or 15 s.
 async fn nodes_seen(d: &Daemon, want: &[&str]) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -107,21 +118,9 @@ async fn nodes_join_see_each_other_and_a_dead_one_leaves_with_its_heartbeat() {
     assert_eq!(b_record.labels.get("zone").map(String::as_str), Some("z1"));
     assert!(b_record.capacity > 0 && b_record.heartbeat_age_ms < 5_000);
     // roostctl shows it.
-    let out = Command::new(crate::cli::roostctl())
-        .arg("--socket")
-        .arg(&a.socket)
-        .arg("status")
-        .output()
-        .expect("roostctl status");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = roostctl(&a, "status");
     assert!(text.contains("cluster") && text.contains("a, b"), "{text}");
-    let out = Command::new(crate::cli::roostctl())
-        .arg("--socket")
-        .arg(&a.socket)
-        .arg("doctor")
-        .output()
-        .expect("roostctl doctor");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = roostctl(&a, "doctor");
     let line = text.lines().find(|l| l.contains("cluster")).unwrap_or("");
     assert!(
         line.starts_with("ok") && line.contains("node a of 2: a, b"),
@@ -150,13 +149,7 @@ async fn nodes_join_see_each_other_and_a_dead_one_leaves_with_its_heartbeat() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let out = Command::new(crate::cli::roostctl())
-        .arg("--socket")
-        .arg(&b.socket)
-        .arg("nodes")
-        .output()
-        .expect("roostctl nodes");
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = roostctl(&b, "nodes");
     let rows: Vec<Vec<&str>> = text
         .lines()
         .map(|l| l.split_whitespace().collect())
