@@ -78,6 +78,18 @@ async fn kill_nine_leaves_no_ghosts_and_keeps_history() {
 
     d.kill9();
     d.spawn().await;
+    // Sessions come back after READY (`daemon::run` resumes them): wait until
+    // every one was tried before reading what came back.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while d.client.health().await.expect("health").resuming.is_some()
+        || d.client.get("keeper").await.expect("get").restart_count == 0
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sessions never finished resuming"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 
     let all = d.client.list(true).await.expect("list");
     assert_eq!(all.len(), 3, "history kept: {all:?}");
