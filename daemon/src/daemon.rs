@@ -204,7 +204,7 @@ pub async fn run(
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let running = config.clone();
     let retention = tokio::sync::watch::Sender::new(config.retention.clone());
-    let (parts, outbox) = wire(
+    let (mut parts, outbox) = wire(
         config,
         store.clone(),
         runtime,
@@ -241,6 +241,10 @@ pub async fn run(
         ),
         false => None,
     };
+    // Sessions claim their routes in the cluster's route table.
+    parts.claims = cluster
+        .clone()
+        .map(|c| c as Arc<dyn crate::a2a::routing::Claims>);
     // What the API and the gateway take at start-up besides the supervisor.
     let tasks = Arc::clone(&parts.tasks);
     let host = Arc::new(api::HostFacts {
@@ -368,22 +372,41 @@ pub async fn run(
             servers.clone(),
         ))
     });
-    let a2a_task = tokio::spawn(crate::a2a::serve(
+    // One host: the supervisor knows where every route runs; a node of a
+    // cluster asks the cluster's route table for the routes it does not run,
+    // and hands their requests there.
+    let routing: Arc<dyn crate::a2a::routing::Routing> = match &cluster {
+        Some(cluster) => Arc::new(crate::cluster::routes::ClusterRouting {
+            local: Arc::new(supervisor.clone()),
+            cluster: Arc::clone(cluster),
+        }),
+        None => Arc::new(supervisor.clone()),
+    };
+    let gateway = crate::a2a::GatewayParts {
+        routing,
+        tasks: Arc::clone(&tasks),
+        base: a2a_base,
+        access,
+        signer: card_signer,
+        push: push_policy,
+        dedupe: dedupe_message_ids,
+        grpc: grpc_settings,
+        health: Arc::clone(&health),
+        http,
+        allow_origins,
+        handoff: cluster
+            .clone()
+            .map(|c| c as Arc<dyn crate::a2a::routing::Handoff>),
+    };
+    let rules = crate::a2a::listen_rules(&gateway);
+    let gateway = crate::a2a::app(gateway);
+    if let Some(cluster) = &cluster {
+        cluster.serve_handoffs(crate::a2a::handoff::server(gateway.clone()));
+    }
+    let a2a_task = tokio::spawn(crate::a2a::listen(
         a2a_listener,
-        crate::a2a::GatewayParts {
-            // One host: the supervisor knows where every route runs.
-            routing: Arc::new(supervisor.clone()),
-            tasks: Arc::clone(&tasks),
-            base: a2a_base,
-            access,
-            signer: card_signer,
-            push: push_policy,
-            dedupe: dedupe_message_ids,
-            grpc: grpc_settings,
-            health: Arc::clone(&health),
-            http,
-            allow_origins,
-        },
+        gateway,
+        rules,
         servers.clone(),
     ));
 
@@ -517,6 +540,7 @@ pub fn wire(
         tasks,
         checkpoint_key,
         routes,
+        claims: None,
     };
     (parts, outbox)
 }

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use crate::harness::{Daemon, TEST_CONFIG, free_port, repo};
 
 /// A `nats-server` with JetStream on a free loopback port, killed on drop.
-struct Nats {
+pub(crate) struct Nats {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     _dir: tempfile::TempDir,
 }
 
@@ -45,7 +45,7 @@ fn nats_binary() -> Option<PathBuf> {
     None
 }
 
-fn nats() -> Option<Nats> {
+pub(crate) fn nats() -> Option<Nats> {
     nats_on(free_port())
 }
 
@@ -71,7 +71,7 @@ fn nats_on(port: u16) -> Option<Nats> {
     })
 }
 
-fn node_config(nats: &Nats, node: &str) -> String {
+pub(crate) fn node_config(nats: &Nats, node: &str) -> String {
     format!(
         "{TEST_CONFIG}cluster: {{servers: [\"{}\"], node: {node}, node_ttl_secs: 2, labels: {{zone: z1}}}}\n",
         nats.url
@@ -79,7 +79,7 @@ fn node_config(nats: &Nats, node: &str) -> String {
 }
 
 /// What `roostctl VERB` prints on stdout for roostd `d`.
-fn roostctl(d: &Daemon, verb: &str) -> String {
+pub(crate) fn roostctl(d: &Daemon, verb: &str) -> String {
     let out = Command::new(crate::cli::roostctl())
         .arg("--socket")
         .arg(&d.socket)

@@ -159,6 +159,13 @@ impl Grpc {
                 "no agent at route '{name}': no session has had this name"
             ))
         })?;
+        if let Some(node) = &route.node {
+            return Err(Status::unavailable(format!(
+                "route '{name}' runs on node {node}: the gRPC binding is not handed between \
+                 nodes yet; call it with JSON-RPC or HTTP+JSON at any node, or with gRPC at \
+                 node {node}'s gateway"
+            )));
+        }
         Ok((route, owner))
     }
 

@@ -12,6 +12,7 @@ pub mod envelope;
 pub mod error;
 pub mod grpc;
 mod guard;
+pub mod handoff;
 pub mod push;
 pub mod routing;
 mod rpc;
@@ -68,6 +69,8 @@ struct Gateway {
     allow_origins: Arc<[String]>,
     /// Streams open per route (`http.max_streams_per_route`).
     streams: Arc<streams::Streams>,
+    /// Carries requests for routes other nodes run (a cluster's node).
+    handoff: Option<Arc<dyn routing::Handoff>>,
 }
 
 /// What the gateway serves from: the supervisor's routes and the broker's
@@ -92,18 +95,32 @@ pub struct GatewayParts {
     pub http: crate::config::HttpConfig,
     /// `a2a.cors.allow_origins`.
     pub allow_origins: Vec<String>,
+    /// On a node of a cluster: carries requests for routes other nodes run.
+    pub handoff: Option<Arc<dyn routing::Handoff>>,
 }
 
-/// Serves the A2A gateway on `listener` until `stop`.
-pub async fn serve(
+/// What the listener holds every connection to: the client limits and the
+/// host names requests may name.
+pub struct ListenRules {
+    limits: crate::api::listen::Limits,
+    hosts: Vec<String>,
+}
+
+pub fn listen_rules(parts: &GatewayParts) -> ListenRules {
+    ListenRules {
+        limits: (&parts.http).into(),
+        hosts: parts.base.configured_host().into_iter().collect(),
+    }
+}
+
+/// Serves `app` (the gateway [`app`] made) on `listener` until `stop`.
+pub async fn listen(
     listener: tokio::net::TcpListener,
-    parts: GatewayParts,
+    app: Router,
+    rules: ListenRules,
     stop: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    let limits = (&parts.http).into();
-    let hosts = parts.base.configured_host().into_iter().collect();
-    let app = app(parts);
-    crate::api::listen::serve(listener, app, "a2a", limits, hosts, stop).await
+    crate::api::listen::serve(listener, app, "a2a", rules.limits, rules.hosts, stop).await
 }
 
 /// The gateway; on a route that needs a token (`access`), every request
@@ -121,6 +138,7 @@ pub fn app(parts: GatewayParts) -> Router {
         grpc: parts.grpc.is_some(),
         allow_origins: parts.allow_origins.into(),
         streams: streams::Streams::new(parts.http.max_streams_per_route),
+        handoff: parts.handoff,
     };
     let mut router = Router::new();
     if let Some(settings) = &parts.grpc {
@@ -133,7 +151,7 @@ pub fn app(parts: GatewayParts) -> Router {
                 .layer(middleware::from_fn(grpc::log_refusals)),
         );
     }
-    router
+    router = router
         .route(signing::JWKS_PATH, any(card::jwks))
         .route("/a2a/{route}", any(root))
         .route("/a2a/{route}/", any(root))
@@ -145,7 +163,16 @@ pub fn app(parts: GatewayParts) -> Router {
                 "A2A agents are addressed at /a2a/<session name or id>",
             )
         })
-        .layer(middleware::from_fn_with_state(gw.clone(), guard::auth))
+        .layer(middleware::from_fn_with_state(gw.clone(), guard::auth));
+    // On a node of a cluster, a request for a route another node runs goes
+    // there before any check here.
+    if gw.handoff.is_some() {
+        router = router.layer(middleware::from_fn_with_state(
+            gw.clone(),
+            handoff::route_elsewhere,
+        ));
+    }
+    router
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(gw)
         .merge(crate::api::health_routes(parts.health))

@@ -149,6 +149,16 @@ impl From<SupervisorError> for ApiError {
                 Self::new(StatusCode::CONFLICT, "name_in_use", message)
             }
             SupervisorError::Live(_) => Self::new(StatusCode::CONFLICT, "session_live", message),
+            SupervisorError::Claim(crate::a2a::routing::ClaimError::Taken { .. }) => {
+                Self::new(StatusCode::CONFLICT, "name_in_use", message)
+            }
+            SupervisorError::Claim(crate::a2a::routing::ClaimError::Unavailable { .. }) => {
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cluster_unavailable",
+                    message,
+                )
+            }
             SupervisorError::ShuttingDown => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", message)
             }

@@ -41,6 +41,8 @@ pub enum SupervisorError {
     NameInUse(String),
     #[error("session '{0}' is live; stop it first, or remove it with --force (which stops it)")]
     Live(String),
+    #[error(transparent)]
+    Claim(#[from] crate::a2a::routing::ClaimError),
     #[error("roostd is shutting down and accepts no new sessions")]
     ShuttingDown,
     #[error(transparent)]

@@ -20,6 +20,7 @@ impl Routing for Supervisor {
                 id: session.id.into(),
                 name: session.name,
                 live: false,
+                node: None,
             }),
             _ => None,
         }

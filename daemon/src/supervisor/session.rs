@@ -95,6 +95,13 @@ impl SessionTask {
         if let Ok(mut slot) = self.inbox.lock() {
             *slot = inbox;
         }
+        // In a cluster the route is taken there first: a name another node
+        // runs is refused before anything is recorded.
+        if let Err(error) = self.claim_route(again.is_some()).await {
+            tracing::warn!(%error, "route refused by the cluster");
+            let _ = reply.send(Err(error));
+            return None;
+        }
         let installed = match Box::pin(self.register(again)).await {
             Ok((session, installed)) => {
                 self.shared.add_route(&self.id, &self.name);

@@ -46,6 +46,9 @@ pub struct Shared {
     /// Recorded live sessions by name and by id, for the A2A gateway's
     /// per-request lookup (no database read).
     pub(super) routes: Arc<Routes>,
+    /// Where routes are claimed beyond this process (a cluster's route
+    /// table); `None` on one host.
+    pub(super) claims: Option<Arc<dyn crate::a2a::routing::Claims>>,
 }
 
 /// What `Shared` is made of, wired by the daemon's start-up.
@@ -61,6 +64,8 @@ pub struct SharedParts {
     pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
     /// The route table, shared with the runtime's outbox (`a2a::client`).
     pub routes: Arc<Routes>,
+    /// A cluster's route table, where sessions claim their routes.
+    pub claims: Option<Arc<dyn crate::a2a::routing::Claims>>,
 }
 
 /// Recorded live sessions by name and by id: what the A2A gateway and
@@ -79,6 +84,7 @@ impl Routes {
             id: id.clone(),
             name: name.to_string(),
             live: true,
+            node: None,
         };
         if let Ok(mut routes) = self.0.write() {
             routes.insert(name.to_string(), route.clone());
@@ -109,6 +115,7 @@ impl Shared {
             tasks,
             checkpoint_key,
             routes,
+            claims,
         } = parts;
         Self {
             tasks,
@@ -128,6 +135,7 @@ impl Shared {
             grants: Default::default(),
             resume: std::sync::Mutex::new(None),
             routes,
+            claims,
         }
     }
 
@@ -168,7 +176,13 @@ impl Shared {
         self.routes.add(id, name);
     }
 
+    /// The session has ended: its route here goes, and in the cluster it
+    /// is marked ended (in the background; the owner never waits on it).
     pub(super) fn remove_route(&self, id: &SessionId, name: &str) {
         self.routes.remove(id, name);
+        if let Some(claims) = &self.claims {
+            let (claims, id, name) = (Arc::clone(claims), id.clone(), name.to_string());
+            tokio::spawn(async move { claims.release(&name, &id).await });
+        }
     }
 }

@@ -134,6 +134,25 @@ impl SessionTask {
     /// while the row is written, or, when resuming after a daemon restart,
     /// records the restart on the existing row. Returns the record and the
     /// outcome of the installation.
+    /// Takes the session's route in the cluster's route table (nothing to
+    /// do on one host): refused when another node runs a session of that
+    /// name.
+    pub(super) async fn claim_route(&self, resumed: bool) -> Result<(), SupervisorError> {
+        let Some(claims) = &self.shared.claims else {
+            return Ok(());
+        };
+        let manifest = &self.staged.manifest;
+        let claim = crate::a2a::routing::Claim {
+            route: self.name.clone(),
+            id: self.id.clone(),
+            capsule: manifest.name.clone(),
+            version: manifest.version.clone(),
+            since: crate::store::now(),
+            spec: manifest.card.clone(),
+        };
+        Ok(claims.claim(claim, resumed).await?)
+    }
+
     pub(super) async fn register(
         &self,
         again: Option<&'static str>,

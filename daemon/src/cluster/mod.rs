@@ -1,7 +1,11 @@
 //! roostd as a node of a cluster over NATS JetStream: joining (connect,
 //! then register in the `roost-nodes` key-value bucket and keep the entry
 //! alive with a heartbeat), leaving, and the nodes as the control API shows
-//! them. The only module that names `async_nats`.
+//! them; the route table (`routes.rs`) and requests handed between nodes
+//! (`handoff.rs`) hang off it. The only module that names `async_nats`.
+
+mod handoff;
+pub mod routes;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -10,7 +14,10 @@ use async_nats::jetstream::kv;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::a2a::routing::{Claim, ClaimError, Forward, Forwarded, HandoffError, Serve};
 use crate::config::ClusterConfig;
+use crate::ids::SessionId;
+use routes::{Mine, RouteRecord, Table};
 
 /// The key-value bucket nodes register in.
 pub const NODES_BUCKET: &str = "roost-nodes";
@@ -82,12 +89,25 @@ type Load = std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync
 pub struct Cluster {
     node: String,
     servers: String,
-    /// The node registry, once joined.
-    bucket: std::sync::OnceLock<kv::Store>,
+    /// The node registry, the route table and the connection, once joined.
+    joined: std::sync::OnceLock<Joined>,
+    /// What serves requests other nodes hand to this one (the gateway, set
+    /// once it exists).
+    serve: std::sync::Arc<std::sync::OnceLock<Serve>>,
+    /// This node's routes, written again when the table could not take
+    /// them.
+    mine: std::sync::Arc<Mine>,
     /// Why it has not joined (yet), while it has not.
     trying: std::sync::Mutex<Option<String>>,
     stop: CancellationToken,
     load: Load,
+}
+
+/// What a joined node holds of the cluster.
+struct Joined {
+    client: async_nats::Client,
+    nodes: kv::Store,
+    routes: std::sync::Arc<Table>,
 }
 
 fn now_ms() -> u64 {
@@ -133,7 +153,9 @@ impl Cluster {
         let cluster = std::sync::Arc::new(Self {
             node: me.node.clone(),
             servers: config.servers.join(","),
-            bucket: std::sync::OnceLock::new(),
+            joined: std::sync::OnceLock::new(),
+            serve: std::sync::Arc::default(),
+            mine: std::sync::Arc::default(),
             trying: std::sync::Mutex::new(Some("connecting".into())),
             stop: stop.child_token(),
             load: Load::default(),
@@ -187,7 +209,7 @@ impl Cluster {
             servers: servers.clone(),
             message: e.to_string(),
         };
-        let js = async_nats::jetstream::new(client);
+        let js = async_nats::jetstream::new(client.clone());
         let bucket = js
             .create_or_update_key_value(kv::Config {
                 bucket: NODES_BUCKET.into(),
@@ -209,20 +231,87 @@ impl Cluster {
                 gateway: other.gateway_url,
             });
         }
+        let routes = Table::open(&js, config.replicas, self.stop.clone())
+            .await
+            .map_err(|e| registry(&e))?;
+        handoff::serve(
+            client.clone(),
+            me.node.clone(),
+            std::sync::Arc::clone(&self.serve),
+            self.stop.clone(),
+        )
+        .await
+        .map_err(|e| registry(&e))?;
         me.heartbeat_ms = now_ms();
         me.live_sessions = self.load.get().map_or(0, |live| live());
         put(&bucket, &me).await.map_err(|e| registry(&e))?;
+        // Routes this node's previous process left live are ended; those
+        // its sessions claimed while it was not joined yet are written.
+        let mine: Vec<String> = self.mine.all().into_iter().map(|r| r.route).collect();
+        routes.disown_stale(&me.node, &mine).await;
+        let _ = self.joined.set(Joined {
+            client,
+            nodes: bucket.clone(),
+            routes: std::sync::Arc::clone(&routes),
+        });
+        self.claim_mine().await;
         tracing::info!(node = %me.node, servers, "joined the cluster");
-        let _ = self.bucket.set(bucket.clone());
         *self.trying.lock().unwrap_or_else(|e| e.into_inner()) = None;
         tokio::spawn(heartbeat(
+            std::sync::Arc::clone(&self),
             bucket,
             me,
             Duration::from_secs(config.node_ttl_secs),
-            std::sync::Arc::clone(&self.load),
-            self.stop.clone(),
         ));
         Ok(())
+    }
+
+    /// Writes this node's routes into the table again (after joining, or
+    /// when NATS is back after a heartbeat could not reach it).
+    async fn claim_mine(&self) {
+        let Some(joined) = self.joined.get() else {
+            return;
+        };
+        for record in self.mine.all() {
+            let is_live = self.is_live();
+            if let Err(error) = joined.routes.claim(&record, &is_live).await {
+                tracing::error!(route = %record.route, session_id = %record.session_id, %error,
+                    "this node's route could not be written to the cluster's route table");
+            }
+        }
+    }
+
+    /// Whether node `node` is live: its registry entry has not expired.
+    fn is_live(&self) -> impl Fn(&str) -> futures::future::BoxFuture<'static, bool> + Sync + use<> {
+        let nodes = self.joined.get().map(|j| j.nodes.clone());
+        move |node: &str| {
+            let (nodes, node) = (nodes.clone(), node.to_string());
+            Box::pin(async move {
+                match nodes {
+                    Some(nodes) => !matches!(nodes.get(node).await, Ok(None)),
+                    None => true,
+                }
+            })
+        }
+    }
+
+    /// The cluster's record of route `name` (a name or a session id).
+    pub async fn route_record(&self, name: &str) -> Option<RouteRecord> {
+        self.joined.get()?.routes.lookup(name).await
+    }
+
+    /// Every route in the cluster's table (live and ended), as this node's
+    /// copy has it.
+    pub fn route_records(&self) -> Vec<RouteRecord> {
+        self.joined
+            .get()
+            .map(|j| j.routes.all())
+            .unwrap_or_default()
+    }
+
+    /// Requests other nodes hand to this one are served by `serve` from now.
+    pub fn serve_handoffs(&self, serve: Serve) {
+        let _ = self.serve.set(serve);
     }
 
     pub fn node(&self) -> &str {
@@ -238,7 +327,7 @@ impl Cluster {
     pub async fn nodes(&self) -> Result<Vec<NodeRecord>, ClusterError> {
         use futures::StreamExt;
         let read = |e: &dyn std::fmt::Display| ClusterError::Read(e.to_string());
-        let Some(bucket) = self.bucket.get() else {
+        let Some(bucket) = self.joined.get().map(|j| &j.nodes) else {
             let why = self
                 .trying
                 .lock()
@@ -266,7 +355,7 @@ impl Cluster {
     /// dies instead is gone when its entry's lifetime ends).
     pub async fn leave(&self) {
         self.stop.cancel();
-        let Some(bucket) = self.bucket.get() else {
+        let Some(bucket) = self.joined.get().map(|j| &j.nodes) else {
             return;
         };
         if let Err(error) = bucket.delete(&self.node).await {
@@ -331,27 +420,83 @@ async fn put(bucket: &kv::Store, me: &NodeRecord) -> Result<u64, kv::PutError> {
     bucket.put(&me.node, value.into()).await
 }
 
-/// Puts the node's record again three times per lifetime, until `stop`. A
-/// failed beat is logged: a node cut off from NATS concludes nothing about
-/// the others and keeps serving what it runs.
+/// Puts the node's record again three times per lifetime, until the node
+/// leaves. A failed beat is logged: a node cut off from NATS concludes
+/// nothing about the others and keeps serving what it runs; when a beat
+/// gets through again, its routes are written again.
 async fn heartbeat(
+    cluster: std::sync::Arc<Cluster>,
     bucket: kv::Store,
     mut me: NodeRecord,
     ttl: Duration,
-    load: Load,
-    stop: CancellationToken,
 ) {
     let every = (ttl / 3).max(Duration::from_millis(200));
+    let mut failed = false;
     loop {
         tokio::select! {
-            () = stop.cancelled() => return,
+            () = cluster.stop.cancelled() => return,
             () = tokio::time::sleep(every) => {}
         }
         me.heartbeat_ms = now_ms();
-        me.live_sessions = load.get().map_or(0, |live| live());
-        if let Err(error) = put(&bucket, &me).await {
-            tracing::warn!(node = %me.node, %error, "cluster heartbeat failed; trying again");
+        me.live_sessions = cluster.load.get().map_or(0, |live| live());
+        match put(&bucket, &me).await {
+            Ok(_) if failed => {
+                failed = false;
+                tracing::info!(node = %me.node, "cluster heartbeat gets through again");
+                cluster.claim_mine().await;
+            }
+            Ok(_) => {}
+            Err(error) => {
+                failed = true;
+                tracing::warn!(node = %me.node, %error, "cluster heartbeat failed; trying again");
+            }
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::a2a::routing::Claims for Cluster {
+    async fn claim(&self, claim: Claim, resumed: bool) -> Result<(), ClaimError> {
+        let record = RouteRecord::of(claim, &self.node);
+        let Some(joined) = self.joined.get() else {
+            // Not joined yet (`cluster.required: false`): served here, and
+            // written to the table once joined.
+            self.mine.add(record);
+            return Ok(());
+        };
+        let is_live = self.is_live();
+        match joined.routes.claim(&record, &is_live).await {
+            Ok(()) => {
+                self.mine.add(record);
+                Ok(())
+            }
+            Err(ClaimError::Unavailable { message, .. }) if resumed => {
+                tracing::warn!(route = %record.route, session_id = %record.session_id, error = %message,
+                    "the cluster cannot take this route now; it is served here and written later");
+                self.mine.add(record);
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn release(&self, route: &str, id: &SessionId) {
+        self.mine.remove(route, id.as_str());
+        if let Some(joined) = self.joined.get() {
+            joined.routes.release(route, id.as_str(), &self.node).await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::a2a::routing::Handoff for Cluster {
+    async fn forward(&self, node: &str, request: Forward) -> Result<Forwarded, HandoffError> {
+        let Some(joined) = self.joined.get() else {
+            return Err(HandoffError::Transport(
+                "this node has not joined the cluster".into(),
+            ));
+        };
+        handoff::forward(&joined.client, node, request).await
     }
 }
 

@@ -1,0 +1,342 @@
+//! Gateway requests carried between nodes over NATS: the node a client
+//! reached publishes the request to `roost.a2a.<node>` (reply to an inbox
+//! of its own); the node that runs the route serves it as if it had come to
+//! its own gateway and publishes the answer back in frames (one `whole`
+//! frame for a plain answer; `head`, `body`…, `end` for a stream), with an
+//! `alive` frame every 5 s while it works. The asking side gives up after
+//! 20 s without a frame, or at once when no node listens (NATS's "no
+//! responders"); a client that goes away cancels a stream by its inbox on
+//! `roost.a2a.<node>.cancel`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_nats::{HeaderMap, StatusCode};
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::a2a::routing::{Forward, ForwardHead, Forwarded, HandoffError, Serve};
+
+/// The header that says what a frame is.
+const FRAME: &str = "Roost-Frame";
+/// How often a node that serves a handed-over request says it still does.
+const ALIVE_EVERY: Duration = Duration::from_secs(5);
+/// How long the asking node waits for a frame before it gives up.
+const SILENCE: Duration = Duration::from_secs(20);
+/// Room kept in a message for its headers and the frame's head.
+const HEADROOM: usize = 8 * 1024;
+
+fn subject(node: &str) -> String {
+    format!("roost.a2a.{node}")
+}
+
+fn cancel_subject(node: &str) -> String {
+    format!("roost.a2a.{node}.cancel")
+}
+
+fn frame(kind: &str) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(FRAME, kind);
+    headers
+}
+
+/// A head and a body as one payload: the head's length, the head (JSON),
+/// the body.
+fn pack(head: &impl serde::Serialize, body: &[u8]) -> Bytes {
+    let head = serde_json::to_vec(head).unwrap_or_default();
+    let mut out = BytesMut::with_capacity(4 + head.len() + body.len());
+    out.put_u32(u32::try_from(head.len()).unwrap_or(u32::MAX));
+    out.put_slice(&head);
+    out.put_slice(body);
+    out.freeze()
+}
+
+fn unpack<T: serde::de::DeserializeOwned>(payload: &Bytes) -> Option<(T, Bytes)> {
+    let len = usize::try_from(u32::from_be_bytes(payload.get(..4)?.try_into().ok()?)).ok()?;
+    let head = serde_json::from_slice(payload.get(4..4 + len)?).ok()?;
+    Some((head, payload.slice(4 + len..)))
+}
+
+/// The largest message the server takes (1 MiB, NATS's default, until it
+/// has said).
+fn max_payload(client: &async_nats::Client) -> usize {
+    match client.server_info().max_payload {
+        0 => 1024 * 1024,
+        max => max,
+    }
+}
+
+fn kind(message: &async_nats::Message) -> &str {
+    message
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(FRAME))
+        .map_or("", |v| v.as_str())
+}
+
+/// Asks node `node` to serve `request`; its answer as it comes.
+pub(super) async fn forward(
+    client: &async_nats::Client,
+    node: &str,
+    request: Forward,
+) -> Result<Forwarded, HandoffError> {
+    let unreachable = |why: String| HandoffError::Unreachable {
+        node: node.to_string(),
+        why,
+    };
+    let transport = |e: &dyn std::fmt::Display| HandoffError::Transport(e.to_string());
+    let payload = pack(&request, &request.body);
+    let max = max_payload(client);
+    if payload.len() + HEADROOM > max {
+        return Err(HandoffError::TooLarge {
+            size: payload.len(),
+            max,
+        });
+    }
+    let inbox = client.new_inbox();
+    let mut frames = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| transport(&e))?;
+    client
+        .publish_with_reply(subject(node), inbox.clone(), payload)
+        .await
+        .map_err(|e| transport(&e))?;
+    // Up to the head: `alive` frames while the other node works.
+    loop {
+        let message = match tokio::time::timeout(SILENCE, frames.next()).await {
+            Ok(Some(message)) => message,
+            Ok(None) => return Err(transport(&"the connection to NATS closed")),
+            Err(_) => return Err(unreachable(format!("no word from it in {SILENCE:?}"))),
+        };
+        if message.status == Some(StatusCode::NO_RESPONDERS) {
+            return Err(unreachable(
+                "it has left the cluster or lost its NATS connection".into(),
+            ));
+        }
+        let bad = || transport(&"a frame that does not parse");
+        match kind(&message) {
+            "alive" => {}
+            "whole" => {
+                let (head, body) = unpack::<ForwardHead>(&message.payload).ok_or_else(bad)?;
+                return Ok(Forwarded {
+                    head,
+                    body: futures::stream::once(async move { Ok(body) }).boxed(),
+                });
+            }
+            "head" => {
+                let (head, _) = unpack::<ForwardHead>(&message.payload).ok_or_else(bad)?;
+                let body = Body {
+                    frames,
+                    cancel: Some((client.clone(), cancel_subject(node), inbox)),
+                    node: node.to_string(),
+                };
+                return Ok(Forwarded {
+                    head,
+                    body: body.stream().boxed(),
+                });
+            }
+            "error" => return Err(transport(&String::from_utf8_lossy(&message.payload))),
+            other => return Err(transport(&format!("an unknown frame '{other}'"))),
+        }
+    }
+}
+
+/// A streamed answer's body frames; dropped before its end (the client
+/// went away), it tells the serving node to stop.
+struct Body {
+    frames: async_nats::Subscriber,
+    /// The client, the serving node's cancel subject, this request's inbox.
+    cancel: Option<(async_nats::Client, String, String)>,
+    node: String,
+}
+
+impl Body {
+    fn stream(self) -> impl futures::Stream<Item = Result<Bytes, HandoffError>> + Send {
+        futures::stream::unfold(Some(self), |body| async move {
+            let mut body = body?;
+            loop {
+                let message = match tokio::time::timeout(SILENCE, body.frames.next()).await {
+                    Ok(Some(message)) => message,
+                    Ok(None) | Err(_) => {
+                        let error = HandoffError::Unreachable {
+                            node: body.node.clone(),
+                            why: "it stopped answering mid-stream".into(),
+                        };
+                        return Some((Err(error), None));
+                    }
+                };
+                match kind(&message) {
+                    "body" => return Some((Ok(message.payload), Some(body))),
+                    "alive" => {}
+                    _ => {
+                        // `end` (or anything else): the answer is over.
+                        body.cancel = None;
+                        return None;
+                    }
+                }
+            }
+        })
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        if let Some((client, subject, inbox)) = self.cancel.take() {
+            tokio::spawn(async move {
+                let _ = client.publish(subject, inbox.into()).await;
+            });
+        }
+    }
+}
+
+/// Serves the requests other nodes hand to `node` with `serve` (once the
+/// gateway has set it), until `stop`.
+pub(super) async fn serve(
+    client: async_nats::Client,
+    node: String,
+    serve: Arc<OnceLock<Serve>>,
+    stop: CancellationToken,
+) -> Result<(), String> {
+    let mut requests = client
+        .subscribe(subject(&node))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut cancels = client
+        .subscribe(cancel_subject(&node))
+        .await
+        .map_err(|e| e.to_string())?;
+    let open: Arc<Mutex<HashMap<String, CancellationToken>>> = Arc::default();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                request = requests.next() => {
+                    let Some(request) = request else { return };
+                    let (client, serve, open) =
+                        (client.clone(), Arc::clone(&serve), Arc::clone(&open));
+                    tokio::spawn(answer(client, request, serve, open));
+                }
+                cancel = cancels.next() => {
+                    let Some(cancel) = cancel else { return };
+                    let inbox = String::from_utf8_lossy(&cancel.payload).into_owned();
+                    let mut open = open.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(token) = open.remove(&inbox) {
+                        token.cancel();
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Serves one handed-over request and publishes its answer to its inbox.
+async fn answer(
+    client: async_nats::Client,
+    request: async_nats::Message,
+    serve: Arc<OnceLock<Serve>>,
+    open: Arc<Mutex<HashMap<String, CancellationToken>>>,
+) {
+    let Some(inbox) = request.reply.clone() else {
+        return;
+    };
+    let publish = |headers: HeaderMap, payload: Bytes| {
+        let (client, inbox) = (client.clone(), inbox.clone());
+        async move {
+            client
+                .publish_with_headers(inbox, headers, payload)
+                .await
+                .is_ok()
+        }
+    };
+    let Some(forward) = unpack::<Forward>(&request.payload).map(|(mut f, body)| {
+        f.body = body;
+        f
+    }) else {
+        publish(
+            frame("error"),
+            Bytes::from_static(b"a request that does not parse"),
+        )
+        .await;
+        return;
+    };
+    let Some(serve) = serve.get().cloned() else {
+        let why = "this node's gateway is not serving yet; try again";
+        publish(frame("error"), Bytes::from_static(why.as_bytes())).await;
+        return;
+    };
+    let stop = CancellationToken::new();
+    open.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(inbox.to_string(), stop.clone());
+    let mut alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + ALIVE_EVERY, ALIVE_EVERY);
+    let mut answering = serve(forward);
+    let answer = loop {
+        tokio::select! {
+            answer = &mut answering => break Some(answer),
+            () = stop.cancelled() => break None,
+            _ = alive.tick() => {
+                if !publish(frame("alive"), Bytes::new()).await {
+                    break None;
+                }
+            }
+        }
+    };
+    let max = max_payload(&client);
+    let chunk = max.saturating_sub(HEADROOM).max(1024);
+    if let Some(Forwarded { head, mut body }) = answer {
+        if !head.streamed {
+            // A plain answer: collected, and sent in one frame when it fits.
+            let mut whole = BytesMut::new();
+            let mut failed = false;
+            while let Some(part) = body.next().await {
+                match part {
+                    Ok(part) => whole.put_slice(&part),
+                    Err(_) => failed = true,
+                }
+            }
+            if !failed && whole.len() <= chunk {
+                publish(frame("whole"), pack(&head, &whole)).await;
+            } else {
+                let mut sent = publish(frame("head"), pack(&head, &[])).await;
+                for part in whole.chunks(chunk) {
+                    sent = sent && publish(frame("body"), Bytes::copy_from_slice(part)).await;
+                }
+                publish(frame("end"), Bytes::new()).await;
+            }
+        } else if publish(frame("head"), pack(&head, &[])).await {
+            loop {
+                tokio::select! {
+                    part = body.next() => match part {
+                        Some(Ok(part)) => {
+                            let mut sent = true;
+                            for piece in part.chunks(chunk) {
+                                sent = sent && publish(frame("body"), Bytes::copy_from_slice(piece)).await;
+                            }
+                            if !sent {
+                                break;
+                            }
+                        }
+                        Some(Err(_)) | None => {
+                            publish(frame("end"), Bytes::new()).await;
+                            break;
+                        }
+                    },
+                    () = stop.cancelled() => break,
+                    _ = alive.tick() => {
+                        if !publish(frame("alive"), Bytes::new()).await {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    open.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(inbox.as_str());
+}

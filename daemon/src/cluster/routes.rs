@@ -1,0 +1,370 @@
+//! The cluster's route table: the `roost-routes` key-value bucket (route →
+//! the node and session that run it, and what its card says), kept in
+//! memory on every node by a watch, with the claim rule that makes a route
+//! name unique across nodes; and [`ClusterRouting`], the gateway's
+//! `Routing` port over this node's routes and the table.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use async_nats::jetstream::kv;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::a2a::routing::{Agent, Claim, ClaimError, Route, Routing};
+use crate::ids::SessionId;
+use crate::manifest::CardSpec;
+
+/// The key-value bucket routes are claimed in.
+pub const ROUTES_BUCKET: &str = "roost-routes";
+
+/// The record format this version writes; a record of another format is
+/// read as "unknown" and never overwritten blindly.
+const FORMAT: u32 = 1;
+
+/// One route as the table keeps it (the value under the route's name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteRecord {
+    pub format: u32,
+    pub route: String,
+    pub session_id: String,
+    /// The node that runs it (and holds its tasks).
+    pub node: String,
+    /// `false`: its session has ended there (its tasks stay readable).
+    pub live: bool,
+    pub capsule: String,
+    pub version: String,
+    pub since: String,
+    pub spec: CardSpec,
+}
+
+impl RouteRecord {
+    pub fn of(claim: Claim, node: &str) -> Self {
+        Self {
+            format: FORMAT,
+            route: claim.route,
+            session_id: claim.id.to_string(),
+            node: node.to_string(),
+            live: true,
+            capsule: claim.capsule,
+            version: claim.version,
+            since: claim.since,
+            spec: claim.spec,
+        }
+    }
+
+    fn bytes(&self) -> bytes::Bytes {
+        serde_json::to_vec(self).unwrap_or_default().into()
+    }
+}
+
+/// The table as this node sees it: the bucket and the copy a watch keeps.
+pub(super) struct Table {
+    bucket: kv::Store,
+    by_name: RwLock<HashMap<String, RouteRecord>>,
+    /// Session id → route name, for routes addressed by id.
+    by_id: RwLock<HashMap<String, String>>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the claim rule asks of the node registry: whether a node is live.
+pub(super) type IsLive<'a> = &'a (dyn Fn(&str) -> futures::future::BoxFuture<'static, bool> + Sync);
+
+impl Table {
+    /// Opens (or makes) the bucket and starts keeping the copy, until `stop`.
+    pub(super) async fn open(
+        js: &async_nats::jetstream::Context,
+        replicas: usize,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Result<Arc<Self>, String> {
+        let bucket = js
+            .create_or_update_key_value(kv::Config {
+                bucket: ROUTES_BUCKET.into(),
+                description: "roostd routes: the node and session that run each route".into(),
+                history: 1,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let table = Arc::new(Self {
+            bucket,
+            by_name: RwLock::default(),
+            by_id: RwLock::default(),
+        });
+        tokio::spawn(Arc::clone(&table).keep(stop));
+        Ok(table)
+    }
+
+    /// Follows the bucket (every route's latest record, then each change)
+    /// into the copy; watches again when the watch ends.
+    async fn keep(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        while !stop.is_cancelled() {
+            match self.bucket.watch_with_history(">").await {
+                Ok(mut watch) => loop {
+                    let next = tokio::select! {
+                        () = stop.cancelled() => return,
+                        next = watch.next() => next,
+                    };
+                    match next {
+                        Some(Ok(entry)) => self.note(&entry.key, entry.operation, &entry.value),
+                        Some(Err(error)) => {
+                            tracing::warn!(%error, "the route table's watch failed; watching again");
+                            break;
+                        }
+                        None => break,
+                    }
+                },
+                Err(error) => tracing::warn!(%error, "cannot watch the route table; trying again"),
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            }
+        }
+    }
+
+    fn note(&self, key: &str, operation: kv::Operation, value: &[u8]) {
+        let record = match operation {
+            kv::Operation::Put => serde_json::from_slice::<RouteRecord>(value).ok(),
+            kv::Operation::Delete | kv::Operation::Purge => None,
+        };
+        let mut names = write(&self.by_name);
+        let mut ids = write(&self.by_id);
+        if let Some(old) = names.remove(key) {
+            ids.remove(&old.session_id);
+        }
+        if let Some(record) = record.filter(|r| r.route == key) {
+            ids.insert(record.session_id.clone(), key.to_string());
+            names.insert(key.to_string(), record);
+        }
+    }
+
+    /// The record of route `name` (a name or a session id): from the copy,
+    /// else (a route claimed a moment ago) read from the bucket.
+    pub(super) async fn lookup(&self, name: &str) -> Option<RouteRecord> {
+        if let Some(record) = read(&self.by_name).get(name) {
+            return Some(record.clone());
+        }
+        if let Some(route) = read(&self.by_id).get(name) {
+            return read(&self.by_name).get(route).cloned();
+        }
+        let entry = self.bucket.entry(name).await.ok()??;
+        self.note(&entry.key, entry.operation, &entry.value);
+        read(&self.by_name).get(name).cloned()
+    }
+
+    /// Every record in the copy.
+    pub(super) fn all(&self) -> Vec<RouteRecord> {
+        read(&self.by_name).values().cloned().collect()
+    }
+
+    /// Takes the route for `record` (of this node): refused while a live
+    /// node runs another session under it; a record of an ended session,
+    /// of a node that has left, or of this very session is replaced.
+    /// Compare-and-set, so two nodes claiming at once cannot both win.
+    pub(super) async fn claim(
+        &self,
+        record: &RouteRecord,
+        is_live: IsLive<'_>,
+    ) -> Result<(), ClaimError> {
+        let unavailable = |e: &dyn std::fmt::Display| ClaimError::Unavailable {
+            route: record.route.clone(),
+            message: e.to_string(),
+        };
+        for _ in 0..8 {
+            let entry = self
+                .bucket
+                .entry(record.route.as_str())
+                .await
+                .map_err(|e| unavailable(&e))?;
+            let written = match entry {
+                Some(entry) if entry.operation == kv::Operation::Put => {
+                    let held = serde_json::from_slice::<RouteRecord>(&entry.value).ok();
+                    if let Some(held) = &held
+                        && held.live
+                        && held.session_id != record.session_id
+                        && held.node != record.node
+                        && is_live(&held.node).await
+                    {
+                        return Err(ClaimError::Taken {
+                            route: record.route.clone(),
+                            node: held.node.clone(),
+                            session: held.session_id.clone(),
+                        });
+                    }
+                    if held.as_ref().is_some_and(|h| h.format > FORMAT) {
+                        return Err(unavailable(&format!(
+                            "its record was written by a newer roostd (format {})",
+                            held.map_or(0, |h| h.format)
+                        )));
+                    }
+                    self.bucket
+                        .update(record.route.as_str(), record.bytes(), entry.revision)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.kind() != kv::UpdateErrorKind::WrongLastRevision)
+                }
+                _ => self
+                    .bucket
+                    .create(record.route.as_str(), record.bytes())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.kind() != kv::CreateErrorKind::AlreadyExists),
+            };
+            match written {
+                Ok(()) => {
+                    self.note(&record.route, kv::Operation::Put, &record.bytes());
+                    return Ok(());
+                }
+                // Another node wrote first: read again and decide again.
+                Err(false) => continue,
+                Err(true) => return Err(unavailable(&"the route table refused the write")),
+            }
+        }
+        Err(unavailable(&"the route changed hands too often"))
+    }
+
+    /// Marks the route of session `id` on node `node` ended (unless it has
+    /// since been claimed by another).
+    pub(super) async fn release(&self, route: &str, id: &str, node: &str) {
+        let Ok(Some(entry)) = self.bucket.entry(route).await else {
+            return;
+        };
+        let Ok(mut held) = serde_json::from_slice::<RouteRecord>(&entry.value) else {
+            return;
+        };
+        if entry.operation != kv::Operation::Put || held.session_id != id || held.node != node {
+            return;
+        }
+        held.live = false;
+        if let Err(error) = self
+            .bucket
+            .update(route, held.bytes(), entry.revision)
+            .await
+        {
+            tracing::debug!(route, %error, "route taken again before its end was written");
+        }
+    }
+
+    /// At joining: this node's live records, left by the process before a
+    /// restart (sessions it has not claimed again), are marked ended; its
+    /// sessions that come back claim theirs again.
+    pub(super) async fn disown_stale(&self, node: &str, keep: &[String]) {
+        let Ok(mut keys) = self.bucket.keys().await else {
+            return;
+        };
+        let mut names = Vec::new();
+        while let Some(Ok(key)) = keys.next().await {
+            names.push(key);
+        }
+        for name in names {
+            let Ok(Some(entry)) = self.bucket.entry(name.as_str()).await else {
+                continue;
+            };
+            match serde_json::from_slice::<RouteRecord>(&entry.value) {
+                Ok(held) if held.node == node && held.live && !keep.contains(&held.route) => {
+                    self.release(&held.route, &held.session_id, node).await;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// This node's claims, kept to be written again when the table could not
+/// take them (not joined yet, or NATS out of reach).
+#[derive(Default)]
+pub(super) struct Mine(Mutex<HashMap<String, RouteRecord>>);
+
+impl Mine {
+    pub(super) fn add(&self, record: RouteRecord) {
+        self.lock().insert(record.route.clone(), record);
+    }
+
+    pub(super) fn remove(&self, route: &str, id: &str) {
+        let mut mine = self.lock();
+        if mine.get(route).is_some_and(|r| r.session_id == id) {
+            mine.remove(route);
+        }
+    }
+
+    pub(super) fn all(&self) -> Vec<RouteRecord> {
+        self.lock().values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RouteRecord>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// The gateway's routing on a node of a cluster: this node's live routes
+/// first (no NATS on that path), then the cluster's table (a route another
+/// node runs, live or ended), then this node's ended routes.
+pub struct ClusterRouting {
+    pub local: Arc<dyn Routing>,
+    pub cluster: Arc<super::Cluster>,
+}
+
+impl ClusterRouting {
+    async fn elsewhere(&self, name: &str) -> Option<RouteRecord> {
+        self.cluster
+            .route_record(name)
+            .await
+            .filter(|r| r.node != self.cluster.node())
+    }
+}
+
+#[async_trait::async_trait]
+impl Routing for ClusterRouting {
+    /// The table names the latest session to claim a route: one on
+    /// another node wins over this node's ended one (and a live one there
+    /// means none is live here), so a route another node runs costs no
+    /// database read here.
+    async fn route(&self, name: &str) -> Option<Route> {
+        let remote = |record: RouteRecord| Route {
+            id: SessionId::from(record.session_id),
+            name: record.route,
+            live: record.live,
+            node: Some(record.node),
+        };
+        match self.elsewhere(name).await {
+            Some(record) if record.live => Some(remote(record)),
+            Some(record) => match self.local.route(name).await {
+                Some(here) if here.live => Some(here),
+                _ => Some(remote(record)),
+            },
+            None => self.local.route(name).await,
+        }
+    }
+
+    async fn agent(&self, name: &str) -> Option<Agent> {
+        let remote = |record: RouteRecord| Agent {
+            route: record.route,
+            capsule: record.capsule,
+            version: record.version,
+            since: record.since,
+            ended: !record.live,
+            spec: record.spec,
+        };
+        match self.elsewhere(name).await.filter(|r| r.route == name) {
+            Some(record) if record.live => Some(remote(record)),
+            Some(record) => match self.local.agent(name).await {
+                Some(here) if !here.ended => Some(here),
+                _ => Some(remote(record)),
+            },
+            None => self.local.agent(name).await,
+        }
+    }
+}

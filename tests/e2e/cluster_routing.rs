@@ -1,0 +1,210 @@
+//! Routes across the nodes of a cluster (a real `nats-server -js`): any
+//! node's gateway serves any route — its card from the cluster's route
+//! table, everything else handed over NATS to the node that runs it — a
+//! route name is the cluster's, and a node that is gone is said to be.
+
+use std::time::Duration;
+
+use roost_wire::api::StartRequest;
+use serde_json::{Value, json};
+
+use crate::a2a::{JSON, V1, http, message, rpc, sse_events};
+use crate::cluster::{nats, node_config};
+use crate::harness::{Daemon, conformance, request};
+
+const LIFECYCLE: &str = "{task_acceptance: queue, after_task: sleep}";
+
+async fn gateway(d: &Daemon) -> String {
+    d.client.health().await.expect("health").a2a_addr
+}
+
+fn named(dir: &std::path::Path, name: &str) -> StartRequest {
+    StartRequest {
+        name: Some(name.into()),
+        ..request(dir)
+    }
+}
+
+/// The ids of the tasks node `d` holds for its session `name`.
+async fn task_ids(d: &Daemon, name: &str) -> Vec<String> {
+    let tasks = d.client.tasks(name).await.expect("tasks");
+    tasks.into_iter().map(|t| t.id).collect()
+}
+
+fn answer(task: &Value) -> &str {
+    task["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs_it() {
+    let Some(nats) = nats() else { return };
+    let a = Daemon::start_with(&node_config(&nats, "a"), &[]).await;
+    let b = Daemon::start_with(&node_config(&nats, "b"), &[]).await;
+    let mut c = Daemon::start_with(&node_config(&nats, "c"), &[]).await;
+    let (a_addr, b_addr, c_addr) = (gateway(&a).await, gateway(&b).await, gateway(&c).await);
+    let dir = conformance(a.root.path(), "echo", LIFECYCLE, "");
+    a.client
+        .start(&named(&dir, "echo"))
+        .await
+        .expect("start on a");
+
+    // Sent through b, run on a.
+    let sent = rpc(
+        &b_addr,
+        "echo",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message("m-1", "hello")}),
+    )
+    .await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(answer(task), "echo: hello", "{sent}");
+    let id = task["id"].as_str().expect("task id").to_string();
+    let on_a = task_ids(&a, "echo").await;
+    assert!(
+        on_a.iter().any(|t| t == &id),
+        "the task is stored on a: {on_a:?}"
+    );
+
+    // Read through c; the same message id again through c is the same task.
+    let got = rpc(&c_addr, "echo", Some("1.0"), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["id"], id.as_str(), "{got}");
+    assert_eq!(answer(&got["result"]), "echo: hello");
+    let again = rpc(
+        &c_addr,
+        "echo",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message("m-1", "hello")}),
+    )
+    .await;
+    assert_eq!(
+        again["result"]["task"]["id"],
+        id.as_str(),
+        "deduplicated on a: {again}"
+    );
+    // The HTTP+JSON binding too.
+    let (status, _, body) = http(
+        &c_addr,
+        "GET",
+        &format!("/a2a/echo/tasks/{id}"),
+        &[V1],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // The card, from any node, names the node it was read from.
+    let (status, _, card) = http(
+        &c_addr,
+        "GET",
+        "/a2a/echo/.well-known/agent-card.json",
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{card}");
+    let card: Value = serde_json::from_str(&card).expect("card");
+    let url = card["supportedInterfaces"][0]["url"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(url, format!("http://{c_addr}/a2a/echo"), "{card}");
+    assert_eq!(card["name"], "echo");
+
+    // A stream through b: every event, in order, to the end.
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "SendStreamingMessage",
+        "params": {"message": message("m-2", "slow")}})
+    .to_string();
+    let (status, head, body) = http(&b_addr, "POST", "/a2a/echo", &[V1, JSON], &body).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    let events = sse_events(&body);
+    let ticks: String = events
+        .iter()
+        .filter_map(|e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"].as_str())
+        .collect();
+    assert!(
+        ticks.starts_with("tick 1\ntick 2\ntick 3\ntick 4\ntick 5\n"),
+        "{body}"
+    );
+    let last = &events.last().expect("events")["result"]["statusUpdate"]["status"]["state"];
+    assert_eq!(last, "TASK_STATE_COMPLETED", "{body}");
+
+    // The name is the cluster's: b cannot start another "echo" while a
+    // runs it (the control: under another name it starts).
+    let other = conformance(b.root.path(), "echo", LIFECYCLE, "");
+    let refused = b
+        .client
+        .start(&named(&other, "echo"))
+        .await
+        .expect_err("taken");
+    let text = refused.to_string();
+    assert!(text.contains("node a") && text.contains("echo"), "{text}");
+    b.client
+        .start(&named(&other, "echo-b"))
+        .await
+        .expect("another name starts");
+
+    // Ended on a: its tasks stay readable from b; then b takes the name and
+    // a hands the route's new requests to b.
+    a.client.stop("echo").await.expect("stop");
+    let got = rpc(&b_addr, "echo", Some("1.0"), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["id"], id.as_str(), "{got}");
+    b.client
+        .start(&named(&other, "echo"))
+        .await
+        .expect("the ended name is free");
+    let sent = rpc(
+        &a_addr,
+        "echo",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message("m-3", "again")}),
+    )
+    .await;
+    assert_eq!(answer(&sent["result"]["task"]), "echo: again", "{sent}");
+    let new_id = sent["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let on_b = task_ids(&b, "echo").await;
+    assert!(
+        on_b.contains(&new_id),
+        "the new task is stored on b: {on_b:?}"
+    );
+
+    // A node that is gone is said to be: c runs "lone", dies, and b says
+    // c does not answer (at once: no node listens on c's subject).
+    let lone = conformance(c.root.path(), "lone", LIFECYCLE, "");
+    c.client
+        .start(&named(&lone, "lone"))
+        .await
+        .expect("start on c");
+    let ok = rpc(
+        &b_addr,
+        "lone",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message("m-4", "hi")}),
+    )
+    .await;
+    assert_eq!(answer(&ok["result"]["task"]), "echo: hi", "{ok}");
+    c.kill9();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message("m-5", "hi")}})
+    .to_string();
+    let started = std::time::Instant::now();
+    let (status, _, body) = http(&b_addr, "POST", "/a2a/lone", &[V1, JSON], &body).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        body.contains("node c") && body.contains("not answering"),
+        "{body}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "said at once, not after a timeout"
+    );
+}
