@@ -288,6 +288,22 @@ impl Client {
             .await
     }
 
+    /// Every node's sessions, from the cluster's route table (`all`: ended
+    /// ones too).
+    pub async fn cluster_sessions(
+        &self,
+        all: bool,
+    ) -> Result<Vec<crate::api::ClusterSession>, ClientError> {
+        let list: crate::api::ClusterSessionList = self
+            .call(
+                Method::GET,
+                &format!("{API_PREFIX}/cluster/sessions?all={all}"),
+                None,
+            )
+            .await?;
+        Ok(list.sessions)
+    }
+
     pub async fn list(&self, all: bool) -> Result<Vec<Session>, ClientError> {
         let list: SessionList = self
             .call(

@@ -80,12 +80,17 @@ pub(crate) fn node_config(nats: &Nats, node: &str) -> String {
 
 /// What `roostctl VERB` prints on stdout for roostd `d`.
 pub(crate) fn roostctl(d: &Daemon, verb: &str) -> String {
+    roostctl_args(d, &[verb])
+}
+
+/// What `roostctl ARGS…` prints on stdout for roostd `d`.
+pub(crate) fn roostctl_args(d: &Daemon, args: &[&str]) -> String {
     let out = Command::new(crate::cli::roostctl())
         .arg("--socket")
         .arg(&d.socket)
-        .arg(verb)
+        .args(args)
         .output()
-        .unwrap_or_else(|e| panic!("roostctl {verb}: {e}"));
+        .unwrap_or_else(|e| panic!("roostctl {args:?}: {e}"));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

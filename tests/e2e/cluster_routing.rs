@@ -9,7 +9,7 @@ use roost_wire::api::StartRequest;
 use serde_json::{Value, json};
 
 use crate::a2a::{JSON, V1, http, message, rpc, sse_events};
-use crate::cluster::{nats, node_config};
+use crate::cluster::{nats, node_config, roostctl_args};
 use crate::harness::{Daemon, conformance, request};
 
 const LIFECYCLE: &str = "{task_acceptance: queue, after_task: sleep}";
@@ -87,14 +87,7 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
         "deduplicated on a: {again}"
     );
     // The HTTP+JSON binding too.
-    let (status, _, body) = http(
-        &c_addr,
-        "GET",
-        &format!("/a2a/echo/tasks/{id}"),
-        &[V1],
-        "",
-    )
-    .await;
+    let (status, _, body) = http(&c_addr, "GET", &format!("/a2a/echo/tasks/{id}"), &[V1], "").await;
     assert_eq!(status, 200, "{body}");
 
     // The card, from any node, names the node it was read from.
@@ -147,6 +140,29 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
         .start(&named(&other, "echo-b"))
         .await
         .expect("another name starts");
+
+    // Every node's sessions, from any node, with the node that runs each.
+    let listed = roostctl_args(&c, &["list", "--cluster"]);
+    let line = |name: &str| {
+        listed
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("echo").starts_with("a ") && line("echo").contains("live"),
+        "{listed}"
+    );
+    assert!(line("echo-b").starts_with("b "), "{listed}");
+    assert!(
+        listed
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .starts_with("NODE"),
+        "{listed}"
+    );
 
     // Ended on a: its tasks stay readable from b; then b takes the name and
     // a hands the route's new requests to b.

@@ -133,9 +133,18 @@ async fn cli_start_wait_list_status_and_logs() {
     let id = session["id"].as_str().expect("id").to_string();
 
     let mut out = Vec::new();
-    run(cli(&d, Command::List { all: true }), &mut out)
-        .await
-        .expect("list");
+    run(
+        cli(
+            &d,
+            Command::List {
+                all: true,
+                cluster: false,
+            },
+        ),
+        &mut out,
+    )
+    .await
+    .expect("list");
     let table = String::from_utf8(out).expect("utf8");
     assert!(table.starts_with("ID"), "{table}");
     assert!(

@@ -425,6 +425,28 @@ pub struct ClusterNode {
     pub heartbeat_age_ms: u64,
 }
 
+/// A session as the cluster's route table has it (`roostctl list --cluster`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterSession {
+    /// The node that runs it (or ran it, when ended).
+    pub node: String,
+    pub id: String,
+    /// Its route.
+    pub name: String,
+    pub capsule: String,
+    pub version: String,
+    /// When it started.
+    pub started_at: String,
+    /// `false`: it has ended (its tasks stay readable on its node).
+    pub live: bool,
+}
+
+/// `GET /v1/cluster/sessions`: by node, then name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClusterSessionList {
+    pub sessions: Vec<ClusterSession>,
+}
+
 /// Every error response: `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorBody {

@@ -93,6 +93,9 @@ pub enum Command {
         /// Include ended sessions.
         #[arg(short, long)]
         all: bool,
+        /// Every node's sessions, with a NODE column (a node of a cluster).
+        #[arg(long)]
+        cluster: bool,
     },
     /// The nodes of the cluster this roostd is a node of: heartbeat age,
     /// capacity and load (`cluster:`).

@@ -27,6 +27,7 @@ pub const LIST: &str = "\
 Examples:
   roostctl list
   roostctl list --all --json
+  roostctl list --cluster
   roostctl list -q | xargs -n1 roostctl stop";
 pub const NODES: &str = "Examples:\n  roostctl nodes\n  roostctl nodes --json";
 pub const STATUS: &str = "Examples:\n  roostctl status\n  roostctl status helper --json";

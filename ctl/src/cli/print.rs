@@ -230,6 +230,46 @@ pub(super) fn print_table(
 }
 
 /// `roostctl nodes`: a node per line, this one marked.
+/// `roostctl list --cluster`: every node's sessions, by node.
+pub(super) fn print_cluster_table(
+    out: &mut impl Write,
+    sessions: &[crate::api::ClusterSession],
+    how: Output,
+) -> Result<(), CliError> {
+    if how.json {
+        return print_json(out, &sessions);
+    }
+    if how.quiet {
+        for s in sessions {
+            writeln!(out, "{}", s.id)?;
+        }
+        return Ok(());
+    }
+    let now = std::time::SystemTime::now();
+    let mut table = super::table::Table::new(&["NODE", "ID", "NAME", "CAPSULE", "STATE", "AGE"]);
+    for s in sessions {
+        table.row(
+            &[
+                s.node.clone(),
+                s.id.clone(),
+                s.name.clone(),
+                format!("{}@{}", s.capsule, s.version),
+                if s.live { "live" } else { "ended" }.to_string(),
+                super::table::age(&s.started_at, now),
+            ],
+            &[],
+        );
+    }
+    table.write(out)?;
+    if sessions.is_empty() {
+        writeln!(
+            out,
+            "(no sessions in the cluster; `roostctl list --cluster --all` includes ended ones)"
+        )?;
+    }
+    Ok(())
+}
+
 pub(super) fn print_nodes(
     out: &mut impl Write,
     c: &crate::api::ClusterStatus,

@@ -2,8 +2,8 @@
 //! or locally (`publish`, `doctor`, `completions`), and its exit code.
 
 use super::print::{
-    Output, print_checks, print_health, print_json, print_nodes, print_policy, print_pruned,
-    print_session, print_table, print_tasks, print_usage,
+    Output, print_checks, print_cluster_table, print_health, print_json, print_nodes, print_policy,
+    print_pruned, print_session, print_table, print_tasks, print_usage,
 };
 use super::publish::publish;
 use super::*;
@@ -68,7 +68,15 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             print_session(out, &session, how)?;
             exit::OK
         }
-        Command::List { all } => {
+        Command::List { all, cluster: true } => {
+            let sessions = client.cluster_sessions(all).await?;
+            print_cluster_table(out, &sessions, how)?;
+            exit::OK
+        }
+        Command::List {
+            all,
+            cluster: false,
+        } => {
             let sessions = client.list(all).await?;
             print_table(out, &sessions, how)?;
             exit::OK

@@ -2,6 +2,7 @@
 //! listener (`observe.rs`) and the web dashboard (`ui/`): with `a2a`, the
 //! only module that knows HTTP. Handlers hold a [`Supervisor`] handle and nothing else.
 
+mod cluster;
 mod error;
 mod events;
 pub mod listen;
@@ -159,6 +160,7 @@ pub fn app(state: ApiState) -> Router {
     Router::new()
         .route("/v1/health", get(sessions::health))
         .route("/v1/sessions", post(sessions::start).get(sessions::list))
+        .route("/v1/cluster/sessions", get(cluster::sessions))
         .route(
             "/v1/sessions/{id}",
             get(sessions::get_one).delete(sessions::remove),

@@ -33,34 +33,10 @@ pub(super) async fn health(State(state): State<ApiState>) -> Json<Health> {
         a2a_token: host.config.a2a.token_file.is_some(),
         resuming: state.supervisor.resuming(),
         cluster: match &host.cluster {
-            Some(cluster) => Some(cluster_status(cluster).await),
+            Some(cluster) => Some(super::cluster::status(cluster).await),
             None => None,
         },
     })
-}
-
-/// The nodes of the cluster as its registry has them now.
-async fn cluster_status(cluster: &crate::cluster::Cluster) -> roost_wire::api::ClusterStatus {
-    let (nodes, error) = match cluster.nodes().await {
-        Ok(nodes) => (nodes, None),
-        Err(error) => (Vec::new(), Some(error.to_string())),
-    };
-    roost_wire::api::ClusterStatus {
-        node: cluster.node().to_string(),
-        nodes: nodes
-            .iter()
-            .map(|n| roost_wire::api::ClusterNode {
-                node: n.node.clone(),
-                gateway_url: n.gateway_url.clone(),
-                capacity: n.capacity,
-                labels: n.labels.clone(),
-                version: n.version.clone(),
-                live_sessions: n.live_sessions,
-                heartbeat_age_ms: crate::cluster::heartbeat_age_ms(n),
-            })
-            .collect(),
-        error,
-    }
 }
 
 #[derive(Debug, Deserialize)]

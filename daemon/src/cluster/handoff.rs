@@ -340,3 +340,34 @@ async fn answer(
         .unwrap_or_else(|e| e.into_inner())
         .remove(inbox.as_str());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_round_trips_and_a_broken_one_is_none() {
+        let request = Forward {
+            method: "POST".into(),
+            uri: "/a2a/echo?x=1".into(),
+            headers: vec![("content-type".into(), "application/json".into())],
+            body: Bytes::from_static(b"{\"jsonrpc\":\"2.0\"}"),
+        };
+        let payload = pack(&request, &request.body);
+        let (back, body) = unpack::<Forward>(&payload).expect("round trip");
+        assert_eq!(
+            (back.method.as_str(), back.uri.as_str()),
+            ("POST", "/a2a/echo?x=1")
+        );
+        assert_eq!(back.headers, request.headers);
+        assert_eq!(body, request.body);
+        // Short, a head longer than the payload, a head that is not JSON.
+        for broken in [
+            &b"\x00\x00"[..],
+            b"\x00\x00\x00\xffabc",
+            b"\x00\x00\x00\x03abcdef",
+        ] {
+            assert!(unpack::<Forward>(&Bytes::copy_from_slice(broken)).is_none());
+        }
+    }
+}

@@ -53,6 +53,20 @@ impl RouteRecord {
         }
     }
 
+    /// Whether a record read from the bucket may be acted on: under its
+    /// own route's key, naming a node by a valid name (it becomes a NATS
+    /// subject) and a session by a session id.
+    fn sound(&self, key: &str) -> bool {
+        self.route == key
+            && crate::manifest::validate_name(&self.route).is_ok()
+            && crate::manifest::validate_name(&self.node).is_ok()
+            && self.session_id.strip_prefix("ses_").is_some_and(|rest| {
+                !rest.is_empty()
+                    && rest.len() <= 64
+                    && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
+    }
+
     fn bytes(&self) -> bytes::Bytes {
         serde_json::to_vec(self).unwrap_or_default().into()
     }
@@ -143,7 +157,7 @@ impl Table {
         if let Some(old) = names.remove(key) {
             ids.remove(&old.session_id);
         }
-        if let Some(record) = record.filter(|r| r.route == key) {
+        if let Some(record) = record.filter(|r| r.sound(key)) {
             ids.insert(record.session_id.clone(), key.to_string());
             names.insert(key.to_string(), record);
         }
