@@ -1,6 +1,8 @@
 //! Gateway requests carried between nodes over NATS: the node a client
-//! reached publishes the request to `roost.a2a.<node>` (reply to an inbox
-//! of its own); the node that runs the route serves it as if it had come to
+//! reached publishes the request to `roost.a2a.<node>`, its reply subject
+//! one of its own (`<inbox>.<n>`, all under one subscription the node holds,
+//! so a request costs no subscription of its own); the node that runs the
+//! route serves it as if it had come to
 //! its own gateway and publishes the answer back in frames (one `whole`
 //! frame for a plain answer; `head`, `body`…, `end` for a stream), with an
 //! `alive` frame every 5 s while it works. The asking side gives up after
@@ -76,9 +78,101 @@ fn kind(message: &async_nats::Message) -> &str {
         .map_or("", |v| v.as_str())
 }
 
+/// Frames a request may have waiting before its reader is dropped as too
+/// slow (a stream's events; a plain answer is one frame).
+const WAITING: usize = 1024;
+
+/// The replies to this node's handed-over requests: one subscription to
+/// `<inbox>.*`, each reply passed to its request by the last token.
+pub(super) struct Replies {
+    prefix: String,
+    next: std::sync::atomic::AtomicU64,
+    open: Mutex<HashMap<u64, tokio::sync::mpsc::Sender<async_nats::Message>>>,
+}
+
+impl Replies {
+    /// Subscribes and passes replies on until `stop`.
+    pub(super) async fn start(
+        client: &async_nats::Client,
+        stop: CancellationToken,
+    ) -> Result<Arc<Self>, String> {
+        let prefix = client.new_inbox();
+        let mut replies = client
+            .subscribe(format!("{prefix}.*"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let this = Arc::new(Self {
+            prefix,
+            next: std::sync::atomic::AtomicU64::new(1),
+            open: Mutex::default(),
+        });
+        let weak = Arc::downgrade(&this);
+        tokio::spawn(async move {
+            loop {
+                let message = tokio::select! {
+                    () = stop.cancelled() => return,
+                    message = replies.next() => message,
+                };
+                let (Some(message), Some(this)) = (message, weak.upgrade()) else {
+                    return;
+                };
+                let id = message
+                    .subject
+                    .rsplit('.')
+                    .next()
+                    .and_then(|n| n.parse::<u64>().ok());
+                let mut open = this.open.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(id) = id
+                    && let Some(tx) = open.get(&id)
+                    && tx.try_send(message).is_err()
+                {
+                    // Gone, or too slow to keep up: its reader sees the
+                    // end of the channel.
+                    open.remove(&id);
+                }
+            }
+        });
+        Ok(this)
+    }
+
+    /// A reply subject of its own for one request, and where its frames come.
+    fn open(self: &Arc<Self>) -> (Reply, tokio::sync::mpsc::Receiver<async_nats::Message>) {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::mpsc::channel(WAITING);
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, tx);
+        let reply = Reply {
+            replies: Arc::clone(self),
+            id,
+            subject: format!("{}.{id}", self.prefix),
+        };
+        (reply, rx)
+    }
+}
+
+/// One request's reply subject, given back when dropped.
+struct Reply {
+    replies: Arc<Replies>,
+    id: u64,
+    subject: String,
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        self.replies
+            .open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
 /// Asks node `node` to serve `request`; its answer as it comes.
 pub(super) async fn forward(
     client: &async_nats::Client,
+    replies: &Arc<Replies>,
     node: &str,
     request: Forward,
 ) -> Result<Forwarded, HandoffError> {
@@ -95,20 +189,16 @@ pub(super) async fn forward(
             max,
         });
     }
-    let inbox = client.new_inbox();
-    let mut frames = client
-        .subscribe(inbox.clone())
-        .await
-        .map_err(|e| transport(&e))?;
+    let (reply, mut frames) = replies.open();
     client
-        .publish_with_reply(subject(node), inbox.clone(), payload)
+        .publish_with_reply(subject(node), reply.subject.clone(), payload)
         .await
         .map_err(|e| transport(&e))?;
     // Up to the head: `alive` frames while the other node works.
     loop {
-        let message = match tokio::time::timeout(SILENCE, frames.next()).await {
+        let message = match tokio::time::timeout(SILENCE, frames.recv()).await {
             Ok(Some(message)) => message,
-            Ok(None) => return Err(transport(&"the connection to NATS closed")),
+            Ok(None) => return Err(transport(&"the reply could not be kept up with")),
             Err(_) => return Err(unreachable(format!("no word from it in {SILENCE:?}"))),
         };
         if message.status == Some(StatusCode::NO_RESPONDERS) {
@@ -130,7 +220,8 @@ pub(super) async fn forward(
                 let (head, _) = unpack::<ForwardHead>(&message.payload).ok_or_else(bad)?;
                 let body = Body {
                     frames,
-                    cancel: Some((client.clone(), cancel_subject(node), inbox)),
+                    cancel: Some((client.clone(), cancel_subject(node))),
+                    reply,
                     node: node.to_string(),
                 };
                 return Ok(Forwarded {
@@ -147,9 +238,10 @@ pub(super) async fn forward(
 /// A streamed answer's body frames; dropped before its end (the client
 /// went away), it tells the serving node to stop.
 struct Body {
-    frames: async_nats::Subscriber,
-    /// The client, the serving node's cancel subject, this request's inbox.
-    cancel: Option<(async_nats::Client, String, String)>,
+    frames: tokio::sync::mpsc::Receiver<async_nats::Message>,
+    /// The client and the serving node's cancel subject, until the end.
+    cancel: Option<(async_nats::Client, String)>,
+    reply: Reply,
     node: String,
 }
 
@@ -158,12 +250,14 @@ impl Body {
         futures::stream::unfold(Some(self), |body| async move {
             let mut body = body?;
             loop {
-                let message = match tokio::time::timeout(SILENCE, body.frames.next()).await {
+                let message = match tokio::time::timeout(SILENCE, body.frames.recv()).await {
                     Ok(Some(message)) => message,
                     Ok(None) | Err(_) => {
                         let error = HandoffError::Unreachable {
                             node: body.node.clone(),
-                            why: "it stopped answering mid-stream".into(),
+                            why: "it stopped answering mid-stream (or the client could not \
+                                  keep up)"
+                                .into(),
                         };
                         return Some((Err(error), None));
                     }
@@ -184,7 +278,8 @@ impl Body {
 
 impl Drop for Body {
     fn drop(&mut self) {
-        if let Some((client, subject, inbox)) = self.cancel.take() {
+        if let Some((client, subject)) = self.cancel.take() {
+            let inbox = self.reply.subject.clone();
             tokio::spawn(async move {
                 let _ = client.publish(subject, inbox.into()).await;
             });

@@ -106,6 +106,7 @@ pub struct Cluster {
 /// What a joined node holds of the cluster.
 struct Joined {
     client: async_nats::Client,
+    replies: std::sync::Arc<handoff::Replies>,
     nodes: kv::Store,
     routes: std::sync::Arc<Table>,
 }
@@ -234,6 +235,9 @@ impl Cluster {
         let routes = Table::open(&js, config.replicas, self.stop.clone())
             .await
             .map_err(|e| registry(&e))?;
+        let replies = handoff::Replies::start(&client, self.stop.clone())
+            .await
+            .map_err(|e| registry(&e))?;
         handoff::serve(
             client.clone(),
             me.node.clone(),
@@ -251,6 +255,7 @@ impl Cluster {
         routes.disown_stale(&me.node, &mine).await;
         let _ = self.joined.set(Joined {
             client,
+            replies,
             nodes: bucket.clone(),
             routes: std::sync::Arc::clone(&routes),
         });
@@ -496,7 +501,7 @@ impl crate::a2a::routing::Handoff for Cluster {
                 "this node has not joined the cluster".into(),
             ));
         };
-        handoff::forward(&joined.client, node, request).await
+        handoff::forward(&joined.client, &joined.replies, node, request).await
     }
 }
 
