@@ -211,17 +211,22 @@ impl Cluster {
             message: e.to_string(),
         };
         let js = async_nats::jetstream::new(client.clone());
-        let bucket = js
-            .create_or_update_key_value(kv::Config {
+        // A NATS cluster that is starting too has no JetStream leader yet,
+        // and a new replicated bucket waits for its own: requests time out
+        // meanwhile. Waited for, as for the servers themselves; both
+        // buckets at once.
+        let (bucket, routes) = tokio::join!(
+            self.until_ready(|| js.create_or_update_key_value(kv::Config {
                 bucket: NODES_BUCKET.into(),
                 description: "roostd nodes: each node's record, kept alive by its heartbeat".into(),
                 history: 1,
                 max_age: Duration::from_secs(config.node_ttl_secs),
                 num_replicas: config.replicas,
                 ..Default::default()
-            })
-            .await
-            .map_err(|e| registry(&e))?;
+            })),
+            self.until_ready(|| Table::open(&js, config.replicas, self.stop.clone())),
+        );
+        let (bucket, routes) = (bucket?, routes?);
         if let Some(entry) = bucket.get(&me.node).await.map_err(|e| registry(&e))?
             && let Ok(other) = serde_json::from_slice::<NodeRecord>(&entry)
             && other.instance != me.instance
@@ -232,9 +237,6 @@ impl Cluster {
                 gateway: other.gateway_url,
             });
         }
-        let routes = Table::open(&js, config.replicas, self.stop.clone())
-            .await
-            .map_err(|e| registry(&e))?;
         let replies = handoff::Replies::start(&client, self.stop.clone())
             .await
             .map_err(|e| registry(&e))?;
@@ -269,6 +271,41 @@ impl Cluster {
             Duration::from_secs(config.node_ttl_secs),
         ));
         Ok(())
+    }
+
+    /// `make`, again every 2 s while JetStream is not ready (its requests
+    /// time out), until `stop`; any other error is the registry's.
+    async fn until_ready<T, E, F, Fut>(&self, mut make: F) -> Result<T, ClusterError>
+    where
+        E: std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        let servers = &self.servers;
+        loop {
+            match make().await {
+                Ok(made) => return Ok(made),
+                Err(error)
+                    if error.to_string().contains("timed out") && !self.stop.is_cancelled() =>
+                {
+                    tracing::warn!(servers, %error,
+                        "JetStream is not ready yet (a cluster electing its leaders?); retrying in 2 s");
+                    self.tried(format!(
+                        "not joined yet: JetStream at {servers} is not ready: {error}; retrying"
+                    ));
+                    tokio::select! {
+                        () = self.stop.cancelled() => {}
+                        () = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    }
+                }
+                Err(error) => {
+                    return Err(ClusterError::Registry {
+                        servers: servers.clone(),
+                        message: error.to_string(),
+                    });
+                }
+            }
+        }
     }
 
     /// Writes this node's routes into the table again (after joining, or
