@@ -19,7 +19,7 @@ pub(crate) struct Answer {
     pub(crate) status: String,
     pub(crate) message: String,
     details: bool,
-    messages: Vec<Bytes>,
+    pub(crate) messages: Vec<Bytes>,
 }
 
 /// One length-prefixed gRPC message.

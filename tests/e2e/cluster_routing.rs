@@ -8,7 +8,11 @@ use std::time::Duration;
 use roost_wire::api::StartRequest;
 use serde_json::{Value, json};
 
+use prost::Message;
+use roostd::a2a::grpc::pb;
+
 use crate::a2a::{JSON, V1, http, message, rpc, sse_events};
+use crate::a2a_grpc::{call, frame, send_request};
 use crate::cluster::{nats, node_config, roostctl_args};
 use crate::harness::{Daemon, conformance, request};
 
@@ -29,6 +33,15 @@ fn named(dir: &std::path::Path, name: &str) -> StartRequest {
 async fn task_ids(d: &Daemon, name: &str) -> Vec<String> {
     let tasks = d.client.tasks(name).await.expect("tasks");
     tasks.into_iter().map(|t| t.id).collect()
+}
+
+fn get_request(tenant: &str, id: &str) -> Vec<u8> {
+    let request = pb::GetTaskRequest {
+        tenant: tenant.into(),
+        id: id.into(),
+        ..Default::default()
+    };
+    frame(&request.encode_to_vec())
 }
 
 fn answer(task: &Value) -> &str {
@@ -125,6 +138,47 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
     );
     let last = &events.last().expect("events")["result"]["statusUpdate"]["status"]["state"];
     assert_eq!(last, "TASK_STATE_COMPLETED", "{body}");
+
+    // gRPC through b: the call goes to a as the JSON-RPC request it is.
+    let unary = call(&b_addr, "SendMessage", send_request("echo", "g-1"), &[]).await;
+    assert_eq!(unary.status, "0", "{}", unary.message);
+    let answer_of = |bytes: &[u8]| {
+        let decoded = pb::SendMessageResponse::decode(bytes).expect("a SendMessageResponse");
+        serde_json::to_value(decoded).expect("json")
+    };
+    let task = answer_of(&unary.messages[0]);
+    assert_eq!(
+        task["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{task}"
+    );
+    assert_eq!(answer(&task["task"]), "echo: hello", "{task}");
+    let streamed = call(
+        &b_addr,
+        "SendStreamingMessage",
+        send_request("echo", "g-2"),
+        &[],
+    )
+    .await;
+    assert_eq!(streamed.status, "0", "{}", streamed.message);
+    let events: Vec<Value> = streamed
+        .messages
+        .iter()
+        .map(|m| {
+            serde_json::to_value(pb::StreamResponse::decode(&m[..]).expect("an event"))
+                .expect("json")
+        })
+        .collect();
+    let last = events.last().expect("events");
+    assert_eq!(
+        last["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+    let missing = call(&b_addr, "GetTask", get_request("echo", "tsk_nope"), &[]).await;
+    assert_eq!(
+        missing.status, "5",
+        "NOT_FOUND from a, through b: {}",
+        missing.message
+    );
 
     // The name is the cluster's: b cannot start another "echo" while a
     // runs it (the control: under another name it starts).

@@ -43,6 +43,25 @@ impl A2aError {
         }
     }
 
+    /// The error a JSON-RPC error object with `code` says (the inverse
+    /// of [`Self::code`]; an unknown code is an internal error).
+    pub fn from_code(code: i64, message: String) -> Self {
+        match code {
+            -32700 => Self::Parse(message),
+            -32600 => Self::InvalidRequest(message),
+            -32601 => Self::MethodNotFound(message),
+            -32602 => Self::InvalidParams(message),
+            -32001 => Self::TaskNotFound(message),
+            -32002 => Self::NotCancelable(message),
+            -32003 => Self::PushNotSupported,
+            -32004 => Self::Unsupported(message),
+            -32007 => Self::ExtendedCardNotConfigured,
+            -32009 => Self::Version(message),
+            -32005 => Self::ContentType(message),
+            _ => Self::Internal(message),
+        }
+    }
+
     pub fn reason(&self) -> Option<&'static str> {
         Some(match self {
             Self::TaskNotFound(_) => "TASK_NOT_FOUND",

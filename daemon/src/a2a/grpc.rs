@@ -4,7 +4,8 @@
 //! (`rpc::run`), and their answers go back as the method's message. The
 //! route is the request's `tenant` (or `a2a.grpc.default_route`); tokens
 //! are checked per route; errors carry the spec's status codes and a
-//! `google.rpc.ErrorInfo`.
+//! `google.rpc.ErrorInfo`. A call for a route another node of a cluster
+//! runs goes there as the JSON-RPC request it is (`handoff::jsonrpc`).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -20,6 +21,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::envelope::Op;
 use super::error::A2aError;
+use super::handoff::{self, Handed, Refused};
 use super::routing::Route;
 use super::rpc::{self, Answer};
 use super::streams::Slot;
@@ -114,6 +116,24 @@ pub(super) async fn log_refusals(
     response
 }
 
+/// What a call ran into: an answer here (with the stream slot it holds),
+/// or one from the node that runs its route.
+enum Ran {
+    Here(Answer, Option<Slot>),
+    Handed(Handed),
+}
+
+/// A handed-over call's refusal, as gRPC says it.
+fn refused(e: &Refused) -> Status {
+    match e {
+        Refused::A2a(e) => status(e),
+        Refused::Http(401, m) => Status::unauthenticated(m.clone()),
+        Refused::Http(404, m) => Status::not_found(m.clone()),
+        Refused::Http(_, m) => Status::internal(m.clone()),
+        Refused::Node(e) => Status::unavailable(e.to_string()),
+    }
+}
+
 fn from_json<R: DeserializeOwned>(v: Value) -> Result<R, Status> {
     serde_json::from_value(v).map_err(|e| {
         tracing::error!(error = %e, "an A2A answer does not fit its gRPC message");
@@ -159,22 +179,11 @@ impl Grpc {
                 "no agent at route '{name}': no session has had this name"
             ))
         })?;
-        if let Some(node) = &route.node {
-            return Err(Status::unavailable(format!(
-                "route '{name}' runs on node {node}: the gRPC binding is not handed between \
-                 nodes yet; call it with JSON-RPC or HTTP+JSON at any node, or with gRPC at \
-                 node {node}'s gateway"
-            )));
-        }
         Ok((route, owner))
     }
 
     /// Runs the operation the request asks for, as the other bindings do.
-    async fn run<Q: Serialize>(
-        &self,
-        op: Op,
-        request: Request<Q>,
-    ) -> Result<(Answer, Option<Slot>), Status> {
+    async fn run<Q: Serialize>(&self, op: Op, request: Request<Q>) -> Result<Ran, Status> {
         let (meta, _, message) = request.into_parts();
         if let Some(v) = meta.get("a2a-version").and_then(|v| v.to_str().ok())
             && !matches!(Dialect::from_header(Some(v)), Ok(Dialect::V10))
@@ -191,15 +200,22 @@ impl Grpc {
             .unwrap_or_default()
             .to_string();
         let (route, owner) = self.route(&meta, &tenant).await?;
-        let slot = rpc::stream_slot(&self.gw, &route, op).map_err(|e| status(&e))?;
         let headers = meta.into_headers();
+        if let (Some(node), Some(handoff)) = (&route.node, &self.gw.handoff) {
+            // Another node runs the route: the call goes there as JSON-RPC.
+            return handoff::jsonrpc(&**handoff, node, &route.name, (op, &params), &headers)
+                .await
+                .map(Ran::Handed)
+                .map_err(|e| refused(&e));
+        }
+        let slot = rpc::stream_slot(&self.gw, &route, op).map_err(|e| status(&e))?;
         let at = super::At {
             route: &route,
             owner: &owner,
         };
         rpc::run(&self.gw, at, Dialect::V10, op, &params, &headers)
             .await
-            .map(|answer| (answer, slot))
+            .map(|answer| Ran::Here(answer, slot))
             .map_err(|e| status(&e))
     }
 
@@ -208,11 +224,13 @@ impl Grpc {
         op: Op,
         request: Request<Q>,
     ) -> Result<Response<R>, Status> {
-        match self.run(op, request).await?.0 {
-            Answer::Value(v) => from_json(v).map(Response::new),
-            Answer::Stream(..) => Err(Status::internal(
-                "the operation answered with a stream where a message belongs",
-            )),
+        match self.run(op, request).await? {
+            Ran::Here(Answer::Value(v), _) | Ran::Handed(Handed::Value(v)) => {
+                from_json(v).map(Response::new)
+            }
+            Ran::Here(Answer::Stream(..), _) | Ran::Handed(Handed::Events(_)) => Err(
+                Status::internal("the operation answered with a stream where a message belongs"),
+            ),
         }
     }
 
@@ -222,7 +240,14 @@ impl Grpc {
         request: Request<Q>,
     ) -> Result<Response<Events>, Status> {
         let events: Events = match self.run(op, request).await? {
-            (Answer::Stream(task, after, through_input), Some(slot)) => Box::pin(
+            Ran::Handed(Handed::Value(v)) => {
+                Box::pin(futures::stream::once(async move { from_json(v) }))
+            }
+            Ran::Handed(Handed::Events(events)) => Box::pin(events.map(|event| match event {
+                Ok(v) => from_json::<pb::StreamResponse>(v),
+                Err(e) => Err(refused(&e)),
+            })),
+            Ran::Here(Answer::Stream(task, after, through_input), Some(slot)) => Box::pin(
                 super::task_events(
                     Arc::clone(&self.gw.tasks),
                     *task,
@@ -234,10 +259,12 @@ impl Grpc {
                 .filter_map(futures::future::ready)
                 .map(from_json::<pb::StreamResponse>),
             ),
-            (Answer::Stream(..), None) => {
+            Ran::Here(Answer::Stream(..), None) => {
                 return Err(Status::internal("a stream without a slot"));
             }
-            (Answer::Value(v), _) => Box::pin(futures::stream::once(async move { from_json(v) })),
+            Ran::Here(Answer::Value(v), _) => {
+                Box::pin(futures::stream::once(async move { from_json(v) }))
+            }
         };
         Ok(Response::new(events))
     }

@@ -3,6 +3,8 @@
 //! passed back as it comes; and the other side, requests other nodes hand
 //! to this one, served by this gateway as if they had come to it. Only a
 //! route's agent card is answered here, from the cluster's route table.
+//! The gRPC binding, whose route is inside the message, hands its calls
+//! over as the JSON-RPC requests they are ([`jsonrpc`]).
 
 use std::sync::Arc;
 
@@ -14,7 +16,12 @@ use axum::middleware::Next;
 use axum::response::Response;
 use futures::{StreamExt, TryStreamExt};
 
-use super::routing::{Forward, ForwardHead, Forwarded, HandoffError, Serve};
+use serde_json::{Value, json};
+
+use super::envelope::Op;
+use super::error::A2aError;
+use super::routing::{Forward, ForwardHead, Forwarded, Handoff, HandoffError, Serve};
+use super::wire::Dialect;
 use super::{Gateway, MAX_BODY_BYTES, access, problem};
 
 /// Marks a request another node handed to this one: it is served here or
@@ -192,4 +199,142 @@ fn forwarded(answer: Response) -> Forwarded {
         .map_err(|e| HandoffError::Transport(e.to_string()))
         .boxed();
     Forwarded { head, body }
+}
+
+/// What a call handed over as JSON-RPC answered: a value, or a stream of
+/// them (each an event's `result`).
+pub(super) enum Handed {
+    Value(Value),
+    Events(futures::stream::BoxStream<'static, Result<Value, Refused>>),
+}
+
+/// Why a handed-over call has no answer.
+#[derive(Debug)]
+pub(super) enum Refused {
+    /// The route's node answered with an A2A error.
+    A2a(A2aError),
+    /// Its node refused the request before any operation (its HTTP status).
+    Http(u16, String),
+    /// It could not be carried there.
+    Node(HandoffError),
+}
+
+/// Headers a call carries on to the route's node.
+const CARRIED: [&str; 4] = [
+    "authorization",
+    "traceparent",
+    "tracestate",
+    "a2a-extensions",
+];
+
+/// Hands operation `op` with `params` for route `route` to node `node` as
+/// the JSON-RPC 1.0 request it is (what the gRPC binding's calls read and
+/// answer is what JSON-RPC's do).
+pub(super) async fn jsonrpc(
+    handoff: &dyn Handoff,
+    node: &str,
+    route: &str,
+    (op, params): (Op, &Value),
+    headers: &axum::http::HeaderMap,
+) -> Result<Handed, Refused> {
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": op.method(Dialect::V10), "params": params});
+    let mut carried = vec![
+        ("content-type".to_string(), "application/json".to_string()),
+        ("a2a-version".to_string(), "1.0".to_string()),
+    ];
+    for name in CARRIED {
+        if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            carried.push((name.to_string(), value.to_string()));
+        }
+    }
+    let forward = Forward {
+        method: "POST".into(),
+        uri: format!("/a2a/{route}"),
+        headers: carried,
+        body: serde_json::to_vec(&body).unwrap_or_default().into(),
+    };
+    let answer = handoff
+        .forward(node, forward)
+        .await
+        .map_err(Refused::Node)?;
+    if answer.head.streamed {
+        return Ok(Handed::Events(sse_results(answer.body).boxed()));
+    }
+    let status = answer.head.status;
+    let body: Vec<bytes::Bytes> = answer.body.try_collect().await.map_err(Refused::Node)?;
+    let value: Value = serde_json::from_slice(&body.concat()).map_err(|e| {
+        Refused::Http(
+            status,
+            format!("the route's node answered {status} without JSON: {e}"),
+        )
+    })?;
+    result_of(value, status).map(Handed::Value)
+}
+
+/// A JSON-RPC answer's `result`, or its error.
+fn result_of(mut value: Value, status: u16) -> Result<Value, Refused> {
+    if let Some(error) = value.get("error") {
+        let message = error["message"].as_str().unwrap_or_default().to_string();
+        return Err(match error["code"].as_i64() {
+            Some(code) => Refused::A2a(A2aError::from_code(code, message)),
+            // The gateway's own refusals (a token, a route): `{"code": "…"}`.
+            None => Refused::Http(status, message),
+        });
+    }
+    match value.get_mut("result") {
+        Some(result) => Ok(result.take()),
+        None => Err(Refused::Http(
+            status,
+            format!("the route's node answered {status} without a result"),
+        )),
+    }
+}
+
+/// The `result` of each event of a server-sent-event body.
+fn sse_results(
+    body: futures::stream::BoxStream<'static, Result<bytes::Bytes, HandoffError>>,
+) -> impl futures::Stream<Item = Result<Value, Refused>> + Send {
+    let state = (
+        body,
+        Vec::<u8>::new(),
+        std::collections::VecDeque::new(),
+        false,
+    );
+    futures::stream::unfold(
+        state,
+        |(mut body, mut buffer, mut ready, mut over)| async move {
+            loop {
+                if let Some(event) = ready.pop_front() {
+                    return Some((event, (body, buffer, ready, over)));
+                }
+                if over {
+                    return None;
+                }
+                match body.next().await {
+                    Some(Ok(bytes)) => buffer.extend_from_slice(&bytes),
+                    Some(Err(error)) => {
+                        ready.push_back(Err(Refused::Node(error)));
+                        over = true;
+                        continue;
+                    }
+                    None => over = true,
+                }
+                // Whole events only (each ends with a blank line).
+                while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+                    let event: Vec<u8> = buffer.drain(..end + 2).collect();
+                    let text = String::from_utf8_lossy(&event);
+                    for data in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+                        ready.push_back(match serde_json::from_str(data) {
+                            Ok(value) => result_of(value, 200),
+                            Err(e) => Err(Refused::Http(
+                                200,
+                                format!("an event that is not JSON: {e}"),
+                            )),
+                        });
+                    }
+                }
+            }
+        },
+    )
 }
