@@ -278,3 +278,74 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
         "said at once, not after a timeout"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_through_another_node_needs_the_routes_token_as_at_its_own() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(nats) = nats() else { return };
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let token_path = secrets.path().join("a2a.token");
+    std::fs::write(&token_path, "cluster-test-token-0123456789").expect("token");
+    std::fs::set_permissions(&token_path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let config = |node: &str| {
+        format!(
+            "{}a2a: {{token_file: \"{}\"}}\n",
+            node_config(&nats, node),
+            token_path.display()
+        )
+    };
+    let a = Daemon::start_with(&config("a"), &[]).await;
+    let b = Daemon::start_with(&config("b"), &[]).await;
+    let b_addr = gateway(&b).await;
+    let dir = conformance(a.root.path(), "echo", LIFECYCLE, "");
+    a.client
+        .start(&named(&dir, "echo"))
+        .await
+        .expect("start on a");
+    let send = |id: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": message(id, "hello")}})
+        .to_string()
+    };
+    // Without a token, and with a wrong one: refused, nothing runs.
+    let (status, head, body) = http(&b_addr, "POST", "/a2a/echo", &[V1, JSON], &send("t-1")).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(head.contains("www-authenticate: bearer"), "{head}");
+    let wrong = ("Authorization", "Bearer not-the-token");
+    let (status, _, body) = http(
+        &b_addr,
+        "POST",
+        "/a2a/echo",
+        &[V1, JSON, wrong],
+        &send("t-2"),
+    )
+    .await;
+    assert_eq!(status, 401, "{body}");
+    let grpc = call(&b_addr, "SendMessage", send_request("echo", "t-3"), &[]).await;
+    assert_eq!(grpc.status, "16", "UNAUTHENTICATED: {}", grpc.message);
+    assert!(
+        task_ids(&a, "echo").await.is_empty(),
+        "a refused request ran nothing"
+    );
+    // The control: the route's token opens it through b, on both bindings.
+    let right = ("Authorization", "Bearer cluster-test-token-0123456789");
+    let (status, _, body) = http(
+        &b_addr,
+        "POST",
+        "/a2a/echo",
+        &[V1, JSON, right],
+        &send("t-4"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("echo: hello"), "{body}");
+    let grpc = call(
+        &b_addr,
+        "SendMessage",
+        send_request("echo", "t-5"),
+        &[("authorization", "Bearer cluster-test-token-0123456789")],
+    )
+    .await;
+    assert_eq!(grpc.status, "0", "{}", grpc.message);
+    assert_eq!(task_ids(&a, "echo").await.len(), 2);
+}
