@@ -50,10 +50,42 @@ pub(crate) fn nats() -> Option<Nats> {
 }
 
 fn nats_on(port: u16) -> Option<Nats> {
+    nats_with(port, &[])
+}
+
+/// Three `nats-server -js` clustered on loopback (JetStream replicates
+/// across them).
+pub(crate) fn nats_cluster() -> Option<Vec<Nats>> {
+    let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let list = routes
+        .iter()
+        .map(|p| format!("nats://127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    (0..3)
+        .map(|i| {
+            let args = [
+                "-n".to_string(),
+                format!("nats-{i}"),
+                "--cluster_name".into(),
+                "roost-test".into(),
+                "--cluster".into(),
+                format!("nats://127.0.0.1:{}", routes[i]),
+                "--routes".into(),
+                list.clone(),
+            ];
+            nats_with(free_port(), &args)
+        })
+        .collect()
+}
+
+fn nats_with(port: u16, extra: &[String]) -> Option<Nats> {
     let binary = nats_binary()?;
     let dir = tempfile::tempdir().expect("tempdir");
     let child = Command::new(binary)
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string()])
+        .args(extra)
+        .arg("-sd")
         .arg(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -13,7 +13,7 @@ use roostd::a2a::grpc::pb;
 
 use crate::a2a::{JSON, V1, http, message, rpc, sse_events};
 use crate::a2a_grpc::{call, frame, send_request};
-use crate::cluster::{nats, node_config, roostctl_args};
+use crate::cluster::{nats, nats_cluster, node_config, roostctl_args};
 use crate::harness::{Daemon, conformance, request};
 
 const LIFECYCLE: &str = "{task_acceptance: queue, after_task: sleep}";
@@ -348,4 +348,77 @@ async fn a_request_through_another_node_needs_the_routes_token_as_at_its_own() {
     .await;
     assert_eq!(grpc.status, "0", "{}", grpc.message);
     assert_eq!(task_ids(&a, "echo").await.len(), 2);
+}
+
+/// Sends `text` through `addr` to `route` until it completes (NATS clients
+/// reconnecting meanwhile), or 20 s; the answer.
+async fn send_until_done(addr: &str, route: &str, id: &str, text: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message(id, text)}})
+    .to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _, answer) =
+            http(addr, "POST", &format!("/a2a/{route}"), &[V1, JSON], &body).await;
+        if status == 200 {
+            return serde_json::from_str(&answer).expect("JSON-RPC");
+        }
+        assert!(std::time::Instant::now() < deadline, "{status}: {answer}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_one_nats_server_of_three_gone_the_cluster_keeps_serving() {
+    let Some(mut servers) = nats_cluster() else {
+        return;
+    };
+    let urls: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.url)).collect();
+    let config = |node: &str| {
+        format!(
+            "{}cluster: {{servers: [{}], node: {node}, node_ttl_secs: 3, replicas: 3}}\n",
+            crate::harness::TEST_CONFIG,
+            urls.join(", ")
+        )
+    };
+    let a = Daemon::start_with(&config("a"), &[]).await;
+    let b = Daemon::start_with(&config("b"), &[]).await;
+    let (a_addr, b_addr) = (gateway(&a).await, gateway(&b).await);
+    let dir = conformance(a.root.path(), "echo", LIFECYCLE, "");
+    a.client
+        .start(&named(&dir, "echo"))
+        .await
+        .expect("start on a");
+    let first = send_until_done(&b_addr, "echo", "k-1", "before").await;
+    assert_eq!(answer(&first["result"]["task"]), "echo: before", "{first}");
+    let id = first["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+
+    // One of three servers goes (SIGKILL): its clients reconnect to the
+    // others, and the replicated buckets keep their quorum.
+    drop(servers.remove(0));
+    let after = send_until_done(&b_addr, "echo", "k-2", "after").await;
+    assert_eq!(answer(&after["result"]["task"]), "echo: after", "{after}");
+    let got = rpc(&b_addr, "echo", Some("1.0"), "GetTask", json!({"id": id})).await;
+    assert_eq!(got["result"]["id"], id.as_str(), "{got}");
+    // A route claimed now, on b, is served through a.
+    let other = conformance(b.root.path(), "late", LIFECYCLE, "");
+    b.client
+        .start(&named(&other, "late"))
+        .await
+        .expect("a claim with two of three servers");
+    let late = send_until_done(&a_addr, "late", "k-3", "late").await;
+    assert_eq!(answer(&late["result"]["task"]), "echo: late", "{late}");
+    // Both nodes are still in the registry.
+    let health = a.client.health().await.expect("health");
+    let nodes: Vec<String> = health
+        .cluster
+        .expect("cluster")
+        .nodes
+        .iter()
+        .map(|n| n.node.clone())
+        .collect();
+    assert_eq!(nodes, ["a", "b"]);
 }

@@ -339,7 +339,10 @@ impl Cluster {
 
     /// The cluster's record of route `name` (a name or a session id).
     pub async fn route_record(&self, name: &str) -> Option<RouteRecord> {
-        self.joined.get()?.routes.lookup(name).await
+        let joined = self.joined.get()?;
+        let connected =
+            joined.client.connection_state() == async_nats::connection::State::Connected;
+        joined.routes.lookup(name, connected).await
     }
 
     /// Every route in the cluster's table (live and ended), as this node's

@@ -164,13 +164,17 @@ impl Table {
     }
 
     /// The record of route `name` (a name or a session id): from the copy,
-    /// else (a route claimed a moment ago) read from the bucket.
-    pub(super) async fn lookup(&self, name: &str) -> Option<RouteRecord> {
+    /// else (a route claimed a moment ago) read from the bucket, when
+    /// `connected` (cut off from NATS, a read would only wait).
+    pub(super) async fn lookup(&self, name: &str, connected: bool) -> Option<RouteRecord> {
         if let Some(record) = read(&self.by_name).get(name) {
             return Some(record.clone());
         }
         if let Some(route) = read(&self.by_id).get(name) {
             return read(&self.by_name).get(route).cloned();
+        }
+        if !connected {
+            return None;
         }
         let entry = self.bucket.entry(name).await.ok()??;
         self.note(&entry.key, entry.operation, &entry.value);
