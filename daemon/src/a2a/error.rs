@@ -153,6 +153,33 @@ impl From<crate::tasks::LogError> for A2aError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn every_error_reads_back_from_its_jsonrpc_code() {
+        let all = [
+            A2aError::Parse("m".into()),
+            A2aError::InvalidRequest("m".into()),
+            A2aError::MethodNotFound("m".into()),
+            A2aError::InvalidParams("m".into()),
+            A2aError::Internal("m".into()),
+            A2aError::TaskNotFound("m".into()),
+            A2aError::NotCancelable("m".into()),
+            A2aError::PushNotSupported,
+            A2aError::Unsupported("m".into()),
+            A2aError::ExtendedCardNotConfigured,
+            A2aError::Version("m".into()),
+            A2aError::ContentType("m".into()),
+        ];
+        for e in all {
+            let back = A2aError::from_code(e.code(), e.message());
+            assert_eq!((back.code(), back.message()), (e.code(), e.message()));
+        }
+        assert!(matches!(
+            A2aError::from_code(-1, "x".into()),
+            A2aError::Internal(_)
+        ));
+    }
+
     use super::*;
 
     #[test]

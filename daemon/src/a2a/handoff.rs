@@ -338,3 +338,61 @@ fn sse_results(
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn events_read_whole_across_any_split_and_errors_keep_their_kind() {
+        let sse = concat!(
+            ": keep-alive\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"n\":1}}\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"n\":2}}\n\n",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32001,\"message\":\"no task 'x'\"}}\n\n",
+        );
+        // Every way of cutting the body in two gives the same events.
+        for cut in 0..sse.len() {
+            let parts: Vec<Result<bytes::Bytes, HandoffError>> = vec![
+                Ok(bytes::Bytes::copy_from_slice(&sse.as_bytes()[..cut])),
+                Ok(bytes::Bytes::copy_from_slice(&sse.as_bytes()[cut..])),
+            ];
+            let events: Vec<_> = sse_results(futures::stream::iter(parts).boxed())
+                .collect()
+                .await;
+            assert_eq!(events.len(), 3, "cut at {cut}");
+            assert_eq!(events[0].as_ref().ok(), Some(&json!({"n": 1})));
+            assert_eq!(events[1].as_ref().ok(), Some(&json!({"n": 2})));
+            assert!(
+                matches!(&events[2], Err(Refused::A2a(A2aError::TaskNotFound(m))) if m == "no task 'x'"),
+                "{:?}",
+                events[2]
+            );
+        }
+        // A stream that breaks off says so, after what came whole.
+        let parts: Vec<Result<bytes::Bytes, HandoffError>> = vec![
+            Ok(bytes::Bytes::from_static(
+                b"data: {\"result\":{\"n\":1}}\n\ndata: {\"res",
+            )),
+            Err(HandoffError::Transport("gone".into())),
+        ];
+        let events: Vec<_> = sse_results(futures::stream::iter(parts).boxed())
+            .collect()
+            .await;
+        assert_eq!(events.len(), 2);
+        assert!(matches!(&events[1], Err(Refused::Node(_))));
+    }
+
+    #[test]
+    fn a_gateway_refusal_is_its_http_status_and_an_answer_without_result_is_refused() {
+        let refused = json!({"error": {"code": "unauthorized", "message": "send a token"}});
+        assert!(
+            matches!(result_of(refused, 401), Err(Refused::Http(401, m)) if m == "send a token")
+        );
+        assert!(matches!(
+            result_of(json!({"id": 1}), 200),
+            Err(Refused::Http(200, _))
+        ));
+        assert_eq!(result_of(json!({"result": 5}), 200).ok(), Some(json!(5)));
+    }
+}

@@ -287,12 +287,29 @@ impl Drop for Body {
     }
 }
 
+/// What serves handed-over requests, and how many at once.
+pub(super) struct Server {
+    serve: Serve,
+    slots: Arc<tokio::sync::Semaphore>,
+    most: usize,
+}
+
+impl Server {
+    pub(super) fn new(serve: Serve, most: usize) -> Self {
+        Self {
+            serve,
+            slots: Arc::new(tokio::sync::Semaphore::new(most)),
+            most,
+        }
+    }
+}
+
 /// Serves the requests other nodes hand to `node` with `serve` (once the
 /// gateway has set it), until `stop`.
 pub(super) async fn serve(
     client: async_nats::Client,
     node: String,
-    serve: Arc<OnceLock<Serve>>,
+    serve: Arc<OnceLock<Server>>,
     stop: CancellationToken,
 ) -> Result<(), String> {
     let mut requests = client
@@ -332,7 +349,7 @@ pub(super) async fn serve(
 async fn answer(
     client: async_nats::Client,
     request: async_nats::Message,
-    serve: Arc<OnceLock<Serve>>,
+    serve: Arc<OnceLock<Server>>,
     open: Arc<Mutex<HashMap<String, CancellationToken>>>,
 ) {
     let Some(inbox) = request.reply.clone() else {
@@ -358,11 +375,22 @@ async fn answer(
         .await;
         return;
     };
-    let Some(serve) = serve.get().cloned() else {
+    let Some(server) = serve.get() else {
         let why = "this node's gateway is not serving yet; try again";
         publish(frame("error"), Bytes::from_static(why.as_bytes())).await;
         return;
     };
+    // As many at once as the gateway takes connections of its own.
+    let Ok(_slot) = Arc::clone(&server.slots).try_acquire_owned() else {
+        let why = format!(
+            "this node serves {} requests handed over from other nodes already (its \
+             http.max_connections); try again",
+            server.most
+        );
+        publish(frame("error"), Bytes::from(why)).await;
+        return;
+    };
+    let serve = Arc::clone(&server.serve);
     let stop = CancellationToken::new();
     open.lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -93,7 +93,7 @@ pub struct Cluster {
     joined: std::sync::OnceLock<Joined>,
     /// What serves requests other nodes hand to this one (the gateway, set
     /// once it exists).
-    serve: std::sync::Arc<std::sync::OnceLock<Serve>>,
+    serve: std::sync::Arc<std::sync::OnceLock<handoff::Server>>,
     /// This node's routes, written again when the table could not take
     /// them.
     mine: std::sync::Arc<Mine>,
@@ -354,9 +354,10 @@ impl Cluster {
             .unwrap_or_default()
     }
 
-    /// Requests other nodes hand to this one are served by `serve` from now.
-    pub fn serve_handoffs(&self, serve: Serve) {
-        let _ = self.serve.set(serve);
+    /// Requests other nodes hand to this one are served by `serve` from
+    /// now, `most` at once (more are refused: try again).
+    pub fn serve_handoffs(&self, serve: Serve, most: usize) {
+        let _ = self.serve.set(handoff::Server::new(serve, most.max(1)));
     }
 
     pub fn node(&self) -> &str {
