@@ -411,14 +411,26 @@ async fn with_one_nats_server_of_three_gone_the_cluster_keeps_serving() {
         .expect("a claim with two of three servers");
     let late = send_until_done(&a_addr, "late", "k-3", "late").await;
     assert_eq!(answer(&late["result"]["task"]), "echo: late", "{late}");
-    // Both nodes are still in the registry.
-    let health = a.client.health().await.expect("health");
-    let nodes: Vec<String> = health
-        .cluster
-        .expect("cluster")
-        .nodes
-        .iter()
-        .map(|n| n.node.clone())
-        .collect();
-    assert_eq!(nodes, ["a", "b"]);
+    // Both nodes are still in the registry (read again while its bucket's
+    // replicas settle after the loss).
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let cluster = a
+            .client
+            .health()
+            .await
+            .expect("health")
+            .cluster
+            .expect("cluster");
+        let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.node.clone()).collect();
+        if nodes == ["a", "b"] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{nodes:?}: {:?}",
+            cluster.error
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

@@ -8,7 +8,8 @@
 //! `alive` frame every 5 s while it works. The asking side gives up after
 //! 20 s without a frame, or at once when no node listens (NATS's "no
 //! responders"); a client that goes away cancels a stream by its inbox on
-//! `roost.a2a.<node>.cancel`.
+//! `roost.a2a.<node>.cancel`. The gateway reaches this through the
+//! `Handoff` port.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -462,6 +463,18 @@ async fn answer(
     open.lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(inbox.as_str());
+}
+
+#[async_trait::async_trait]
+impl crate::a2a::routing::Handoff for super::Cluster {
+    async fn forward(&self, node: &str, request: Forward) -> Result<Forwarded, HandoffError> {
+        let Some(joined) = self.joined.get() else {
+            return Err(HandoffError::Transport(
+                "this node has not joined the cluster".into(),
+            ));
+        };
+        forward(&joined.client, &joined.replies, node, request).await
+    }
 }
 
 #[cfg(test)]

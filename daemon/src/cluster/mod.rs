@@ -1,26 +1,25 @@
 //! roostd as a node of a cluster over NATS JetStream: joining (connect,
-//! then register in the `roost-nodes` key-value bucket and keep the entry
-//! alive with a heartbeat), leaving, and the nodes as the control API shows
-//! them; the route table (`routes.rs`) and requests handed between nodes
-//! (`handoff.rs`) hang off it. The only module that names `async_nats`.
+//! retrying while the servers cannot be reached or JetStream is not ready;
+//! then register in the node registry, `nodes.rs`, and open the route
+//! table, `routes.rs`, and the hand-over of requests, `handoff.rs`),
+//! writing this node's routes again when NATS is back, and leaving. The
+//! only module that names `async_nats`.
 
 mod handoff;
+mod nodes;
 pub mod routes;
 
-use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+pub use nodes::{NODES_BUCKET, NodeRecord, heartbeat_age_ms, host_name, node_name};
+use nodes::{heartbeat, now_ms, put};
+
+use std::time::Duration;
 
 use async_nats::jetstream::kv;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::a2a::routing::{Claim, ClaimError, Forward, Forwarded, HandoffError, Serve};
+use crate::a2a::routing::Serve;
 use crate::config::ClusterConfig;
-use crate::ids::SessionId;
 use routes::{Mine, RouteRecord, Table};
-
-/// The key-value bucket nodes register in.
-pub const NODES_BUCKET: &str = "roost-nodes";
 
 /// Why roostd could not join (or read) its cluster.
 #[derive(Debug, thiserror::Error)]
@@ -55,31 +54,6 @@ pub enum ClusterError {
     Read(String),
 }
 
-/// What a node says of itself in the registry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeRecord {
-    pub node: String,
-    /// This process (a restart under the same name is a new instance).
-    pub instance: String,
-    /// The host and state directory it runs from: a record with the same
-    /// two is this node's own, left by the process before a restart.
-    #[serde(default)]
-    pub host: String,
-    #[serde(default)]
-    pub state_dir: String,
-    /// Where its A2A gateway answers.
-    pub gateway_url: String,
-    /// Instances its pool holds (`pool.max_instances`).
-    pub capacity: u64,
-    pub labels: BTreeMap<String, String>,
-    pub version: String,
-    /// Live sessions at its latest heartbeat (its load).
-    #[serde(default)]
-    pub live_sessions: u64,
-    /// Unix milliseconds of its latest heartbeat.
-    pub heartbeat_ms: u64,
-}
-
 /// What a heartbeat reads the node's load from (set once the supervisor
 /// runs; 0 until then).
 type Load = std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>>;
@@ -109,33 +83,6 @@ struct Joined {
     replies: std::sync::Arc<handoff::Replies>,
     nodes: kv::Store,
     routes: std::sync::Arc<Table>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// This host's name, as the kernel has it.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
-/// The node's name: `cluster.node`, else the host's name.
-pub fn node_name(config: &ClusterConfig) -> Result<String, ClusterError> {
-    if let Some(node) = &config.node {
-        return Ok(node.clone());
-    }
-    let host = host_name().to_ascii_lowercase();
-    crate::manifest::validate_name(&host).map_err(|why| ClusterError::NoName {
-        host: host.clone(),
-        why,
-    })?;
-    Ok(host)
 }
 
 impl Cluster {
@@ -323,20 +270,6 @@ impl Cluster {
         }
     }
 
-    /// Whether node `node` is live: its registry entry has not expired.
-    fn is_live(&self) -> impl Fn(&str) -> futures::future::BoxFuture<'static, bool> + Sync + use<> {
-        let nodes = self.joined.get().map(|j| j.nodes.clone());
-        move |node: &str| {
-            let (nodes, node) = (nodes.clone(), node.to_string());
-            Box::pin(async move {
-                match nodes {
-                    Some(nodes) => !matches!(nodes.get(node).await, Ok(None)),
-                    None => true,
-                }
-            })
-        }
-    }
-
     /// The cluster's record of route `name` (a name or a session id).
     pub async fn route_record(&self, name: &str) -> Option<RouteRecord> {
         let joined = self.joined.get()?;
@@ -367,34 +300,6 @@ impl Cluster {
     /// Where each heartbeat reads this node's live sessions from.
     pub fn report_load(&self, live_sessions: impl Fn() -> u64 + Send + Sync + 'static) {
         let _ = self.load.set(Box::new(live_sessions));
-    }
-
-    /// Every node whose heartbeat is current, by name.
-    pub async fn nodes(&self) -> Result<Vec<NodeRecord>, ClusterError> {
-        use futures::StreamExt;
-        let read = |e: &dyn std::fmt::Display| ClusterError::Read(e.to_string());
-        let Some(bucket) = self.joined.get().map(|j| &j.nodes) else {
-            let why = self
-                .trying
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            return Err(ClusterError::Read(
-                why.unwrap_or_else(|| "not joined".into()),
-            ));
-        };
-        let mut keys = bucket.keys().await.map_err(|e| read(&e))?;
-        let mut nodes = Vec::new();
-        while let Some(key) = keys.next().await {
-            let key = key.map_err(|e| read(&e))?;
-            if let Some(value) = bucket.get(&key).await.map_err(|e| read(&e))?
-                && let Ok(record) = serde_json::from_slice::<NodeRecord>(&value)
-            {
-                nodes.push(record);
-            }
-        }
-        nodes.sort_by(|a, b| a.node.cmp(&b.node));
-        Ok(nodes)
     }
 
     /// Leaves: the heartbeat stops and the entry goes at once (a node that
@@ -459,96 +364,6 @@ async fn connect(config: &ClusterConfig, node: &str) -> Result<async_nats::Clien
             servers: config.servers.join(","),
             message: e.to_string(),
         })
-}
-
-async fn put(bucket: &kv::Store, me: &NodeRecord) -> Result<u64, kv::PutError> {
-    let value = serde_json::to_vec(me).unwrap_or_default();
-    bucket.put(&me.node, value.into()).await
-}
-
-/// Puts the node's record again three times per lifetime, until the node
-/// leaves. A failed beat is logged: a node cut off from NATS concludes
-/// nothing about the others and keeps serving what it runs; when a beat
-/// gets through again, its routes are written again.
-async fn heartbeat(
-    cluster: std::sync::Arc<Cluster>,
-    bucket: kv::Store,
-    mut me: NodeRecord,
-    ttl: Duration,
-) {
-    let every = (ttl / 3).max(Duration::from_millis(200));
-    let mut failed = false;
-    loop {
-        tokio::select! {
-            () = cluster.stop.cancelled() => return,
-            () = tokio::time::sleep(every) => {}
-        }
-        me.heartbeat_ms = now_ms();
-        me.live_sessions = cluster.load.get().map_or(0, |live| live());
-        match put(&bucket, &me).await {
-            Ok(_) if failed => {
-                failed = false;
-                tracing::info!(node = %me.node, "cluster heartbeat gets through again");
-                cluster.claim_mine().await;
-            }
-            Ok(_) => {}
-            Err(error) => {
-                failed = true;
-                tracing::warn!(node = %me.node, %error, "cluster heartbeat failed; trying again");
-            }
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl crate::a2a::routing::Claims for Cluster {
-    async fn claim(&self, claim: Claim, resumed: bool) -> Result<(), ClaimError> {
-        let record = RouteRecord::of(claim, &self.node);
-        let Some(joined) = self.joined.get() else {
-            // Not joined yet (`cluster.required: false`): served here, and
-            // written to the table once joined.
-            self.mine.add(record);
-            return Ok(());
-        };
-        let is_live = self.is_live();
-        match joined.routes.claim(&record, &is_live).await {
-            Ok(()) => {
-                self.mine.add(record);
-                Ok(())
-            }
-            Err(ClaimError::Unavailable { message, .. }) if resumed => {
-                tracing::warn!(route = %record.route, session_id = %record.session_id, error = %message,
-                    "the cluster cannot take this route now; it is served here and written later");
-                self.mine.add(record);
-                Ok(())
-            }
-            Err(error) => Err(error),
-        }
-    }
-
-    async fn release(&self, route: &str, id: &SessionId) {
-        self.mine.remove(route, id.as_str());
-        if let Some(joined) = self.joined.get() {
-            joined.routes.release(route, id.as_str(), &self.node).await;
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl crate::a2a::routing::Handoff for Cluster {
-    async fn forward(&self, node: &str, request: Forward) -> Result<Forwarded, HandoffError> {
-        let Some(joined) = self.joined.get() else {
-            return Err(HandoffError::Transport(
-                "this node has not joined the cluster".into(),
-            ));
-        };
-        handoff::forward(&joined.client, &joined.replies, node, request).await
-    }
-}
-
-/// The age of a heartbeat, in milliseconds.
-pub fn heartbeat_age_ms(record: &NodeRecord) -> u64 {
-    now_ms().saturating_sub(record.heartbeat_ms)
 }
 
 #[cfg(test)]

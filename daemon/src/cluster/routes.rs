@@ -1,8 +1,9 @@
 //! The cluster's route table: the `roost-routes` key-value bucket (route →
 //! the node and session that run it, and what its card says), kept in
 //! memory on every node by a watch, with the claim rule that makes a route
-//! name unique across nodes; and [`ClusterRouting`], the gateway's
-//! `Routing` port over this node's routes and the table.
+//! name unique across nodes; the `Claims` port sessions take their routes
+//! through; and [`ClusterRouting`], the gateway's `Routing` port over this
+//! node's routes and the table.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -199,12 +200,20 @@ impl Table {
             route: record.route.clone(),
             message: e.to_string(),
         };
-        for _ in 0..8 {
-            let entry = self
-                .bucket
-                .entry(record.route.as_str())
-                .await
-                .map_err(|e| unavailable(&e))?;
+        // A server lost a moment ago leaves the bucket without responders
+        // until its replicas move: such failures are tried again for 10 s.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut raced = 0;
+        while raced < 8 {
+            let entry = match self.bucket.entry(record.route.as_str()).await {
+                Ok(entry) => entry,
+                Err(error) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(route = %record.route, %error, "route table not answering; trying again");
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                    continue;
+                }
+                Err(error) => return Err(unavailable(&error)),
+            };
             let written = match entry {
                 Some(entry) if entry.operation == kv::Operation::Put => {
                     let held = serde_json::from_slice::<RouteRecord>(&entry.value).ok();
@@ -245,7 +254,10 @@ impl Table {
                     return Ok(());
                 }
                 // Another node wrote first: read again and decide again.
-                Err(false) => continue,
+                Err(false) => raced += 1,
+                Err(true) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
                 Err(true) => return Err(unavailable(&"the route table refused the write")),
             }
         }
@@ -295,6 +307,40 @@ impl Table {
                 }
                 _ => {}
             }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::a2a::routing::Claims for super::Cluster {
+    async fn claim(&self, claim: Claim, resumed: bool) -> Result<(), ClaimError> {
+        let record = RouteRecord::of(claim, &self.node);
+        let Some(joined) = self.joined.get() else {
+            // Not joined yet (`cluster.required: false`): served here, and
+            // written to the table once joined.
+            self.mine.add(record);
+            return Ok(());
+        };
+        let is_live = self.is_live();
+        match joined.routes.claim(&record, &is_live).await {
+            Ok(()) => {
+                self.mine.add(record);
+                Ok(())
+            }
+            Err(ClaimError::Unavailable { message, .. }) if resumed => {
+                tracing::warn!(route = %record.route, session_id = %record.session_id, error = %message,
+                    "the cluster cannot take this route now; it is served here and written later");
+                self.mine.add(record);
+                Ok(())
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn release(&self, route: &str, id: &SessionId) {
+        self.mine.remove(route, id.as_str());
+        if let Some(joined) = self.joined.get() {
+            joined.routes.release(route, id.as_str(), &self.node).await;
         }
     }
 }
