@@ -13,11 +13,11 @@
 mod harness;
 #[allow(dead_code)]
 mod load;
+#[allow(dead_code)]
+#[path = "../tests/e2e/nats.rs"]
+mod nats;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-use harness::{Daemon, free_port, repo};
+use harness::Daemon;
 use load::{Answer, Figures, level, run_clients};
 
 const LEVELS: [usize; 3] = [1, 16, 128];
@@ -44,34 +44,16 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(5);
-    let nats_bin = repo().join("target/a2a-sdk-venv/bin/nats-server");
-    assert!(
-        nats_bin.is_file(),
-        "no nats-server at {}: run scripts/python-sdk",
-        nats_bin.display()
-    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let store = tempfile::tempdir().expect("nats store dir");
-        let port = free_port();
-        let mut nats = Command::new(&nats_bin)
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(store.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nats-server");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not listen");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let nats = nats::nats().expect("a nats-server: run scripts/python-sdk");
+        let url = nats.url.clone();
         let config = |node: &str| {
             format!(
-                "{}logs: {{max_bytes: 1048576}}\ncluster: {{servers: [\"nats://127.0.0.1:{port}\"], node: {node}}}\n",
+                "{}logs: {{max_bytes: 1048576}}\ncluster: {{servers: [\"{url}\"], node: {node}}}\n",
                 harness::TEST_CONFIG
             )
         };
@@ -142,7 +124,6 @@ fn main() {
             println!("{}", row(&format!("{clients} clients, 3 nodes, handed"), &handed));
         }
         drop(nodes);
-        let _ = nats.kill();
-        let _ = nats.wait();
+        drop(nats);
     });
 }

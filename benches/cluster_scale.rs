@@ -13,96 +13,21 @@
 #[path = "../tests/e2e/harness.rs"]
 mod harness;
 #[allow(dead_code)]
+mod idle_agent;
+#[allow(dead_code)]
 #[path = "../tests/e2e/mock_llm.rs"]
 mod mock_llm;
+#[allow(dead_code)]
+#[path = "../tests/e2e/nats.rs"]
+mod nats;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use harness::{Daemon, artifact_dir, free_port, openai_driver, publish, repo, request};
+use harness::{Daemon, repo};
+use idle_agent::{capsule, rss_kib, start_all};
 use mock_llm::{MockLlm, Reply};
-use roost_ctl::api::StartRequest;
-
-const CLIENTS: usize = 16;
-
-/// `VmRSS` of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// The idle agent capsule, its driver published to `daemon`'s registry.
-async fn capsule(daemon: &Daemon, mock: &MockLlm) -> PathBuf {
-    let registry = daemon.state_dir.join("registry");
-    let (driver_manifest, driver) = openai_driver();
-    let dir = artifact_dir(
-        daemon.root.path(),
-        &driver_manifest,
-        "component.wasm",
-        &driver,
-    );
-    publish(&registry, &dir).await;
-    let capsule = daemon.root.path().join("idle");
-    std::fs::create_dir_all(&capsule).expect("dir");
-    std::fs::write(
-        capsule.join("murmur.yaml"),
-        format!(
-            "name: idle\nversion: 0.1.0\n\
-             artifacts:\n  - {{name: openai-driver, version: 0.1.0, runtime: driver}}\n\
-             capabilities: {{network: {{allow: [\"http://127.0.0.1:{port}\"]}}}}\n\
-             inference:\n  endpoint: {endpoint}\n  model: bench\n\
-             \x20 driver: {{artifact: openai-driver}}\n\
-             lifecycle: {{task_acceptance: queue, after_task: sleep}}\n",
-            port = mock.port,
-            endpoint = mock.endpoint(),
-        ),
-    )
-    .expect("manifest");
-    capsule
-}
-
-/// Starts `n` sessions named `<prefix>-<i>` on `daemon` with 16 clients;
-/// the seconds it took.
-async fn start_all(daemon: &Daemon, capsule: &Path, prefix: &str, n: usize) -> f64 {
-    let started = Instant::now();
-    let next = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|_| {
-            let (client, next, capsule, prefix) = (
-                daemon.client.clone(),
-                Arc::clone(&next),
-                capsule.to_path_buf(),
-                prefix.to_string(),
-            );
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        return;
-                    }
-                    client
-                        .start(&StartRequest {
-                            name: Some(format!("{prefix}-{i}")),
-                            ..request(&capsule)
-                        })
-                        .await
-                        .unwrap_or_else(|e| panic!("start {prefix}-{i}: {e}"));
-                }
-            })
-        })
-        .collect();
-    for client in clients {
-        client.await.expect("client");
-    }
-    started.elapsed().as_secs_f64()
-}
+use roost_ctl::api::RestartPolicy;
 
 /// RSS once start-up (or the last starts) settled.
 async fn settled_rss(daemon: &Daemon) -> u64 {
@@ -118,8 +43,6 @@ fn mib(kib: u64) -> f64 {
 async fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let nats_bin = repo().join("target/a2a-sdk-venv/bin/nats-server");
-    assert!(nats_bin.is_file(), "no nats-server: run scripts/python-sdk");
     // The command the figure is for, built as an operator has it.
     let built = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "--release", "-p", "roost-ctl", "--bin", "roostctl"])
@@ -134,36 +57,23 @@ async fn main() {
     let alone = Daemon::start_with(&base, &env).await;
     let idle = capsule(&alone, &mock).await;
     let before = settled_rss(&alone).await;
-    let alone_secs = start_all(&alone, &idle, "idle", n).await;
+    let alone_secs = start_all(&alone, &idle, "idle", n, RestartPolicy::No).await;
     let alone_rss = settled_rss(&alone).await;
     drop(alone);
 
     // Three nodes.
-    let store = tempfile::tempdir().expect("nats store");
-    let port = free_port();
-    let mut nats = Command::new(&nats_bin)
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(store.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nats-server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let nats = nats::nats().expect("a nats-server: run scripts/python-sdk");
+    let url = nats.url.clone();
     let mut nodes = Vec::new();
     for node in ["a", "b", "c"] {
-        let config =
-            format!("{base}cluster: {{servers: [\"nats://127.0.0.1:{port}\"], node: {node}}}\n");
+        let config = format!("{base}cluster: {{servers: [\"{url}\"], node: {node}}}\n");
         nodes.push(Daemon::start_with(&config, &env).await);
     }
     let mut rows = Vec::new();
     for (node, name) in nodes.iter().zip(["a", "b", "c"]) {
         let idle = capsule(node, &mock).await;
         let before = settled_rss(node).await;
-        let secs = start_all(node, &idle, &format!("idle-{name}"), n).await;
+        let secs = start_all(node, &idle, &format!("idle-{name}"), n, RestartPolicy::No).await;
         rows.push((name, before, secs));
     }
     let mut rss = Vec::new();
@@ -247,6 +157,5 @@ async fn main() {
         cli[4]
     );
     drop(nodes);
-    let _ = nats.kill();
-    let _ = nats.wait();
+    drop(nats);
 }

@@ -11,26 +11,17 @@
 #[path = "../tests/e2e/harness.rs"]
 mod harness;
 #[allow(dead_code)]
+mod idle_agent;
+#[allow(dead_code)]
 #[path = "../tests/e2e/mock_llm.rs"]
 mod mock_llm;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harness::{Daemon, artifact_dir, openai_driver, publish, request};
+use harness::Daemon;
+use idle_agent::{capsule, rss_kib, start_all};
 use mock_llm::{MockLlm, Reply};
-use roost_ctl::api::{RestartPolicy, StartRequest};
-
-/// `VmRSS` of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
+use roost_ctl::api::RestartPolicy;
 
 #[tokio::main]
 async fn main() {
@@ -40,63 +31,12 @@ async fn main() {
 
     let config = format!("{}logs: {{max_bytes: 65536}}\n", harness::TEST_CONFIG);
     let mut daemon = Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
-    let registry = daemon.state_dir.join("registry");
-    let (driver_manifest, driver) = openai_driver();
-    let dir = artifact_dir(
-        daemon.root.path(),
-        &driver_manifest,
-        "component.wasm",
-        &driver,
-    );
-    publish(&registry, &dir).await;
     // Never called: the sessions only wait.
     let mock = MockLlm::start(|_| Reply::text("unused")).await;
-    let capsule = daemon.root.path().join("idle");
-    std::fs::create_dir_all(&capsule).expect("dir");
-    std::fs::write(
-        capsule.join("murmur.yaml"),
-        format!(
-            "name: idle\nversion: 0.1.0\n\
-             artifacts:\n  - {{name: openai-driver, version: 0.1.0, runtime: driver}}\n\
-             capabilities: {{network: {{allow: [\"http://127.0.0.1:{port}\"]}}}}\n\
-             inference:\n  endpoint: {endpoint}\n  model: bench\n\
-             \x20 driver: {{artifact: openai-driver}}\n\
-             lifecycle: {{task_acceptance: queue, after_task: sleep}}\n",
-            port = mock.port,
-            endpoint = mock.endpoint(),
-        ),
-    )
-    .expect("manifest");
+    let capsule = capsule(&daemon, &mock).await;
     let idle = RssIdle::take(&daemon).await;
 
-    let started = Instant::now();
-    let next = Arc::new(AtomicUsize::new(0));
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|_| {
-            let (client, next, capsule) =
-                (daemon.client.clone(), Arc::clone(&next), capsule.clone());
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        return;
-                    }
-                    client
-                        .start(&StartRequest {
-                            name: Some(format!("idle-{i}")),
-                            restart: RestartPolicy::Always,
-                            ..request(&capsule)
-                        })
-                        .await
-                        .unwrap_or_else(|e| panic!("start {i}: {e}"));
-                }
-            })
-        })
-        .collect();
-    for client in clients {
-        client.await.expect("client");
-    }
-    let start_secs = started.elapsed().as_secs_f64();
+    let start_secs = start_all(&daemon, &capsule, "idle", n, RestartPolicy::Always).await;
     let live = daemon.client.health().await.expect("health").live_sessions;
     assert_eq!(live as usize, n, "every session is live");
     tokio::time::sleep(Duration::from_secs(12)).await;

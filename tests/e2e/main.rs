@@ -30,6 +30,7 @@ mod lifecycle;
 mod logging;
 mod manifests;
 mod mock_llm;
+mod nats;
 mod observability;
 mod operator;
 mod otlp;
