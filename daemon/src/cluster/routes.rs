@@ -79,7 +79,17 @@ pub(super) struct Table {
     by_name: RwLock<HashMap<String, RouteRecord>>,
     /// Session id → route name, for routes addressed by id.
     by_id: RwLock<HashMap<String, String>>,
+    /// Names the bucket did not have when last read, and when: read again
+    /// only after [`MISS_FOR`], so requests for names no route has cannot
+    /// make this node read the bucket once each.
+    missed: std::sync::Mutex<HashMap<String, std::time::Instant>>,
 }
+
+/// How long a name the bucket did not have is not read again (a route
+/// claimed meanwhile reaches the copy by the watch sooner).
+const MISS_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+/// Misses remembered at most (then forgotten all at once).
+const MISSES_KEPT: usize = 10_000;
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read()
@@ -115,6 +125,7 @@ impl Table {
             bucket,
             by_name: RwLock::default(),
             by_id: RwLock::default(),
+            missed: std::sync::Mutex::default(),
         });
         tokio::spawn(Arc::clone(&table).keep(stop));
         Ok(table)
@@ -174,12 +185,30 @@ impl Table {
         if let Some(route) = read(&self.by_id).get(name) {
             return read(&self.by_name).get(route).cloned();
         }
-        if !connected {
+        if !connected || self.missed_lately(name) {
             return None;
         }
-        let entry = self.bucket.entry(name).await.ok()??;
-        self.note(&entry.key, entry.operation, &entry.value);
-        read(&self.by_name).get(name).cloned()
+        let found = match self.bucket.entry(name).await {
+            Ok(Some(entry)) => {
+                self.note(&entry.key, entry.operation, &entry.value);
+                read(&self.by_name).get(name).cloned()
+            }
+            Ok(None) | Err(_) => None,
+        };
+        if found.is_none() {
+            let mut missed = self.missed.lock().unwrap_or_else(|e| e.into_inner());
+            if missed.len() >= MISSES_KEPT {
+                missed.clear();
+            }
+            missed.insert(name.to_string(), std::time::Instant::now());
+        }
+        found
+    }
+
+    /// Whether the bucket lacked `name` less than [`MISS_FOR`] ago.
+    fn missed_lately(&self, name: &str) -> bool {
+        let missed = self.missed.lock().unwrap_or_else(|e| e.into_inner());
+        missed.get(name).is_some_and(|at| at.elapsed() < MISS_FOR)
     }
 
     /// Every record in the copy.
