@@ -348,6 +348,36 @@ async fn a_request_through_another_node_needs_the_routes_token_as_at_its_own() {
     .await;
     assert_eq!(grpc.status, "0", "{}", grpc.message);
     assert_eq!(task_ids(&a, "echo").await.len(), 2);
+
+    // Ended, the route stays in the table (its tasks readable); removed
+    // with `rm`, it leaves the table too.
+    a.client.stop("echo").await.expect("stop");
+    let listed = |all: Vec<roost_wire::api::ClusterSession>| {
+        all.into_iter()
+            .filter(|s| s.name == "echo")
+            .map(|s| (s.node, s.live))
+            .collect::<Vec<_>>()
+    };
+    // (Marked ended in the background, once the session has ended.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = listed(b.client.cluster_sessions(true).await.expect("list"));
+        if seen == [("a".to_string(), false)] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{seen:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(listed(b.client.cluster_sessions(false).await.expect("list")).is_empty());
+    a.client.remove("echo", false).await.expect("rm");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !listed(b.client.cluster_sessions(true).await.expect("list")).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the removed route stays in the table"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Sends `text` through `addr` to `route` until it completes (NATS clients

@@ -94,6 +94,11 @@ pub trait Claims: Send + Sync + 'static {
     /// The session has ended: its route takes no new tasks (its tasks
     /// stay readable where they are).
     async fn release(&self, route: &str, id: &SessionId);
+
+    /// The ended session has been removed (`rm`, `prune`, retention), its
+    /// tasks with it: its route's record goes too, unless another session
+    /// has claimed the route since.
+    async fn forget(&self, route: &str, id: &SessionId);
 }
 
 /// A gateway request carried to the node that runs its route.

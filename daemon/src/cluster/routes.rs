@@ -315,6 +315,34 @@ impl Table {
         }
     }
 
+    /// Deletes the record of route `route` if it is still the ended one of
+    /// session `id` on node `node` (compare-and-set: a claim since wins).
+    pub(super) async fn forget(&self, route: &str, id: &str, node: &str) {
+        let Ok(Some(entry)) = self.bucket.entry(route).await else {
+            return;
+        };
+        let Ok(held) = serde_json::from_slice::<RouteRecord>(&entry.value) else {
+            return;
+        };
+        if entry.operation != kv::Operation::Put
+            || held.live
+            || held.session_id != id
+            || held.node != node
+        {
+            return;
+        }
+        match self
+            .bucket
+            .delete_expect_revision(route, Some(entry.revision))
+            .await
+        {
+            Ok(()) => self.note(route, kv::Operation::Delete, &[]),
+            Err(error) => {
+                tracing::debug!(route, %error, "route claimed again before its record was removed")
+            }
+        }
+    }
+
     /// At joining: this node's live records, left by the process before a
     /// restart (sessions it has not claimed again), are marked ended; its
     /// sessions that come back claim theirs again.
@@ -370,6 +398,13 @@ impl crate::a2a::routing::Claims for super::Cluster {
         self.mine.remove(route, id.as_str());
         if let Some(joined) = self.joined.get() {
             joined.routes.release(route, id.as_str(), &self.node).await;
+        }
+    }
+
+    async fn forget(&self, route: &str, id: &SessionId) {
+        self.mine.remove(route, id.as_str());
+        if let Some(joined) = self.joined.get() {
+            joined.routes.forget(route, id.as_str(), &self.node).await;
         }
     }
 }

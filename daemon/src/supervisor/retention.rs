@@ -51,6 +51,7 @@ impl Supervisor {
             return Err(SupervisorError::Live(id_or_name.to_string()));
         }
         self.remove_dirs(&session).await;
+        self.forget_route(&session).await;
         tracing::info!(session_id = %session.id, name = %session.name, "session removed");
         Ok(session)
     }
@@ -157,6 +158,7 @@ impl Supervisor {
                     continue;
                 }
                 self.remove_dirs(&session).await;
+                self.forget_route(&session).await;
                 report.sessions.push(session);
                 removed += 1;
             }
@@ -205,6 +207,14 @@ impl Supervisor {
                 ),
                 Err(error) => tracing::warn!(%error, "cannot prune ended tasks and sessions"),
             }
+        }
+    }
+
+    /// In a cluster, the removed session's route record goes with it.
+    async fn forget_route(&self, session: &Session) {
+        if let Some(claims) = &self.shared.claims {
+            let id = crate::ids::SessionId::from(session.id.clone());
+            claims.forget(&session.name, &id).await;
         }
     }
 
