@@ -182,8 +182,6 @@ pub async fn run(
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
     let http = config.http.clone();
-    // Requests other nodes hand over count against the same cap.
-    let handed_most = http.max_connections;
     let allow_origins = config.a2a.cors.allow_origins.clone();
     let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
     let config_push = config.a2a.push.enabled.then(|| config.a2a.push.clone());
@@ -401,6 +399,8 @@ pub async fn run(
             .map(|c| c as Arc<dyn crate::a2a::routing::Handoff>),
     };
     let rules = crate::a2a::listen_rules(&gateway);
+    // Requests other nodes hand over count against the gateway's own cap.
+    let handed_most = gateway.http.max_connections;
     let gateway = crate::a2a::app(gateway);
     if let Some(cluster) = &cluster {
         cluster.serve_handoffs(crate::a2a::handoff::server(gateway.clone()), handed_most);

@@ -79,19 +79,14 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
         return Ok(());
     }
     // Anything else outside /a2a/ is the fallback's 404.
-    let Some(under) = path.strip_prefix("/a2a/") else {
+    let Some((segment, rest)) = super::route_path(path) else {
         return Ok(());
     };
-    let (segment, rest) = under.split_once('/').unwrap_or((under, ""));
     let named = access::route_name(segment).map_err(|m| {
         tracing::warn!(path = %path, "A2A request naming no valid route refused");
         problem(StatusCode::NOT_FOUND, "not_found", m)
     })?;
-    let card = matches!(
-        rest,
-        ".well-known/agent-card.json" | ".well-known/agent.json"
-    );
-    if card && request.method() == Method::GET {
+    if super::card_request(request.method(), rest) {
         request.extensions_mut().insert(Checked {
             named,
             caller: String::new(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::{StreamExt, TryStreamExt};
@@ -44,6 +44,16 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
+/// The headers that go to (or come back from) another node: all but the
+/// connection's, those that are text.
+fn carried(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !hop_by_hop(name))
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+        .collect()
+}
+
 /// Runs before every other check: a request for a route another node runs
 /// goes there.
 pub(super) async fn route_elsewhere(
@@ -54,21 +64,15 @@ pub(super) async fn route_elsewhere(
     let Some(handoff) = gw.handoff.clone() else {
         return next.run(request).await;
     };
-    let path = request.uri().path();
-    let Some(under) = path.strip_prefix("/a2a/") else {
+    let Some((segment, rest)) = super::route_path(request.uri().path()) else {
         return next.run(request).await;
     };
-    let (segment, rest) = under.split_once('/').unwrap_or((under, ""));
     // A name that is not one is refused by the checks that follow.
     let Ok(named) = access::route_name(segment) else {
         return next.run(request).await;
     };
     let handed = request.extensions().get::<HandedOver>().is_some();
-    let card = matches!(
-        rest,
-        ".well-known/agent-card.json" | ".well-known/agent.json"
-    ) && request.method() == Method::GET;
-    if card && !handed {
+    if super::card_request(request.method(), rest) && !handed {
         // Served here from the route table, naming this gateway.
         return next.run(request).await;
     }
@@ -86,11 +90,7 @@ pub(super) async fn route_elsewhere(
     hand_over(&*handoff, &node, request).await
 }
 
-async fn hand_over(
-    handoff: &dyn super::routing::Handoff,
-    node: &str,
-    request: Request,
-) -> Response {
+async fn hand_over(handoff: &dyn Handoff, node: &str, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
         return problem(
@@ -99,19 +99,13 @@ async fn hand_over(
             format!("request bodies are at most {MAX_BODY_BYTES} bytes"),
         );
     };
-    let headers = parts
-        .headers
-        .iter()
-        .filter(|(name, _)| !hop_by_hop(name))
-        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
-        .collect();
     let forward = Forward {
         method: parts.method.to_string(),
         uri: parts
             .uri
             .path_and_query()
             .map_or_else(|| parts.uri.path().to_string(), ToString::to_string),
-        headers,
+        headers: carried(&parts.headers),
         body,
     };
     match handoff.forward(node, forward).await {
@@ -186,12 +180,7 @@ fn forwarded(answer: Response) -> Forwarded {
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
     let head = ForwardHead {
         status: parts.status.as_u16(),
-        headers: parts
-            .headers
-            .iter()
-            .filter(|(name, _)| !hop_by_hop(name))
-            .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
-            .collect(),
+        headers: carried(&parts.headers),
         streamed,
     };
     let body = body
@@ -235,23 +224,23 @@ pub(super) async fn jsonrpc(
     node: &str,
     route: &str,
     (op, params): (Op, &Value),
-    headers: &axum::http::HeaderMap,
+    headers: &HeaderMap,
 ) -> Result<Handed, Refused> {
     let body =
         json!({"jsonrpc": "2.0", "id": 1, "method": op.method(Dialect::V10), "params": params});
-    let mut carried = vec![
+    let mut sent = vec![
         ("content-type".to_string(), "application/json".to_string()),
         ("a2a-version".to_string(), "1.0".to_string()),
     ];
     for name in CARRIED {
         if let Some(value) = headers.get(name).and_then(|v| v.to_str().ok()) {
-            carried.push((name.to_string(), value.to_string()));
+            sent.push((name.to_string(), value.to_string()));
         }
     }
     let forward = Forward {
         method: "POST".into(),
         uri: format!("/a2a/{route}"),
-        headers: carried,
+        headers: sent,
         body: serde_json::to_vec(&body).unwrap_or_default().into(),
     };
     let answer = handoff

@@ -178,6 +178,23 @@ pub fn app(parts: GatewayParts) -> Router {
         .merge(crate::api::health_routes(parts.health))
 }
 
+/// A gateway path's route segment (still encoded) and what follows it;
+/// `None` outside `/a2a/`.
+pub(super) fn route_path(path: &str) -> Option<(&str, &str)> {
+    let under = path.strip_prefix("/a2a/")?;
+    Some(under.split_once('/').unwrap_or((under, "")))
+}
+
+/// Whether a request asks for a route's public agent card (1.0's path or
+/// 0.3's): the one request no token is checked for.
+pub(super) fn card_request(method: &Method, rest: &str) -> bool {
+    method == Method::GET
+        && matches!(
+            rest,
+            ".well-known/agent-card.json" | ".well-known/agent.json"
+        )
+}
+
 fn problem(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
     let body = json!({"error": {"code": code, "message": message.into()}});
     (status, axum::Json(body)).into_response()

@@ -346,6 +346,35 @@ pub(super) async fn serve(
     Ok(())
 }
 
+/// A request being served, cancelable by its inbox (on
+/// `roost.a2a.<node>.cancel`) until it is dropped.
+struct Cancelable<'a> {
+    open: &'a Mutex<HashMap<String, CancellationToken>>,
+    inbox: String,
+}
+
+impl<'a> Cancelable<'a> {
+    fn new(
+        open: &'a Mutex<HashMap<String, CancellationToken>>,
+        inbox: String,
+        stop: CancellationToken,
+    ) -> Self {
+        open.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(inbox.clone(), stop);
+        Self { open, inbox }
+    }
+}
+
+impl Drop for Cancelable<'_> {
+    fn drop(&mut self) {
+        self.open
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.inbox);
+    }
+}
+
 /// Serves one handed-over request and publishes its answer to its inbox.
 async fn answer(
     client: async_nats::Client,
@@ -393,9 +422,7 @@ async fn answer(
     };
     let serve = Arc::clone(&server.serve);
     let stop = CancellationToken::new();
-    open.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(inbox.to_string(), stop.clone());
+    let _cancelable = Cancelable::new(&open, inbox.to_string(), stop.clone());
     let mut alive =
         tokio::time::interval_at(tokio::time::Instant::now() + ALIVE_EVERY, ALIVE_EVERY);
     let mut answering = serve(forward);
@@ -410,11 +437,13 @@ async fn answer(
             }
         }
     };
-    let max = max_payload(&client);
-    let chunk = max.saturating_sub(HEADROOM).max(1024);
+    let chunk = max_payload(&client).saturating_sub(HEADROOM).max(1024);
     if let Some(Forwarded { head, mut body }) = answer {
-        if !head.streamed {
-            // A plain answer: collected, and sent in one frame when it fits.
+        let mut body = if head.streamed {
+            body
+        } else {
+            // A plain answer: collected, and sent in one frame when it fits
+            // (else as a stream of its pieces).
             let mut whole = BytesMut::new();
             let mut failed = false;
             while let Some(part) = body.next().await {
@@ -425,14 +454,11 @@ async fn answer(
             }
             if !failed && whole.len() <= chunk {
                 publish(frame("whole"), pack(&head, &whole)).await;
-            } else {
-                let mut sent = publish(frame("head"), pack(&head, &[])).await;
-                for part in whole.chunks(chunk) {
-                    sent = sent && publish(frame("body"), Bytes::copy_from_slice(part)).await;
-                }
-                publish(frame("end"), Bytes::new()).await;
+                return;
             }
-        } else if publish(frame("head"), pack(&head, &[])).await {
+            futures::stream::once(async move { Ok(whole.freeze()) }).boxed()
+        };
+        if publish(frame("head"), pack(&head, &[])).await {
             loop {
                 tokio::select! {
                     part = body.next() => match part {
@@ -460,9 +486,6 @@ async fn answer(
             }
         }
     }
-    open.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(inbox.as_str());
 }
 
 #[async_trait::async_trait]

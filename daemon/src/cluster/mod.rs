@@ -131,6 +131,16 @@ impl Cluster {
         *self.trying.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
     }
 
+    /// Says why joining waits (`status`, `doctor`), then waits 2 s (or
+    /// until `stop`) before the next try.
+    async fn retry_later(&self, why: String) {
+        self.tried(format!("not joined yet: {why}; retrying"));
+        tokio::select! {
+            () = self.stop.cancelled() => {}
+            () = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    }
+
     async fn register(
         self: std::sync::Arc<Self>,
         config: ClusterConfig,
@@ -142,13 +152,8 @@ impl Cluster {
                 Ok(client) => break client,
                 Err(ClusterError::Connect { message, .. }) if !self.stop.is_cancelled() => {
                     tracing::warn!(servers, error = %message, "cannot reach NATS yet; retrying in 2 s");
-                    self.tried(format!(
-                        "not joined yet: cannot reach NATS at {servers}: {message}; retrying"
-                    ));
-                    tokio::select! {
-                        () = self.stop.cancelled() => {}
-                        () = tokio::time::sleep(Duration::from_secs(2)) => {}
-                    }
+                    self.retry_later(format!("cannot reach NATS at {servers}: {message}"))
+                        .await;
                 }
                 Err(error) => return Err(error),
             }
@@ -237,13 +242,8 @@ impl Cluster {
                 {
                     tracing::warn!(servers, %error,
                         "JetStream is not ready yet (a cluster electing its leaders?); retrying in 2 s");
-                    self.tried(format!(
-                        "not joined yet: JetStream at {servers} is not ready: {error}; retrying"
-                    ));
-                    tokio::select! {
-                        () = self.stop.cancelled() => {}
-                        () = tokio::time::sleep(Duration::from_secs(2)) => {}
-                    }
+                    self.retry_later(format!("JetStream at {servers} is not ready: {error}"))
+                        .await;
                 }
                 Err(error) => {
                     return Err(ClusterError::Registry {
@@ -262,8 +262,7 @@ impl Cluster {
             return;
         };
         for record in self.mine.all() {
-            let is_live = self.is_live();
-            if let Err(error) = joined.routes.claim(&record, &is_live).await {
+            if let Err(error) = joined.routes.claim(&record, &joined.nodes).await {
                 tracing::error!(route = %record.route, session_id = %record.session_id, %error,
                     "this node's route could not be written to the cluster's route table");
             }

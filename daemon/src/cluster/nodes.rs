@@ -68,22 +68,6 @@ pub fn node_name(config: &ClusterConfig) -> Result<String, ClusterError> {
 }
 
 impl Cluster {
-    /// Whether node `node` is live: its registry entry has not expired.
-    pub(super) fn is_live(
-        &self,
-    ) -> impl Fn(&str) -> futures::future::BoxFuture<'static, bool> + Sync + use<> {
-        let nodes = self.joined.get().map(|j| j.nodes.clone());
-        move |node: &str| {
-            let (nodes, node) = (nodes.clone(), node.to_string());
-            Box::pin(async move {
-                match nodes {
-                    Some(nodes) => !matches!(nodes.get(node).await, Ok(None)),
-                    None => true,
-                }
-            })
-        }
-    }
-
     /// Every node whose heartbeat is current, by name.
     pub async fn nodes(&self) -> Result<Vec<NodeRecord>, ClusterError> {
         use futures::StreamExt;

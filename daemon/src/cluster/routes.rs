@@ -82,7 +82,7 @@ pub(super) struct Table {
     /// Names the bucket did not have when last read, and when: read again
     /// only after [`MISS_FOR`], so requests for names no route has cannot
     /// make this node read the bucket once each.
-    missed: std::sync::Mutex<HashMap<String, std::time::Instant>>,
+    missed: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// How long a name the bucket did not have is not read again (a route
@@ -100,9 +100,6 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
     lock.write()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
-
-/// What the claim rule asks of the node registry: whether a node is live.
-pub(super) type IsLive<'a> = &'a (dyn Fn(&str) -> futures::future::BoxFuture<'static, bool> + Sync);
 
 impl Table {
     /// Opens (or makes) the bucket and starts keeping the copy, until `stop`.
@@ -125,7 +122,7 @@ impl Table {
             bucket,
             by_name: RwLock::default(),
             by_id: RwLock::default(),
-            missed: std::sync::Mutex::default(),
+            missed: Mutex::default(),
         });
         tokio::spawn(Arc::clone(&table).keep(stop));
         Ok(table)
@@ -217,13 +214,14 @@ impl Table {
     }
 
     /// Takes the route for `record` (of this node): refused while a live
-    /// node runs another session under it; a record of an ended session,
-    /// of a node that has left, or of this very session is replaced.
-    /// Compare-and-set, so two nodes claiming at once cannot both win.
+    /// node (one in the registry, `nodes`) runs another session under it;
+    /// a record of an ended session, of a node that has left, or of this
+    /// very session is replaced. Compare-and-set, so two nodes claiming at
+    /// once cannot both win.
     pub(super) async fn claim(
         &self,
         record: &RouteRecord,
-        is_live: IsLive<'_>,
+        nodes: &kv::Store,
     ) -> Result<(), ClaimError> {
         let unavailable = |e: &dyn std::fmt::Display| ClaimError::Unavailable {
             route: record.route.clone(),
@@ -250,7 +248,7 @@ impl Table {
                         && held.live
                         && held.session_id != record.session_id
                         && held.node != record.node
-                        && is_live(&held.node).await
+                        && !matches!(nodes.get(&held.node).await, Ok(None))
                     {
                         return Err(ClaimError::Taken {
                             route: record.route.clone(),
@@ -293,24 +291,23 @@ impl Table {
         Err(unavailable(&"the route changed hands too often"))
     }
 
+    /// The record of `route` and its revision, if it is session `id`'s on
+    /// node `node` (what only that node may mark ended or remove).
+    async fn ours(&self, route: &str, id: &str, node: &str) -> Option<(u64, RouteRecord)> {
+        let entry = self.bucket.entry(route).await.ok()??;
+        let held = serde_json::from_slice::<RouteRecord>(&entry.value).ok()?;
+        (entry.operation == kv::Operation::Put && held.session_id == id && held.node == node)
+            .then_some((entry.revision, held))
+    }
+
     /// Marks the route of session `id` on node `node` ended (unless it has
     /// since been claimed by another).
     pub(super) async fn release(&self, route: &str, id: &str, node: &str) {
-        let Ok(Some(entry)) = self.bucket.entry(route).await else {
+        let Some((revision, mut held)) = self.ours(route, id, node).await else {
             return;
         };
-        let Ok(mut held) = serde_json::from_slice::<RouteRecord>(&entry.value) else {
-            return;
-        };
-        if entry.operation != kv::Operation::Put || held.session_id != id || held.node != node {
-            return;
-        }
         held.live = false;
-        if let Err(error) = self
-            .bucket
-            .update(route, held.bytes(), entry.revision)
-            .await
-        {
+        if let Err(error) = self.bucket.update(route, held.bytes(), revision).await {
             tracing::debug!(route, %error, "route taken again before its end was written");
         }
     }
@@ -318,22 +315,15 @@ impl Table {
     /// Deletes the record of route `route` if it is still the ended one of
     /// session `id` on node `node` (compare-and-set: a claim since wins).
     pub(super) async fn forget(&self, route: &str, id: &str, node: &str) {
-        let Ok(Some(entry)) = self.bucket.entry(route).await else {
+        let Some((revision, held)) = self.ours(route, id, node).await else {
             return;
         };
-        let Ok(held) = serde_json::from_slice::<RouteRecord>(&entry.value) else {
-            return;
-        };
-        if entry.operation != kv::Operation::Put
-            || held.live
-            || held.session_id != id
-            || held.node != node
-        {
+        if held.live {
             return;
         }
         match self
             .bucket
-            .delete_expect_revision(route, Some(entry.revision))
+            .delete_expect_revision(route, Some(revision))
             .await
         {
             Ok(()) => self.note(route, kv::Operation::Delete, &[]),
@@ -354,15 +344,15 @@ impl Table {
         while let Some(Ok(key)) = keys.next().await {
             names.push(key);
         }
-        for name in names {
+        for name in names.into_iter().filter(|n| !keep.contains(n)) {
             let Ok(Some(entry)) = self.bucket.entry(name.as_str()).await else {
                 continue;
             };
-            match serde_json::from_slice::<RouteRecord>(&entry.value) {
-                Ok(held) if held.node == node && held.live && !keep.contains(&held.route) => {
-                    self.release(&held.route, &held.session_id, node).await;
-                }
-                _ => {}
+            if let Ok(held) = serde_json::from_slice::<RouteRecord>(&entry.value)
+                && held.node == node
+                && held.live
+            {
+                self.release(&held.route, &held.session_id, node).await;
             }
         }
     }
@@ -372,26 +362,23 @@ impl Table {
 impl crate::a2a::routing::Claims for super::Cluster {
     async fn claim(&self, claim: Claim, resumed: bool) -> Result<(), ClaimError> {
         let record = RouteRecord::of(claim, &self.node);
-        let Some(joined) = self.joined.get() else {
-            // Not joined yet (`cluster.required: false`): served here, and
-            // written to the table once joined.
-            self.mine.add(record);
-            return Ok(());
+        // Not joined yet (`cluster.required: false`): served here, and
+        // written to the table once joined.
+        let claimed = match self.joined.get() {
+            None => Ok(()),
+            Some(joined) => match joined.routes.claim(&record, &joined.nodes).await {
+                Err(ClaimError::Unavailable { message, .. }) if resumed => {
+                    tracing::warn!(route = %record.route, session_id = %record.session_id, error = %message,
+                        "the cluster cannot take this route now; it is served here and written later");
+                    Ok(())
+                }
+                claimed => claimed,
+            },
         };
-        let is_live = self.is_live();
-        match joined.routes.claim(&record, &is_live).await {
-            Ok(()) => {
-                self.mine.add(record);
-                Ok(())
-            }
-            Err(ClaimError::Unavailable { message, .. }) if resumed => {
-                tracing::warn!(route = %record.route, session_id = %record.session_id, error = %message,
-                    "the cluster cannot take this route now; it is served here and written later");
-                self.mine.add(record);
-                Ok(())
-            }
-            Err(error) => Err(error),
+        if claimed.is_ok() {
+            self.mine.add(record);
         }
+        claimed
     }
 
     async fn release(&self, route: &str, id: &SessionId) {
