@@ -179,7 +179,8 @@ impl Cluster {
             self.until_ready(|| Table::open(&js, config.replicas, self.stop.clone())),
         );
         let (bucket, routes) = (bucket?, routes?);
-        if let Some(entry) = bucket.get(&me.node).await.map_err(|e| registry(&e))?
+        let theirs = self.until_ready(|| bucket.get(&me.node)).await?;
+        if let Some(entry) = theirs
             && let Ok(other) = serde_json::from_slice::<NodeRecord>(&entry)
             && other.instance != me.instance
             && (other.host, other.state_dir) != (me.host.clone(), me.state_dir.clone())
@@ -202,7 +203,7 @@ impl Cluster {
         .map_err(|e| registry(&e))?;
         me.heartbeat_ms = now_ms();
         me.live_sessions = self.load.get().map_or(0, |live| live());
-        put(&bucket, &me).await.map_err(|e| registry(&e))?;
+        self.until_ready(|| put(&bucket, &me)).await?;
         // Routes this node's previous process left live are ended; those
         // its sessions claimed while it was not joined yet are written.
         let mine: Vec<String> = self.mine.all().into_iter().map(|r| r.route).collect();
@@ -225,8 +226,12 @@ impl Cluster {
         Ok(())
     }
 
-    /// `make`, again every 2 s while JetStream is not ready (its requests
-    /// time out), until `stop`; any other error is the registry's.
+    /// `make`, again every 2 s while JetStream is not ready, until `stop`;
+    /// any other error is the registry's. Not ready: its requests time out,
+    /// or no server answers them (`503 no responders`: a stream whose
+    /// leader is being elected, as right after a bucket is made on a
+    /// cluster that is starting; also a server without JetStream, which
+    /// the log then names).
     async fn until_ready<T, E, F, Fut>(&self, mut make: F) -> Result<T, ClusterError>
     where
         E: std::fmt::Display,
@@ -237,11 +242,10 @@ impl Cluster {
         loop {
             match make().await {
                 Ok(made) => return Ok(made),
-                Err(error)
-                    if error.to_string().contains("timed out") && !self.stop.is_cancelled() =>
-                {
+                Err(error) if not_ready(&error.to_string()) && !self.stop.is_cancelled() => {
                     tracing::warn!(servers, %error,
-                        "JetStream is not ready yet (a cluster electing its leaders?); retrying in 2 s");
+                        "JetStream is not ready yet (a cluster electing its leaders, or a server \
+                         started without `-js`?); retrying in 2 s");
                     self.retry_later(format!("JetStream at {servers} is not ready: {error}"))
                         .await;
                 }
@@ -334,6 +338,12 @@ fn check_private(config: &ClusterConfig) -> Result<(), ClusterError> {
     Ok(())
 }
 
+/// A JetStream request that may succeed when tried again: it timed out,
+/// or no server answered it (a stream without a leader yet).
+fn not_ready(error: &str) -> bool {
+    error.contains("timed out") || error.contains("no responders")
+}
+
 async fn connect(config: &ClusterConfig, node: &str) -> Result<async_nats::Client, ClusterError> {
     let mut options = async_nats::ConnectOptions::new()
         .name(format!("roostd {node}"))
@@ -369,6 +379,16 @@ async fn connect(config: &ClusterConfig, node: &str) -> Result<async_nats::Clien
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_jetstream_electing_its_leaders_is_waited_for_and_a_refusal_is_not() {
+        assert!(not_ready(
+            "failed getting entry: unable to get message: 503 no responders"
+        ));
+        assert!(not_ready("JetStream error: timed out"));
+        assert!(!not_ready("insufficient resources"));
+        assert!(!not_ready("authorization violation"));
+    }
 
     #[test]
     fn a_credentials_file_others_can_read_is_refused() {
