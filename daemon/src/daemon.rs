@@ -204,33 +204,24 @@ pub async fn run(
     let grace = Duration::from_secs(config.shutdown_grace_secs);
     let running = config.clone();
     let retention = tokio::sync::watch::Sender::new(config.retention.clone());
-    let (mut parts, outbox) = wire(
-        config,
-        store.clone(),
-        runtime,
-        metrics,
-        format!("http://{a2a_addr}"),
-        peer_tokens,
-    );
     // A node of a cluster joins before it says READY (retrying while NATS
     // cannot be reached), or meanwhile with `cluster.required: false`.
-    let cluster = match parts.config.cluster.enabled() {
+    let cluster = match config.cluster.enabled() {
         true => Some(
             crate::cluster::Cluster::join(
-                &parts.config.cluster,
+                &config.cluster,
                 crate::cluster::NodeRecord {
-                    node: crate::cluster::node_name(&parts.config.cluster)?,
+                    node: crate::cluster::node_name(&config.cluster)?,
                     instance: uuid::Uuid::now_v7().simple().to_string(),
                     host: crate::cluster::host_name(),
-                    state_dir: parts.config.state_dir.display().to_string(),
-                    gateway_url: parts
-                        .config
+                    state_dir: config.state_dir.display().to_string(),
+                    gateway_url: config
                         .a2a
                         .public_url
                         .clone()
                         .unwrap_or_else(|| format!("http://{a2a_addr}")),
-                    capacity: u64::from(parts.config.pool.max_instances),
-                    labels: parts.config.cluster.labels.clone(),
+                    capacity: u64::from(config.pool.max_instances),
+                    labels: config.cluster.labels.clone(),
                     version: env!("CARGO_PKG_VERSION").into(),
                     live_sessions: 0,
                     heartbeat_ms: 0,
@@ -241,6 +232,24 @@ pub async fn run(
         ),
         false => None,
     };
+    // One host: the task log is the SQLite store; a node of a cluster
+    // journals each task in the cluster's stream too.
+    let journal = cluster
+        .as_ref()
+        .map(|c| c.task_log(Arc::new(store.clone())));
+    let log: Arc<dyn crate::tasks::log::TaskLog> = match &journal {
+        Some(journal) => Arc::clone(journal) as Arc<dyn crate::tasks::log::TaskLog>,
+        None => Arc::new(store.clone()),
+    };
+    let (mut parts, outbox) = wire(
+        config,
+        store.clone(),
+        runtime,
+        metrics,
+        format!("http://{a2a_addr}"),
+        peer_tokens,
+        log,
+    );
     // Sessions claim their routes in the cluster's route table.
     parts.claims = cluster
         .clone()
@@ -257,8 +266,11 @@ pub async fn run(
     });
     let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
     if let Some(cluster) = &cluster {
-        let supervisor = supervisor.clone();
-        cluster.report_load(move || supervisor.live_sessions());
+        let load = supervisor.clone();
+        cluster.report_load(move || load.live_sessions());
+        if let Some(journal) = journal {
+            cluster.move_sessions(Arc::new(supervisor.clone()), journal);
+        }
     }
     let recovered = tasks.recover().await?;
     if recovered > 0 {
@@ -493,6 +505,7 @@ pub fn wire(
     metrics: Arc<crate::metrics::Metrics>,
     a2a_base: String,
     peer_tokens: Vec<(String, Arc<str>)>,
+    log: Arc<dyn crate::tasks::log::TaskLog>,
 ) -> (
     crate::supervisor::SharedParts,
     Arc<crate::a2a::client::Peers>,
@@ -518,11 +531,7 @@ pub fn wire(
                 None
             }
         };
-    // One host: the task log is the SQLite store.
-    let tasks = Arc::new(crate::tasks::Broker::new(
-        Arc::new(store.clone()),
-        Arc::clone(&metrics),
-    ));
+    let tasks = Arc::new(crate::tasks::Broker::new(log, Arc::clone(&metrics)));
     let routes = Arc::new(crate::supervisor::Routes::default());
     let outbox = Arc::new(crate::a2a::client::Peers::new(
         a2a_base.clone(),

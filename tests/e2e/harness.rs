@@ -142,7 +142,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn unique() -> u64 {
+pub(crate) fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)

@@ -18,6 +18,7 @@ mod chaos;
 mod cli;
 mod client_limits;
 mod cluster;
+mod cluster_failover;
 mod cluster_routing;
 mod concurrency;
 mod containment;

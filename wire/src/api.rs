@@ -151,7 +151,7 @@ impl std::fmt::Display for SessionState {
 }
 
 /// `POST /v1/sessions`.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
     /// Absolute path of a capsule directory or of its `murmur.yaml`.

@@ -79,6 +79,21 @@ pub(super) async fn route_elsewhere(
     let Some(node) = gw.routing.route(&named).await.and_then(|r| r.node) else {
         return next.run(request).await;
     };
+    if node == handoff.node() {
+        let mut refused = problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "route_starting",
+            format!(
+                "route '{named}' is starting on this node (taken over from a node that left \
+                 the cluster, or just started); send it again in a moment"
+            ),
+        );
+        refused.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+        return refused;
+    }
     if handed {
         tracing::warn!(route = %named, %node, "a request handed here for a route that runs elsewhere");
         return problem(

@@ -1,11 +1,12 @@
 //! The gateway's ports to where routes run: [`Routing`] (a route by name —
 //! live, or ended with its tasks still readable — and what its agent card
 //! is made from), [`Claims`] (a session taking and giving back its route,
-//! which a cluster makes unique across nodes) and [`Handoff`] (a request
-//! for a route another node runs, carried there and answered back). The
-//! gateway knows only these traits; the supervisor implements `Routing`
-//! for one host (`supervisor/routing.rs`), the cluster all three
-//! (`cluster/`).
+//! which a cluster makes unique across nodes), [`Handoff`] (a request
+//! for a route another node runs, carried there and answered back) and
+//! [`Adopt`] (sessions a cluster moves: started here for a node that left,
+//! stopped here when another node took them). The gateway knows only these
+//! traits; the supervisor implements `Routing` for one host and `Adopt`
+//! (`supervisor/routing.rs`), the cluster the first three (`cluster/`).
 
 use bytes::Bytes;
 
@@ -64,6 +65,9 @@ pub struct Claim {
     /// When it started: its card's `Last-Modified`.
     pub since: String,
     pub spec: CardSpec,
+    /// How to start it again on another node should this one leave the
+    /// cluster (`restart: always` or `on-failure`); `None`: it is not.
+    pub start: Option<roost_wire::api::StartRequest>,
 }
 
 /// Why a route cannot be taken.
@@ -99,6 +103,25 @@ pub trait Claims: Send + Sync + 'static {
     /// tasks with it: its route's record goes too, unless another session
     /// has claimed the route since.
     async fn forget(&self, route: &str, id: &SessionId);
+}
+
+/// Sessions a cluster moves between nodes.
+#[async_trait::async_trait]
+pub trait Adopt: Send + Sync + 'static {
+    /// Starts session `id` as `name` from `request` here: its node left the
+    /// cluster and this node took its route. `arriving` (its tasks brought
+    /// in) is awaited once the session's row exists and before it takes
+    /// any task, so those that never started run.
+    async fn adopt(
+        &self,
+        id: SessionId,
+        name: String,
+        request: roost_wire::api::StartRequest,
+        arriving: futures::future::BoxFuture<'static, ()>,
+    ) -> Result<(), String>;
+
+    /// Stops session `id` here: another node runs its route now.
+    async fn give_up(&self, id: SessionId, why: String);
 }
 
 /// A gateway request carried to the node that runs its route.
@@ -148,6 +171,10 @@ pub enum HandoffError {
 #[async_trait::async_trait]
 pub trait Handoff: Send + Sync + 'static {
     async fn forward(&self, node: &str, request: Forward) -> Result<Forwarded, HandoffError>;
+
+    /// This node's name (a route the table says runs here, whose session is
+    /// not live yet, is being taken over here).
+    fn node(&self) -> &str;
 }
 
 /// What serves requests other nodes hand to this one (the gateway, as if

@@ -302,13 +302,15 @@ mod tests {
             state_dir: dir.to_path_buf(),
             ..DaemonConfig::default()
         };
+        let store = Store::from_pool(pool).expect("store");
         let (parts, _outbox) = crate::daemon::wire(
             config.clone(),
-            Store::from_pool(pool).expect("store"),
+            store.clone(),
             runtime,
             Arc::clone(&metrics),
             "http://127.0.0.1:7420".into(),
             Vec::new(),
+            Arc::new(store),
         );
         let host = Arc::new(HostFacts {
             config,

@@ -490,6 +490,10 @@ async fn answer(
 
 #[async_trait::async_trait]
 impl crate::a2a::routing::Handoff for super::Cluster {
+    fn node(&self) -> &str {
+        &self.node
+    }
+
     async fn forward(&self, node: &str, request: Forward) -> Result<Forwarded, HandoffError> {
         let Some(joined) = self.joined.get() else {
             return Err(HandoffError::Transport(

@@ -5,7 +5,9 @@
 //! writing this node's routes again when NATS is back, and leaving. The
 //! only module that names `async_nats`.
 
+mod failover;
 mod handoff;
+pub mod journal;
 mod nodes;
 pub mod routes;
 
@@ -75,11 +77,15 @@ pub struct Cluster {
     trying: std::sync::Mutex<Option<String>>,
     stop: CancellationToken,
     load: Load,
+    /// What starts and stops sessions the cluster moves, and the journal
+    /// their tasks come from (set once the supervisor runs).
+    movers: std::sync::OnceLock<failover::Movers>,
 }
 
 /// What a joined node holds of the cluster.
 struct Joined {
     client: async_nats::Client,
+    js: async_nats::jetstream::Context,
     replies: std::sync::Arc<handoff::Replies>,
     nodes: kv::Store,
     routes: std::sync::Arc<Table>,
@@ -107,6 +113,7 @@ impl Cluster {
             trying: std::sync::Mutex::new(Some("connecting".into())),
             stop: stop.child_token(),
             load: Load::default(),
+            movers: std::sync::OnceLock::new(),
         });
         if config.required {
             std::sync::Arc::clone(&cluster)
@@ -166,8 +173,8 @@ impl Cluster {
         // A NATS cluster that is starting too has no JetStream leader yet,
         // and a new replicated bucket waits for its own: requests time out
         // meanwhile. Waited for, as for the servers themselves; both
-        // buckets at once.
-        let (bucket, routes) = tokio::join!(
+        // buckets and the task journal at once.
+        let (bucket, routes, journal) = tokio::join!(
             self.until_ready(|| js.create_or_update_key_value(kv::Config {
                 bucket: NODES_BUCKET.into(),
                 description: "roostd nodes: each node's record, kept alive by its heartbeat".into(),
@@ -177,8 +184,9 @@ impl Cluster {
                 ..Default::default()
             })),
             self.until_ready(|| Table::open(&js, config.replicas, self.stop.clone())),
+            self.until_ready(|| journal::open(&js, config.replicas)),
         );
-        let (bucket, routes) = (bucket?, routes?);
+        let (bucket, routes, _journal) = (bucket?, routes?, journal?);
         let theirs = self.until_ready(|| bucket.get(&me.node)).await?;
         if let Some(entry) = theirs
             && let Ok(other) = serde_json::from_slice::<NodeRecord>(&entry)
@@ -210,6 +218,7 @@ impl Cluster {
         routes.disown_stale(&me.node, &mine).await;
         let _ = self.joined.set(Joined {
             client,
+            js: js.clone(),
             replies,
             nodes: bucket.clone(),
             routes: std::sync::Arc::clone(&routes),
@@ -217,6 +226,7 @@ impl Cluster {
         self.claim_mine().await;
         tracing::info!(node = %me.node, servers, "joined the cluster");
         *self.trying.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        tokio::spawn(failover::watch(std::sync::Arc::clone(&self)));
         tokio::spawn(heartbeat(
             std::sync::Arc::clone(&self),
             bucket,
@@ -298,6 +308,38 @@ impl Cluster {
 
     pub fn node(&self) -> &str {
         &self.node
+    }
+
+    /// The broker's task log on this node: `local` (this node's SQLite),
+    /// each task and event journaled in the cluster's stream too.
+    pub fn task_log(
+        self: &std::sync::Arc<Self>,
+        local: std::sync::Arc<dyn crate::tasks::log::TaskLog>,
+    ) -> std::sync::Arc<journal::Journal> {
+        std::sync::Arc::new(journal::Journal::new(local, std::sync::Arc::clone(self)))
+    }
+
+    /// From now on this node takes over the routes of nodes that leave
+    /// (starting their sessions through `adopt`, their tasks from
+    /// `journal`) and gives up those another node took.
+    pub fn move_sessions(
+        &self,
+        adopt: std::sync::Arc<dyn crate::a2a::routing::Adopt>,
+        journal: std::sync::Arc<journal::Journal>,
+    ) {
+        let _ = self.movers.set(failover::Movers { adopt, journal });
+    }
+
+    /// JetStream, once joined.
+    fn jetstream(&self) -> Option<&async_nats::jetstream::Context> {
+        self.joined.get().map(|j| &j.js)
+    }
+
+    /// The node that runs `route` now, as this node's copy of the table has
+    /// it (a live record only).
+    fn holder(&self, route: &str) -> Option<String> {
+        let joined = self.joined.get()?;
+        joined.routes.live_holder(route)
     }
 
     /// Where each heartbeat reads this node's live sessions from.

@@ -37,6 +37,10 @@ pub struct RouteRecord {
     pub version: String,
     pub since: String,
     pub spec: CardSpec,
+    /// How another node starts it should this one leave the cluster (its
+    /// start request; only for `restart: always` and `on-failure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<roost_wire::api::StartRequest>,
 }
 
 impl RouteRecord {
@@ -51,6 +55,7 @@ impl RouteRecord {
             version: claim.version,
             since: claim.since,
             spec: claim.spec,
+            start: claim.start,
         }
     }
 
@@ -206,6 +211,18 @@ impl Table {
     fn missed_lately(&self, name: &str) -> bool {
         let missed = self.missed.lock().unwrap_or_else(|e| e.into_inner());
         missed.get(name).is_some_and(|at| at.elapsed() < MISS_FOR)
+    }
+
+    pub(super) fn bucket(&self) -> &kv::Store {
+        &self.bucket
+    }
+
+    /// The node whose live record `route` has in the copy.
+    pub(super) fn live_holder(&self, route: &str) -> Option<String> {
+        read(&self.by_name)
+            .get(route)
+            .filter(|r| r.live)
+            .map(|r| r.node.clone())
     }
 
     /// Every record in the copy.
@@ -439,6 +456,22 @@ impl ClusterRouting {
             .await
             .filter(|r| r.node != self.cluster.node())
     }
+
+    /// A live route the table says runs here but whose session is not
+    /// live here (yet): being taken over from a node that left.
+    async fn arriving(&self, name: &str) -> Option<Route> {
+        let record = self
+            .cluster
+            .route_record(name)
+            .await
+            .filter(|r| r.live && r.node == self.cluster.node())?;
+        Some(Route {
+            id: SessionId::from(record.session_id),
+            name: record.route,
+            live: true,
+            node: Some(record.node),
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -460,7 +493,10 @@ impl Routing for ClusterRouting {
                 Some(here) if here.live => Some(here),
                 _ => Some(remote(record)),
             },
-            None => self.local.route(name).await,
+            None => match self.local.route(name).await {
+                Some(here) if here.live => Some(here),
+                here => self.arriving(name).await.or(here),
+            },
         }
     }
 

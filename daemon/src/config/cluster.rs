@@ -53,7 +53,7 @@ impl Default for ClusterConfig {
             credentials_file: None,
             tls: None,
             labels: BTreeMap::new(),
-            node_ttl_secs: 10,
+            node_ttl_secs: 3,
             replicas: 1,
             required: true,
         }

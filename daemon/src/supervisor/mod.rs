@@ -87,6 +87,9 @@ struct Resume {
     restart_count: u32,
     /// What its events say.
     why: &'static str,
+    /// Awaited once its row exists, before it runs anything: a session
+    /// taken over from another node brings its tasks in.
+    arriving: Option<futures::future::BoxFuture<'static, ()>>,
 }
 
 struct Live {
@@ -232,6 +235,7 @@ impl Supervisor {
                     name: item.name.clone(),
                     restart_count: item.restart_count + 1,
                     why: "resumed after roostd restart",
+                    arriving: None,
                 };
                 let outcome = self
                     .ask(|reply| OwnerCommand::Launch {
@@ -422,6 +426,8 @@ impl Owner {
             let _ = reply.send(Err(SupervisorError::ShuttingDown));
             return;
         }
+        let mut resume = resume;
+        let arriving = resume.as_mut().and_then(|r| r.arriving.take());
         let (id, name, restart_count) = match &resume {
             Some(r) => (r.id.clone(), r.name.clone(), r.restart_count),
             None => {
@@ -478,6 +484,7 @@ impl Owner {
             artifacts: None,
             inbox: std::sync::Mutex::new(None),
             held: std::sync::Mutex::new(None),
+            arriving: std::sync::Mutex::new(arriving),
         };
         let tx = self.tx.clone();
         let again = resume.as_ref().map(|r| r.why);

@@ -1,11 +1,13 @@
 //! Routing on one host: the gateway's [`Routing`] port answered from the
 //! supervisor's route table (live sessions, in memory) and the store
-//! (sessions that have ended, and each session's card spec beside it).
+//! (sessions that have ended, and each session's card spec beside it); and
+//! [`Adopt`], sessions a cluster moves to this node or away from it.
 
 use std::path::Path;
 
 use super::Supervisor;
-use crate::a2a::routing::{Agent, Route, Routing};
+use crate::a2a::routing::{Adopt, Agent, Route, Routing};
+use crate::ids::SessionId;
 use crate::manifest::CardSpec;
 
 #[async_trait::async_trait]
@@ -36,5 +38,28 @@ impl Routing for Supervisor {
             capsule: session.capsule,
             version: session.version,
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl Adopt for Supervisor {
+    async fn adopt(
+        &self,
+        id: SessionId,
+        name: String,
+        request: roost_wire::api::StartRequest,
+        arriving: futures::future::BoxFuture<'static, ()>,
+    ) -> Result<(), String> {
+        self.take_over(id, name, request, arriving)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn give_up(&self, id: SessionId, why: String) {
+        tracing::warn!(session_id = %id, why, "stopping a session another node runs now");
+        if let Err(error) = self.stop(&id).await {
+            tracing::warn!(session_id = %id, %error, "cannot stop a session another node runs now");
+        }
     }
 }

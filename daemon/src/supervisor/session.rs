@@ -43,6 +43,8 @@ pub(super) struct SessionTask {
     pub(super) inbox: std::sync::Mutex<Option<crate::tasks::InboxRx>>,
     /// The ACL entries its tool uid was given, taken back when it ends.
     pub(super) held: std::sync::Mutex<Option<super::grants::Held>>,
+    /// Awaited once the row exists, before anything runs (see `Resume`).
+    pub(super) arriving: std::sync::Mutex<Option<futures::future::BoxFuture<'static, ()>>>,
 }
 
 /// How one run ended.
@@ -104,6 +106,10 @@ impl SessionTask {
         }
         let installed = match Box::pin(self.register(again)).await {
             Ok((session, installed)) => {
+                let arriving = self.arriving.lock().ok().and_then(|mut a| a.take());
+                if let Some(arriving) = arriving {
+                    arriving.await;
+                }
                 self.shared.add_route(&self.id, &self.name);
                 let _ = reply.send(Ok(session));
                 installed
@@ -198,7 +204,10 @@ impl SessionTask {
     /// runs `again` (resumed after a roostd restart, restarted by an operator).
     async fn record(&self, again: Option<&'static str>) -> Result<Session, SupervisorError> {
         let store = &self.shared.store;
-        if let Some(why) = again {
+        // A session another node ran, taken over here, has no row yet.
+        if let Some(why) = again
+            && store.get(&self.id).await?.is_some()
+        {
             self.shared.metrics.session_restarted();
             return Ok(store
                 .mark_restarting(&self.id, self.restart_count, Some(why))

@@ -57,6 +57,34 @@ impl Supervisor {
                 name: item.name.clone(),
                 restart_count: item.restart_count + 1,
                 why: "restarted by an operator",
+                arriving: None,
+            }),
+            reply,
+        })
+        .await
+    }
+
+    /// Starts session `id` as `name` from `request`, which ran on a node
+    /// that left the cluster: same id and name, a row of its own here;
+    /// `arriving` (its tasks brought in) runs once the row exists, before
+    /// the session takes any task.
+    pub async fn take_over(
+        &self,
+        id: crate::ids::SessionId,
+        name: String,
+        request: roost_wire::api::StartRequest,
+        arriving: futures::future::BoxFuture<'static, ()>,
+    ) -> Result<Session, SupervisorError> {
+        let staged = stage(&self.shared.stage_ctx(), request).await?;
+        tracing::info!(session_id = %id, name, "taking over a session from a node that left the cluster");
+        self.ask(|reply| OwnerCommand::Launch {
+            staged: Box::new(staged),
+            resume: Some(Resume {
+                id,
+                name,
+                restart_count: 0,
+                why: "taken over from a node that left the cluster",
+                arriving: Some(arriving),
             }),
             reply,
         })

@@ -1,0 +1,436 @@
+//! Routes moving between nodes: a node whose heartbeat expired (its entry
+//! left the node registry) leaves its live routes behind; a surviving node
+//! takes each one that restarts (`restart: always`, `on-failure`) by
+//! compare-and-set on its record (the record's revision is the lease: one
+//! node wins), brings the route's tasks in from the journal, and starts its
+//! session under the same id and name. Tasks that never started run there
+//! (each taken by an entry that expects the task's last one, so the node
+//! that left cannot start it too); tasks that were running end `failed`;
+//! ended ones stay readable. And the other way: a route this node runs
+//! that the table says another node took is given up here.
+//!
+//! A node cut off from NATS concludes nothing: it takes nothing over and
+//! gives nothing up until it reads the cluster again.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer, kv};
+use futures::StreamExt;
+
+use super::Cluster;
+use super::journal::{self, Accepted, Entry, Journal};
+use super::routes::RouteRecord;
+use crate::a2a::routing::Adopt;
+use crate::ids::{SessionId, TaskId};
+use crate::tasks::log::Inserted;
+use crate::tasks::model::{EventKind, NewA2aTask, TaskState};
+
+/// How often a node looks for routes to take or give up.
+const EVERY: Duration = Duration::from_millis(500);
+/// A node that is not the first choice for a route waits this long before
+/// taking it (so routes spread over the nodes that are left).
+const SECOND_CHOICE_AFTER: Duration = Duration::from_secs(3);
+
+/// What moves sessions on this node, set once the supervisor runs.
+pub(super) struct Movers {
+    pub adopt: Arc<dyn Adopt>,
+    pub journal: Arc<Journal>,
+}
+
+/// Looks for routes to take over or give up, until roostd stops.
+pub(super) async fn watch(cluster: Arc<Cluster>) {
+    let mut dead_since: BTreeMap<String, Instant> = BTreeMap::new();
+    loop {
+        tokio::select! {
+            () = cluster.stop.cancelled() => return,
+            () = tokio::time::sleep(EVERY) => {}
+        }
+        let (Some(joined), Some(movers)) = (cluster.joined.get(), cluster.movers.get()) else {
+            continue;
+        };
+        if joined.client.connection_state() != async_nats::connection::State::Connected {
+            continue;
+        }
+        let Ok(live) = live_nodes(&joined.nodes).await else {
+            continue;
+        };
+        give_up(&cluster, movers).await;
+        let orphans: Vec<RouteRecord> = joined
+            .routes
+            .all()
+            .into_iter()
+            .filter(|r| r.live && r.node != cluster.node && !live.contains(&r.node))
+            .filter(|r| r.start.is_some())
+            .collect();
+        dead_since.retain(|route, _| orphans.iter().any(|r| &r.route == route));
+        let mut nodes: Vec<&String> = live.iter().collect();
+        nodes.sort();
+        for record in orphans {
+            let first = *dead_since
+                .entry(record.route.clone())
+                .or_insert_with(Instant::now);
+            let preferred = nodes
+                .get(spread(&record.route) % nodes.len().max(1))
+                .is_some_and(|n| **n == cluster.node);
+            if !preferred && first.elapsed() < SECOND_CHOICE_AFTER {
+                continue;
+            }
+            take_over(&cluster, movers, record).await;
+        }
+    }
+}
+
+/// Which of the live nodes a route prefers (a stable hash of its name).
+fn spread(route: &str) -> usize {
+    route.bytes().fold(2166136261u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(16777619)
+    }) as usize
+}
+
+/// The nodes whose registry entry has not expired.
+async fn live_nodes(nodes: &kv::Store) -> Result<HashSet<String>, String> {
+    let mut keys = nodes.keys().await.map_err(|e| e.to_string())?;
+    let mut live = HashSet::new();
+    while let Some(key) = keys.next().await {
+        live.insert(key.map_err(|e| e.to_string())?);
+    }
+    Ok(live)
+}
+
+/// Stops this node's sessions whose route another node holds now (it took
+/// them over while this node was cut off, or thought dead).
+async fn give_up(cluster: &Cluster, movers: &Movers) {
+    let Some(joined) = cluster.joined.get() else {
+        return;
+    };
+    for mine in cluster.mine.all() {
+        if let Some(node) = joined.routes.live_holder(&mine.route)
+            && node != cluster.node
+        {
+            cluster.mine.remove(&mine.route, &mine.session_id);
+            movers
+                .adopt
+                .give_up(
+                    SessionId::from(mine.session_id.as_str()),
+                    format!("node {node} took route '{}' over", mine.route),
+                )
+                .await;
+        }
+    }
+}
+
+/// Takes `record`'s route from its node, which left: the record names
+/// this node (compare-and-set at the revision read, so one node wins), its
+/// tasks come in from the journal, and its session starts here.
+async fn take_over(cluster: &Arc<Cluster>, movers: &Movers, record: RouteRecord) {
+    let Some(joined) = cluster.joined.get() else {
+        return;
+    };
+    let Some(start) = record.start.clone() else {
+        return;
+    };
+    let Ok(Some(entry)) = joined.routes.bucket().entry(record.route.as_str()).await else {
+        return;
+    };
+    let Ok(held) = serde_json::from_slice::<RouteRecord>(&entry.value) else {
+        return;
+    };
+    if entry.operation != kv::Operation::Put
+        || !held.live
+        || held.node != record.node
+        || held.session_id != record.session_id
+    {
+        return;
+    }
+    let began = Instant::now();
+    let mut taken = held.clone();
+    taken.node = cluster.node.clone();
+    if joined
+        .routes
+        .bucket()
+        .update(
+            record.route.as_str(),
+            serde_json::to_vec(&taken).unwrap_or_default().into(),
+            entry.revision,
+        )
+        .await
+        .is_err()
+    {
+        return; // another node took it first
+    }
+    tracing::warn!(route = %record.route, session_id = %record.session_id, from = %record.node,
+        "a node left the cluster: taking its route over");
+    // Its tasks come in once its session's row exists here, before the
+    // session takes any.
+    let arriving = {
+        let cluster = Arc::clone(cluster);
+        let journal = Arc::clone(&movers.journal);
+        let js = joined.js.clone();
+        let held = held.clone();
+        Box::pin(async move {
+            match bring_tasks(&cluster, &journal, &js, &held).await {
+                Ok((brought, run, failed)) => tracing::warn!(route = %held.route,
+                    session_id = %held.session_id, from = %held.node, tasks = brought, to_run = run,
+                    failed, ms = began.elapsed().as_millis() as u64, "took a route over with its tasks"),
+                Err(error) => tracing::error!(route = %held.route, %error,
+                    "cannot read the route's tasks from the journal; its session starts without them"),
+            }
+        })
+    };
+    let id = SessionId::from(record.session_id.as_str());
+    if let Err(error) = movers
+        .adopt
+        .adopt(id, record.route.clone(), start, arriving)
+        .await
+    {
+        tracing::error!(route = %record.route, session_id = %record.session_id, %error,
+            "took a route over but cannot start its session here; it is marked ended");
+        joined
+            .routes
+            .release(&record.route, &record.session_id, &cluster.node)
+            .await;
+    }
+}
+
+/// One task as the journal has it.
+struct Journaled {
+    task: Accepted,
+    started: bool,
+    ended: bool,
+    events: Vec<EventKind>,
+    last: u64,
+}
+
+/// Reads every entry of `record`'s route from the journal and stores its
+/// tasks here: how many, how many will run, how many were failed.
+async fn bring_tasks(
+    cluster: &Cluster,
+    journal: &Arc<Journal>,
+    js: &jetstream::Context,
+    record: &RouteRecord,
+) -> Result<(usize, usize, usize), String> {
+    let tasks = read_route(js, &record.route).await?;
+    let brought = tasks.len();
+    let (mut run, mut failed) = (0, 0);
+    for (id, task) in tasks {
+        let id = TaskId::from(id.as_str());
+        let local = journal.local();
+        if matches!(local.task(&id).await, Ok(Some(_))) {
+            continue;
+        }
+        // A task that never started is this node's to run only if its
+        // journal has had nothing since (else the node that left started it).
+        let mut started = task.started;
+        let mut expect = None;
+        if !task.started && !task.ended {
+            match journal
+                .write(
+                    &record.route,
+                    &id,
+                    Entry::Taken {
+                        node: cluster.node.clone(),
+                    },
+                    Some(task.last),
+                )
+                .await
+            {
+                Ok(seq) => expect = Some(seq),
+                Err(_) => started = true,
+            }
+        }
+        store(local.as_ref(), &id, &task, started).await?;
+        match expect {
+            Some(seq) => {
+                journal.taken(id, record.route.clone(), seq);
+                run += 1;
+            }
+            None if !task.ended => {
+                failed += 1;
+                let why = format!(
+                    "node {}, which ran this task, left the cluster while it ran (its heartbeat \
+                     expired); it was not run again",
+                    record.node
+                );
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                crate::tasks::log::TaskLog::append_then(
+                    journal.as_ref(),
+                    &id,
+                    vec![EventKind::Status {
+                        state: TaskState::Failed,
+                        message: Some(why),
+                    }],
+                    true,
+                    Box::new(move |r| {
+                        let _ = tx.send(r.is_ok());
+                    }),
+                );
+                let _ = rx.await;
+            }
+            None => {}
+        }
+    }
+    Ok((brought, run, failed))
+}
+
+/// Stores a journaled task in this node's own log, as it was there.
+async fn store(
+    local: &dyn crate::tasks::log::TaskLog,
+    id: &TaskId,
+    task: &Journaled,
+    started: bool,
+) -> Result<(), String> {
+    let a = &task.task;
+    let (_, insertion) = local.insert(
+        &NewA2aTask {
+            id,
+            session_id: &a.session_id,
+            route: &a.route,
+            owner: &a.owner,
+            context_id: &a.context_id,
+            message_id: &a.message_id,
+            text: &a.text,
+            message_json: &a.message_json,
+        },
+        started,
+        false,
+    );
+    match insertion.await.map_err(|e| e.to_string())? {
+        Inserted::Committed(_) => {}
+        Inserted::Withdrawn => return Err("the task store did not take it in time".into()),
+        Inserted::Unknown(pending) => {
+            pending.await.map_err(|e| e.to_string())?;
+        }
+    }
+    // Its events, but the start the record already says.
+    let events: Vec<EventKind> = task
+        .events
+        .iter()
+        .filter(|k| {
+            !matches!(
+                k,
+                EventKind::Status {
+                    state: TaskState::Working,
+                    message: None
+                }
+            )
+        })
+        .cloned()
+        .collect();
+    if events.is_empty() {
+        return Ok(());
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    local.append_then(
+        id,
+        events,
+        false,
+        Box::new(move |r| {
+            let _ = tx.send(r.map(drop).map_err(|e| e.to_string()));
+        }),
+    );
+    rx.await.map_err(|_| "the task store stopped".to_string())?
+}
+
+/// Every task of `route` in the journal, by id in the order accepted.
+async fn read_route(
+    js: &jetstream::Context,
+    route: &str,
+) -> Result<Vec<(String, Journaled)>, String> {
+    let stream = js
+        .get_stream_no_info(journal::STREAM)
+        .await
+        .map_err(|e| e.to_string())?;
+    let consumer: consumer::PullConsumer = stream
+        .create_consumer(consumer::pull::Config {
+            filter_subject: journal::subject(route, ">"),
+            deliver_policy: consumer::DeliverPolicy::All,
+            ack_policy: consumer::AckPolicy::None,
+            inactive_threshold: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut order: Vec<String> = Vec::new();
+    let mut tasks: std::collections::HashMap<String, Journaled> = Default::default();
+    loop {
+        let mut batch = consumer
+            .fetch()
+            .max_messages(1000)
+            .messages()
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut got = 0;
+        while let Some(message) = batch.next().await {
+            let message = message.map_err(|e| e.to_string())?;
+            got += 1;
+            let seq = message.info().map(|i| i.stream_sequence).unwrap_or(0);
+            let Some(task_id) = message
+                .subject
+                .as_str()
+                .rsplit('.')
+                .next()
+                .map(str::to_string)
+            else {
+                continue;
+            };
+            let Ok(entry) = serde_json::from_slice::<Entry>(&message.payload) else {
+                continue;
+            };
+            match entry {
+                Entry::Accepted { task, working } => {
+                    if task.id == task_id && !tasks.contains_key(&task_id) {
+                        order.push(task_id.clone());
+                        tasks.insert(
+                            task_id,
+                            Journaled {
+                                task,
+                                started: working,
+                                ended: false,
+                                events: Vec::new(),
+                                last: seq,
+                            },
+                        );
+                    }
+                }
+                Entry::Events { kinds } => {
+                    if let Some(t) = tasks.get_mut(&task_id) {
+                        t.last = seq;
+                        for kind in kinds {
+                            match &kind {
+                                EventKind::Status { state, .. } if state.is_terminal() => {
+                                    t.ended = true;
+                                }
+                                EventKind::Status { state, .. }
+                                    if *state != TaskState::Submitted =>
+                                {
+                                    t.started = true;
+                                }
+                                _ => {}
+                            }
+                            t.events.push(kind);
+                        }
+                    }
+                }
+                Entry::Taken { .. } => {
+                    if let Some(t) = tasks.get_mut(&task_id) {
+                        t.last = seq;
+                    }
+                }
+            }
+        }
+        if got == 0 {
+            break;
+        }
+    }
+    let _ = stream.delete_consumer(&consumer_name(&consumer)).await;
+    Ok(order
+        .into_iter()
+        .filter_map(|id| tasks.remove(&id).map(|t| (id, t)))
+        .collect())
+}
+
+fn consumer_name(consumer: &consumer::PullConsumer) -> String {
+    consumer.cached_info().name.clone()
+}
