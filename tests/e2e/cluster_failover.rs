@@ -198,6 +198,25 @@ async fn a_killed_nodes_session_comes_back_elsewhere_with_every_accepted_task_no
         moved.0, moved_after
     );
     assert!(completed >= 190, "{completed} of 200 completed");
+    // The killed node comes back: its copy of the session does not take
+    // the route back, and none of the tasks it had queued runs again.
+    a.spawn().await;
+    let back = Instant::now();
+    while back.elapsed() < Duration::from_secs(3) {
+        let held = node_of(&b, "durable").await.expect("route");
+        assert_eq!(held.0, moved.0, "node a took the route back:\n{}", a.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let again = self::runs(work.path());
+    assert!(
+        again.values().all(|n| *n == 1),
+        "a task ran twice after node a came back"
+    );
+    assert_eq!(
+        again.len(),
+        runs.len(),
+        "node a ran tasks after it came back"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -230,11 +230,11 @@ impl Table {
         read(&self.by_name).values().cloned().collect()
     }
 
-    /// Takes the route for `record` (of this node): refused while a live
-    /// node (one in the registry, `nodes`) runs another session under it;
-    /// a record of an ended session, of a node that has left, or of this
-    /// very session is replaced. Compare-and-set, so two nodes claiming at
-    /// once cannot both win.
+    /// Takes the route for `record` (of this node): refused while another
+    /// live node (one in the registry, `nodes`) runs it — another session,
+    /// or this very one, which that node took over; a record of an ended
+    /// session, of a node that has left, or this node's own is replaced.
+    /// Compare-and-set, so two nodes claiming at once cannot both win.
     pub(super) async fn claim(
         &self,
         record: &RouteRecord,
@@ -261,9 +261,11 @@ impl Table {
             let written = match entry {
                 Some(entry) if entry.operation == kv::Operation::Put => {
                     let held = serde_json::from_slice::<RouteRecord>(&entry.value).ok();
+                    // The same session's live record on another live node
+                    // is taken too: that node took the session over (a
+                    // node coming back must not take it back).
                     if let Some(held) = &held
                         && held.live
-                        && held.session_id != record.session_id
                         && held.node != record.node
                         && !matches!(nodes.get(&held.node).await, Ok(None))
                     {
