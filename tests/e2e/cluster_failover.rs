@@ -134,6 +134,34 @@ async fn a_killed_nodes_session_comes_back_elsewhere_with_every_accepted_task_no
     // ran on two nodes would be two lines.
     let work = tempfile::tempdir().expect("workdir");
     let dir = conformance(a.root.path(), "durable", LIFECYCLE, "");
+    // An earlier session of the route, stopped: its tasks are the route's
+    // too, and come over ended.
+    let earlier = a
+        .client
+        .start(&StartRequest {
+            name: Some("durable".into()),
+            ..request(&dir)
+        })
+        .await
+        .expect("earlier");
+    let mut old = Vec::new();
+    for i in 0..3 {
+        let r = rpc(
+            &a_addr,
+            "durable",
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": message(&format!("old-{i}"), "hello")}),
+        )
+        .await;
+        old.push(
+            r["result"]["task"]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{r}"))
+                .to_string(),
+        );
+    }
+    a.client.stop(&earlier.id).await.expect("stop");
     let session = a
         .client
         .start(&StartRequest {
@@ -167,6 +195,13 @@ async fn a_killed_nodes_session_comes_back_elsewhere_with_every_accepted_task_no
     };
     let moved_after = killed_at.elapsed();
     assert_eq!(moved.1, session.id, "taken over under the same session id");
+    let before = ends(&b_addr, "durable", &old, Duration::from_secs(30), &[&b, &c]).await;
+    assert!(
+        before
+            .iter()
+            .all(|(state, _)| state == "TASK_STATE_COMPLETED"),
+        "{before:?}"
+    );
     let ended = ends(
         &b_addr,
         "durable",

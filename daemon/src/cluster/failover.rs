@@ -215,6 +215,10 @@ async fn bring_tasks(
     let brought = tasks.len();
     let (mut run, mut failed) = (0, 0);
     for (id, task) in tasks {
+        // A task id becomes a row's key here: only one of ours.
+        if !is_task_id(&id) {
+            continue;
+        }
         let id = TaskId::from(id.as_str());
         let local = journal.local();
         if matches!(local.task(&id).await, Ok(Some(_))) {
@@ -240,7 +244,12 @@ async fn bring_tasks(
                 Err(_) => started = true,
             }
         }
-        store(local.as_ref(), &id, &task, started).await?;
+        // Every task of the route is kept under the session that runs it
+        // now (older sessions of the route have no row on this node).
+        if let Err(error) = store(local.as_ref(), &id, &record.session_id, &task, started).await {
+            tracing::error!(task_id = %id, route = %record.route, error, "cannot store a task taken over");
+            continue;
+        }
         match expect {
             Some(seq) => {
                 journal.taken(id, record.route.clone(), seq);
@@ -274,10 +283,19 @@ async fn bring_tasks(
     Ok((brought, run, failed))
 }
 
+/// Whether `id` is a task id as roostd makes them (`tsk_` and up to 64
+/// letters and digits).
+fn is_task_id(id: &str) -> bool {
+    id.strip_prefix("tsk_").is_some_and(|rest| {
+        !rest.is_empty() && rest.len() <= 64 && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
+}
+
 /// Stores a journaled task in this node's own log, as it was there.
 async fn store(
     local: &dyn crate::tasks::log::TaskLog,
     id: &TaskId,
+    session_id: &str,
     task: &Journaled,
     started: bool,
 ) -> Result<(), String> {
@@ -285,7 +303,7 @@ async fn store(
     let (_, insertion) = local.insert(
         &NewA2aTask {
             id,
-            session_id: &a.session_id,
+            session_id,
             route: &a.route,
             owner: &a.owner,
             context_id: &a.context_id,
@@ -352,8 +370,7 @@ async fn read_route(
         })
         .await
         .map_err(|e| e.to_string())?;
-    let mut order: Vec<String> = Vec::new();
-    let mut tasks: std::collections::HashMap<String, Journaled> = Default::default();
+    let mut fold = Fold::default();
     loop {
         let mut batch = consumer
             .fetch()
@@ -366,58 +383,9 @@ async fn read_route(
             let message = message.map_err(|e| e.to_string())?;
             got += 1;
             let seq = message.info().map(|i| i.stream_sequence).unwrap_or(0);
-            let Some(task_id) = message
-                .subject
-                .as_str()
-                .rsplit('.')
-                .next()
-                .map(str::to_string)
-            else {
-                continue;
-            };
-            let Ok(entry) = serde_json::from_slice::<Entry>(&message.payload) else {
-                continue;
-            };
-            match entry {
-                Entry::Accepted { task, working } => {
-                    if task.id == task_id && !tasks.contains_key(&task_id) {
-                        order.push(task_id.clone());
-                        tasks.insert(
-                            task_id,
-                            Journaled {
-                                task,
-                                started: working,
-                                ended: false,
-                                events: Vec::new(),
-                                last: seq,
-                            },
-                        );
-                    }
-                }
-                Entry::Events { kinds } => {
-                    if let Some(t) = tasks.get_mut(&task_id) {
-                        t.last = seq;
-                        for kind in kinds {
-                            match &kind {
-                                EventKind::Status { state, .. } if state.is_terminal() => {
-                                    t.ended = true;
-                                }
-                                EventKind::Status { state, .. }
-                                    if *state != TaskState::Submitted =>
-                                {
-                                    t.started = true;
-                                }
-                                _ => {}
-                            }
-                            t.events.push(kind);
-                        }
-                    }
-                }
-                Entry::Taken { .. } => {
-                    if let Some(t) = tasks.get_mut(&task_id) {
-                        t.last = seq;
-                    }
-                }
+            let task_id = message.subject.as_str().rsplit('.').next().unwrap_or("");
+            if let Ok(entry) = serde_json::from_slice::<Entry>(&message.payload) {
+                fold.add(task_id, seq, entry);
             }
         }
         if got == 0 {
@@ -425,12 +393,156 @@ async fn read_route(
         }
     }
     let _ = stream.delete_consumer(&consumer_name(&consumer)).await;
-    Ok(order
-        .into_iter()
-        .filter_map(|id| tasks.remove(&id).map(|t| (id, t)))
-        .collect())
+    Ok(fold.tasks())
+}
+
+/// A route's journal entries, folded into its tasks as they stand.
+#[derive(Default)]
+struct Fold {
+    order: Vec<String>,
+    tasks: std::collections::HashMap<String, Journaled>,
+}
+
+impl Fold {
+    /// Entry `entry` of task `task_id`'s subject, at stream sequence `seq`.
+    fn add(&mut self, task_id: &str, seq: u64, entry: Entry) {
+        match entry {
+            Entry::Accepted { task, working } => {
+                if task.id == task_id && !self.tasks.contains_key(task_id) {
+                    self.order.push(task_id.to_string());
+                    self.tasks.insert(
+                        task_id.to_string(),
+                        Journaled {
+                            task,
+                            started: working,
+                            ended: false,
+                            events: Vec::new(),
+                            last: seq,
+                        },
+                    );
+                }
+            }
+            Entry::Events { kinds } => {
+                if let Some(t) = self.tasks.get_mut(task_id) {
+                    t.last = seq;
+                    for kind in kinds {
+                        match &kind {
+                            EventKind::Status { state, .. } if state.is_terminal() => {
+                                t.ended = true
+                            }
+                            EventKind::Status { state, .. } if *state != TaskState::Submitted => {
+                                t.started = true;
+                            }
+                            _ => {}
+                        }
+                        t.events.push(kind);
+                    }
+                }
+            }
+            Entry::Taken { .. } => {
+                if let Some(t) = self.tasks.get_mut(task_id) {
+                    t.last = seq;
+                }
+            }
+        }
+    }
+
+    /// The tasks, in the order accepted.
+    fn tasks(mut self) -> Vec<(String, Journaled)> {
+        self.order
+            .into_iter()
+            .filter_map(|id| self.tasks.remove(&id).map(|t| (id, t)))
+            .collect()
+    }
 }
 
 fn consumer_name(consumer: &consumer::PullConsumer) -> String {
     consumer.cached_info().name.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepted(id: &str) -> Entry {
+        Entry::Accepted {
+            task: Accepted {
+                id: id.into(),
+                session_id: "ses_1".into(),
+                route: "r".into(),
+                owner: String::new(),
+                context_id: "ctx".into(),
+                message_id: format!("m-{id}"),
+                text: "hi".into(),
+                message_json: "{}".into(),
+                created_at: "now".into(),
+            },
+            working: false,
+        }
+    }
+
+    fn status(state: TaskState) -> Entry {
+        Entry::Events {
+            kinds: vec![EventKind::Status {
+                state,
+                message: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_routes_entries_fold_into_what_each_task_needs_on_another_node() {
+        let mut fold = Fold::default();
+        fold.add("tsk_a", 1, accepted("tsk_a"));
+        fold.add("tsk_b", 2, accepted("tsk_b"));
+        fold.add("tsk_c", 3, accepted("tsk_c"));
+        fold.add("tsk_a", 4, status(TaskState::Working));
+        fold.add("tsk_b", 5, status(TaskState::Working));
+        fold.add("tsk_b", 6, status(TaskState::Completed));
+        fold.add("tsk_c", 7, Entry::Taken { node: "b".into() });
+        // An entry for a task whose acceptance is not there, or whose id
+        // does not match its subject, is not a task.
+        fold.add("tsk_x", 8, status(TaskState::Working));
+        fold.add("tsk_y", 9, accepted("tsk_z"));
+        let tasks = fold.tasks();
+        let ids: Vec<&str> = tasks.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["tsk_a", "tsk_b", "tsk_c"]);
+        let (a, b, c) = (&tasks[0].1, &tasks[1].1, &tasks[2].1);
+        // Running when its node left: started, not ended (fails there).
+        assert!(a.started && !a.ended && a.last == 4);
+        // Ended: brought over as it ended.
+        assert!(b.started && b.ended && b.events.len() == 2);
+        // Taken by another node that never started it: its next start
+        // must expect the `taken` entry.
+        assert!(!c.started && !c.ended && c.last == 7);
+    }
+
+    #[test]
+    fn only_task_ids_are_stored() {
+        assert!(is_task_id("tsk_01a23c31f7ea744b8eb475411013e2de"));
+        for bad in [
+            "tsk_",
+            "ses_1",
+            "tsk_a b",
+            "tsk_../x",
+            &format!("tsk_{}", "a".repeat(65)),
+        ] {
+            assert!(!is_task_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn journal_entries_read_back_as_written() {
+        for entry in [
+            accepted("tsk_a"),
+            status(TaskState::Working),
+            Entry::Taken { node: "b".into() },
+        ] {
+            let bytes = serde_json::to_vec(&entry).expect("json");
+            assert_eq!(
+                serde_json::from_slice::<Entry>(&bytes).expect("entry"),
+                entry
+            );
+        }
+    }
 }
