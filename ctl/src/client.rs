@@ -288,6 +288,21 @@ impl Client {
             .await
     }
 
+    /// Moves node `node`'s sessions to other nodes of its cluster
+    /// (`roostctl drain`).
+    pub async fn drain(
+        &self,
+        request: &crate::api::DrainRequest,
+    ) -> Result<crate::api::DrainReport, ClientError> {
+        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode(e.to_string()))?;
+        self.call(
+            Method::POST,
+            &format!("{API_PREFIX}/cluster/drain"),
+            Some(body),
+        )
+        .await
+    }
+
     /// Every node's sessions, from the cluster's route table (`all`: ended
     /// ones too).
     pub async fn cluster_sessions(

@@ -225,6 +225,7 @@ pub async fn run(
                     version: env!("CARGO_PKG_VERSION").into(),
                     live_sessions: 0,
                     heartbeat_ms: 0,
+                    draining: false,
                 },
                 shutdown.clone(),
             )
@@ -271,6 +272,7 @@ pub async fn run(
         if let Some(journal) = journal {
             cluster.move_sessions(Arc::new(supervisor.clone()), journal);
         }
+        cluster.serve_starts(api::starter(supervisor.clone()));
     }
     let recovered = tasks.recover().await?;
     if recovered > 0 {

@@ -341,6 +341,8 @@ async fn the_cli_starts_an_agent_with_a_task_and_shows_its_trace() {
             lifecycle: None,
             after_task: None,
             job_id: None,
+            node: None,
+            labels: Vec::new(),
         }),
         &mut out,
     )

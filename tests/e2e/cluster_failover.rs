@@ -17,16 +17,16 @@ use crate::cluster::{nats, node_config};
 use crate::harness::{Daemon, conformance, request};
 
 /// 4 tasks at a time, 512 may wait: most of 200 still wait when the node dies.
-const LIFECYCLE: &str =
+pub(crate) const LIFECYCLE: &str =
     "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 4}";
 
-async fn gateway(d: &Daemon) -> String {
+pub(crate) async fn gateway(d: &Daemon) -> String {
     d.client.health().await.expect("health").a2a_addr
 }
 
 /// Sends `n` tasks that each record their run in `executions.log` and take
 /// `ms`, acknowledged one by one (`returnImmediately`); their ids.
-async fn send_recorded(addr: &str, route: &str, n: usize, ms: u64) -> Vec<String> {
+pub(crate) async fn send_recorded(addr: &str, route: &str, n: usize, ms: u64) -> Vec<String> {
     let mut acked = Vec::new();
     for i in 0..n {
         let r = rpc(
@@ -48,7 +48,7 @@ async fn send_recorded(addr: &str, route: &str, n: usize, ms: u64) -> Vec<String
 
 /// Waits until every task in `ids` has ended, read through `addr`: each
 /// one's final state and status message.
-async fn ends(
+pub(crate) async fn ends(
     addr: &str,
     route: &str,
     ids: &[String],
@@ -106,7 +106,7 @@ async fn ends(
 }
 
 /// How many times each task id ran (lines of `executions.log`).
-fn runs(workdir: &std::path::Path) -> HashMap<String, usize> {
+pub(crate) fn runs(workdir: &std::path::Path) -> HashMap<String, usize> {
     let log = std::fs::read_to_string(workdir.join("executions.log")).unwrap_or_default();
     let mut runs = HashMap::new();
     for line in log.lines().filter(|l| !l.is_empty()) {
@@ -116,7 +116,7 @@ fn runs(workdir: &std::path::Path) -> HashMap<String, usize> {
 }
 
 /// The node the cluster's table says runs `route`, as `d` sees it.
-async fn node_of(d: &Daemon, route: &str) -> Option<(String, String, bool)> {
+pub(crate) async fn node_of(d: &Daemon, route: &str) -> Option<(String, String, bool)> {
     let list = d.client.cluster_sessions(true).await.ok()?;
     list.into_iter()
         .find(|s| s.name == route)

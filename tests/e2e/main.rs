@@ -19,6 +19,7 @@ mod cli;
 mod client_limits;
 mod cluster;
 mod cluster_failover;
+mod cluster_moves;
 mod cluster_routing;
 mod concurrency;
 mod containment;

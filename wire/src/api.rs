@@ -2,6 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
+mod cluster;
+pub use cluster::{
+    ClusterNode, ClusterSession, ClusterSessionList, ClusterStatus, DrainReport, DrainRequest,
+    DrainedSession,
+};
+
 /// API version prefix every control endpoint lives under.
 pub const API_PREFIX: &str = "/v1";
 
@@ -187,6 +193,13 @@ pub struct StartRequest {
     pub case_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset_id: Option<String>,
+    /// In a cluster: the node to start it on (`auto`: the live node with the
+    /// most free capacity); unset: the node asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// In a cluster: only a node with all these labels (`cluster.labels`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub node_labels: std::collections::BTreeMap<String, String>,
 }
 
 /// One session as the API reports it.
@@ -393,58 +406,6 @@ pub struct Health {
     /// The cluster this roostd is a node of (`cluster:`); absent on one host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterStatus>,
-}
-
-/// A node's view of its cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterStatus {
-    /// This node's name.
-    pub node: String,
-    /// Every node whose heartbeat is current, by name (this one included).
-    pub nodes: Vec<ClusterNode>,
-    /// Why the node registry could not be read just now, if it could not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// A node as the cluster's registry has it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterNode {
-    pub node: String,
-    /// Where its A2A gateway answers.
-    pub gateway_url: String,
-    /// Instances its pool holds.
-    pub capacity: u64,
-    #[serde(default)]
-    pub labels: std::collections::BTreeMap<String, String>,
-    pub version: String,
-    /// Its live sessions at that heartbeat (its load).
-    #[serde(default)]
-    pub live_sessions: u64,
-    /// How long ago its last heartbeat was written.
-    pub heartbeat_age_ms: u64,
-}
-
-/// A session as the cluster's route table has it (`roostctl list --cluster`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterSession {
-    /// The node that runs it (or ran it, when ended).
-    pub node: String,
-    pub id: String,
-    /// Its route.
-    pub name: String,
-    pub capsule: String,
-    pub version: String,
-    /// When it started.
-    pub started_at: String,
-    /// `false`: it has ended (its tasks stay readable on its node).
-    pub live: bool,
-}
-
-/// `GET /v1/cluster/sessions`: by node, then name.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ClusterSessionList {
-    pub sessions: Vec<ClusterSession>,
 }
 
 /// Every error response: `{"error": {"code", "message"}}`.

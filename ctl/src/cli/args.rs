@@ -35,6 +35,14 @@ fn duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e}: give a duration such as 30s, 5m or 1h30m"))
 }
 
+/// `--label KEY=VALUE`.
+fn label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("'{text}' is not KEY=VALUE (e.g. zone=eu-1)")),
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a capsule session from a capsule directory or its murmur.yaml.
@@ -73,6 +81,15 @@ pub enum Command {
         /// A job id, as MURMUR_JOB_ID in the capsule's, tools' and hooks' environment.
         #[arg(long)]
         job_id: Option<String>,
+        /// In a cluster: the node to start it on, or `auto` (the live node
+        /// with the most free capacity); default: the node asked. The
+        /// capsule's path must resolve on that node.
+        #[arg(long, value_name = "NODE")]
+        node: Option<String>,
+        /// In a cluster: only a node with this label (repeat for more),
+        /// e.g. --label zone=eu-1.
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+        labels: Vec<(String, String)>,
     },
     /// Stop a session (final until it is started again).
     #[command(after_help = help::STOP)]
@@ -101,6 +118,18 @@ pub enum Command {
     /// capacity and load (`cluster:`).
     #[command(after_help = help::NODES)]
     Nodes,
+    /// Move a node's sessions to the other nodes of its cluster (before
+    /// maintenance): each stops taking tasks, finishes those it runs, and
+    /// starts on another node with the tasks still queued.
+    #[command(after_help = help::DRAIN)]
+    Drain {
+        /// The node to drain (any node of the cluster asks it).
+        node: String,
+        /// How long a session's running tasks may take to finish (then they
+        /// are stopped), e.g. 60s, 5m.
+        #[arg(long, value_parser = duration, default_value = "60s")]
+        timeout: Duration,
+    },
     /// Show one session; without one, the daemon (version, uptime, live
     /// sessions, resuming after a restart).
     #[command(after_help = help::STATUS)]

@@ -30,6 +30,10 @@ Examples:
   roostctl list --cluster
   roostctl list -q | xargs -n1 roostctl stop";
 pub const NODES: &str = "Examples:\n  roostctl nodes\n  roostctl nodes --json";
+pub const DRAIN: &str = "\
+Examples:
+  roostctl drain roost-b
+  roostctl drain roost-b --timeout 5m --json";
 pub const STATUS: &str = "Examples:\n  roostctl status\n  roostctl status helper --json";
 pub const RM: &str = "Examples:\n  roostctl rm helper\n  roostctl rm --force 0193a7c2-…";
 pub const PRUNE: &str = "Examples:\n  roostctl prune --older-than 7d --dry-run\n  roostctl prune";

@@ -29,6 +29,8 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             lifecycle,
             after_task,
             job_id,
+            node,
+            labels,
         } => {
             let task = match (task, task_file) {
                 (Some(text), _) => Some(text),
@@ -44,6 +46,8 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
                 lifecycle,
                 after_task,
                 job_id,
+                node,
+                node_labels: labels.into_iter().collect(),
                 ..StartRequest::default()
             };
             let progress = !how.quiet && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -92,6 +96,38 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             };
             print_nodes(out, &cluster, how)?;
             exit::OK
+        }
+        Command::Drain { node, timeout } => {
+            let report = client
+                .drain(&crate::api::DrainRequest {
+                    node,
+                    timeout_secs: Some(timeout.as_secs().max(1)),
+                })
+                .await?;
+            if how.json {
+                print_json(out, &report)?;
+            } else if !how.quiet {
+                for s in &report.sessions {
+                    match (&s.to, &s.error) {
+                        (Some(to), _) => writeln!(out, "moved {} ({}) to {to}", s.route, s.id)?,
+                        (None, why) => writeln!(
+                            out,
+                            "left {} ({}): {}",
+                            s.route,
+                            s.id,
+                            why.as_deref().unwrap_or("not moved")
+                        )?,
+                    }
+                }
+                if report.sessions.is_empty() {
+                    writeln!(out, "node {} runs no sessions", report.node)?;
+                }
+            }
+            if report.sessions.iter().any(|s| s.to.is_none()) {
+                exit::UNSUCCESSFUL
+            } else {
+                exit::OK
+            }
         }
         Command::Status { id_or_name: None } => {
             let health = client.health().await?;

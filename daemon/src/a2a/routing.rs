@@ -65,8 +65,9 @@ pub struct Claim {
     /// When it started: its card's `Last-Modified`.
     pub since: String,
     pub spec: CardSpec,
-    /// How to start it again on another node should this one leave the
-    /// cluster (`restart: always` or `on-failure`); `None`: it is not.
+    /// How to start it on another node (when this one is drained, or
+    /// leaves the cluster and its restart policy is `always` or
+    /// `on-failure`).
     pub start: Option<roost_wire::api::StartRequest>,
 }
 
@@ -122,6 +123,11 @@ pub trait Adopt: Send + Sync + 'static {
 
     /// Stops session `id` here: another node runs its route now.
     async fn give_up(&self, id: SessionId, why: String);
+
+    /// Session `id` takes no more tasks here, finishes those it runs
+    /// (stopped after `within`) and ends, its queued tasks still queued:
+    /// it is moving to another node.
+    async fn drain(&self, id: SessionId, within: std::time::Duration) -> Result<(), String>;
 }
 
 /// A gateway request carried to the node that runs its route.

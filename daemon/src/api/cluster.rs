@@ -1,12 +1,13 @@
 //! What the control API says of the cluster this roostd is a node of: its
 //! nodes (in `/v1/health`) and every node's sessions as the route table
-//! has them (`GET /v1/cluster/sessions`, `roostctl list --cluster`).
+//! has them (`GET /v1/cluster/sessions`, `roostctl list --cluster`); and
+//! draining a node (`POST /v1/cluster/drain`, `roostctl drain`).
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use roost_wire::api::{ClusterSession, ClusterSessionList};
+use roost_wire::api::{ClusterSession, ClusterSessionList, DrainReport, DrainRequest};
 use serde::Deserialize;
 
 use super::{ApiError, ApiState};
@@ -43,6 +44,38 @@ pub(super) struct SessionsQuery {
     all: bool,
 }
 
+fn not_clustered() -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "not_clustered",
+        "this roostd is not a node of a cluster (cluster.servers is unset; see docs/cluster.md)",
+    )
+}
+
+/// `POST /v1/cluster/drain`: moves node `node`'s sessions to the other
+/// nodes (this node's, or another's asked over NATS); answers once each has
+/// moved or could not.
+pub(super) async fn drain(
+    State(state): State<ApiState>,
+    body: Result<Json<DrainRequest>, JsonRejection>,
+) -> Result<Json<DrainReport>, ApiError> {
+    let Json(request) = body.map_err(|e| ApiError::bad_request(e.body_text()))?;
+    let Some(cluster) = &state.host.cluster else {
+        return Err(not_clustered());
+    };
+    // The name becomes a NATS subject: only a node name.
+    crate::manifest::validate_name(&request.node)
+        .map_err(|why| ApiError::bad_request(format!("node: {why}")))?;
+    cluster.drain(request).await.map(Json).map_err(|e| match e {
+        crate::cluster::DrainError::NoNode(_) => ApiError::not_found(e.to_string()),
+        _ => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "cluster_unavailable",
+            e.to_string(),
+        ),
+    })
+}
+
 /// `GET /v1/cluster/sessions[?all=true]`: every node's live sessions (and
 /// ended ones with `all`), by node then name, from this node's copy of the
 /// route table (no request to any node).
@@ -52,12 +85,7 @@ pub(super) async fn sessions(
 ) -> Result<Json<ClusterSessionList>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::bad_request(e.body_text()))?;
     let Some(cluster) = &state.host.cluster else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_clustered",
-            "this roostd is not a node of a cluster (cluster.servers is unset; see \
-             docs/cluster.md)",
-        ));
+        return Err(not_clustered());
     };
     let mut sessions: Vec<ClusterSession> = cluster
         .route_records()

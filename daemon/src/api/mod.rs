@@ -29,6 +29,7 @@ use tracing::Instrument;
 
 pub use error::ApiError;
 pub use observe::{MetricsState, health_routes, serve_metrics};
+pub use sessions::starter;
 
 use crate::supervisor::Supervisor;
 
@@ -161,6 +162,7 @@ pub fn app(state: ApiState) -> Router {
         .route("/v1/health", get(sessions::health))
         .route("/v1/sessions", post(sessions::start).get(sessions::list))
         .route("/v1/cluster/sessions", get(cluster::sessions))
+        .route("/v1/cluster/drain", post(cluster::drain))
         .route(
             "/v1/sessions/{id}",
             get(sessions::get_one).delete(sessions::remove),

@@ -1,6 +1,7 @@
 //! Session endpoints: start (with its staging steps as they happen when
 //! asked), list, get, stop, restart, remove, prune, wait, events, health.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -48,6 +49,107 @@ pub(super) struct StartQuery {
     progress: bool,
 }
 
+/// Where a start goes.
+enum Placed {
+    Here(StartRequest),
+    /// Started on another node: what it answered.
+    There(StartProgress),
+}
+
+async fn place(state: &ApiState, mut request: StartRequest) -> Result<Placed, ApiError> {
+    if request.node.is_none() && request.node_labels.is_empty() {
+        return Ok(Placed::Here(request));
+    }
+    let Some(cluster) = &state.host.cluster else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_clustered",
+            "node and node_labels (--node, --label) place a session on a node of a cluster; \
+             this roostd is not one (cluster.servers is unset; see docs/cluster.md)",
+        ));
+    };
+    if let Some(node) = request.node.as_deref().filter(|n| *n != "auto") {
+        crate::manifest::validate_name(node)
+            .map_err(|why| ApiError::bad_request(format!("node: {why}")))?;
+    }
+    use crate::cluster::PlaceError as P;
+    let target = cluster
+        .placement(request.node.as_deref(), &request.node_labels)
+        .await
+        .map_err(|e| match e {
+            P::NoNode(_) => ApiError::not_found(e.to_string()),
+            P::Labels { .. } | P::NoMatch(_) | P::Draining(_) => {
+                ApiError::new(StatusCode::CONFLICT, "no_node", e.to_string())
+            }
+            P::Unanswered { .. } | P::Registry(_) => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "cluster_unavailable",
+                e.to_string(),
+            ),
+        })?;
+    request.node = None;
+    request.node_labels.clear();
+    if target == cluster.node() {
+        return Ok(Placed::Here(request));
+    }
+    tracing::info!(node = %target, path = %request.path, "placing a session on another node");
+    cluster
+        .place(&target, &request)
+        .await
+        .map(Placed::There)
+        .map_err(|e| match e {
+            P::NoNode(_) => ApiError::not_found(e.to_string()),
+            _ => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "cluster_unavailable",
+                e.to_string(),
+            ),
+        })
+}
+
+/// Another node's answer to a placed start, as this API answers a start.
+fn placed(answer: StartProgress, progress: bool) -> Response {
+    if progress {
+        let mut line = serde_json::to_vec(&answer).unwrap_or_default();
+        line.push(b'\n');
+        return (
+            StatusCode::OK,
+            [(axum::http::header::CONTENT_TYPE, "application/x-ndjson")],
+            line,
+        )
+            .into_response();
+    }
+    match answer {
+        StartProgress::Session(session) => (StatusCode::CREATED, Json(*session)).into_response(),
+        StartProgress::Error { status, error } => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+            Json(roost_wire::api::ErrorBody { error }),
+        )
+            .into_response(),
+        StartProgress::Step { .. } => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "cluster_unavailable",
+            "the node answered a step",
+        )
+        .into_response(),
+    }
+}
+
+/// What starts sessions other nodes of a cluster place on this one: the
+/// same start as `POST /v1/sessions`, answered as a start with progress
+/// ends (the session, or the error).
+pub fn starter(supervisor: crate::supervisor::Supervisor) -> crate::cluster::Starter {
+    Arc::new(move |request| {
+        let supervisor = supervisor.clone();
+        Box::pin(async move {
+            match supervisor.start(request).await {
+                Ok(session) => StartProgress::Session(Box::new(session)),
+                Err(error) => ApiError::from(error).into_progress(),
+            }
+        })
+    })
+}
+
 pub(super) async fn start(
     State(state): State<ApiState>,
     query: Result<Query<StartQuery>, QueryRejection>,
@@ -70,6 +172,12 @@ pub(super) async fn start(
             "invalid JSON body: {e}; expected {{\"path\": \"/abs/capsule\", \"name\"?, \"workdir\"?, \"restart\"?}}"
         ))
     })?;
+    // In a cluster, `node` and `node_labels` place it: here, or on the
+    // node picked, which starts it and answers.
+    let request = match place(&state, request).await? {
+        Placed::Here(request) => request,
+        Placed::There(answer) => return Ok(placed(answer, query.progress)),
+    };
     if !query.progress {
         let session = state.supervisor.start(request).await?;
         return Ok((StatusCode::CREATED, Json(session)).into_response());

@@ -39,7 +39,7 @@ pub(super) struct Movers {
     pub journal: Arc<Journal>,
 }
 
-/// Looks for routes to take over or give up, until roostd stops.
+/// Looks for routes to take over, take in or give up, until roostd stops.
 pub(super) async fn watch(cluster: Arc<Cluster>) {
     let mut dead_since: BTreeMap<String, Instant> = BTreeMap::new();
     loop {
@@ -53,31 +53,51 @@ pub(super) async fn watch(cluster: Arc<Cluster>) {
         if joined.client.connection_state() != async_nats::connection::State::Connected {
             continue;
         }
-        let Ok(live) = live_nodes(&joined.nodes).await else {
+        let Ok(nodes) = cluster.nodes().await else {
             continue;
         };
         give_up(&cluster, movers).await;
-        let orphans: Vec<RouteRecord> = joined
-            .routes
-            .all()
-            .into_iter()
-            .filter(|r| r.live && r.node != cluster.node && !live.contains(&r.node))
-            .filter(|r| r.start.is_some())
+        if cluster.draining.load(std::sync::atomic::Ordering::Relaxed) {
+            continue;
+        }
+        let live: HashSet<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
+        let records = joined.routes.all();
+        // Routes a drained node handed to this one.
+        for record in records.iter().filter(|r| {
+            r.live
+                && r.node == cluster.node
+                && r.moving_from.is_some()
+                && !cluster.mine.has(&r.route)
+        }) {
+            take_in(&cluster, movers, record.clone()).await;
+        }
+        let orphans: Vec<&RouteRecord> = records
+            .iter()
+            .filter(|r| r.live && r.node != cluster.node && !live.contains(r.node.as_str()))
+            .filter(|r| {
+                r.start
+                    .as_ref()
+                    .is_some_and(|s| s.restart != roost_wire::api::RestartPolicy::No)
+            })
             .collect();
         dead_since.retain(|route, _| orphans.iter().any(|r| &r.route == route));
-        let mut nodes: Vec<&String> = live.iter().collect();
-        nodes.sort();
+        // Routes spread over the nodes that may take them.
+        let takers: Vec<&str> = nodes
+            .iter()
+            .filter(|n| !n.draining)
+            .map(|n| n.node.as_str())
+            .collect();
         for record in orphans {
             let first = *dead_since
                 .entry(record.route.clone())
                 .or_insert_with(Instant::now);
-            let preferred = nodes
-                .get(spread(&record.route) % nodes.len().max(1))
-                .is_some_and(|n| **n == cluster.node);
+            let preferred = takers
+                .get(spread(&record.route) % takers.len().max(1))
+                .is_some_and(|n| *n == cluster.node);
             if !preferred && first.elapsed() < SECOND_CHOICE_AFTER {
                 continue;
             }
-            take_over(&cluster, movers, record).await;
+            take_over(&cluster, movers, record.clone()).await;
         }
     }
 }
@@ -87,16 +107,6 @@ fn spread(route: &str) -> usize {
     route.bytes().fold(2166136261u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(16777619)
     }) as usize
-}
-
-/// The nodes whose registry entry has not expired.
-async fn live_nodes(nodes: &kv::Store) -> Result<HashSet<String>, String> {
-    let mut keys = nodes.keys().await.map_err(|e| e.to_string())?;
-    let mut live = HashSet::new();
-    while let Some(key) = keys.next().await {
-        live.insert(key.map_err(|e| e.to_string())?);
-    }
-    Ok(live)
 }
 
 /// Stops this node's sessions whose route another node holds now (it took
@@ -164,21 +174,7 @@ async fn take_over(cluster: &Arc<Cluster>, movers: &Movers, record: RouteRecord)
         "a node left the cluster: taking its route over");
     // Its tasks come in once its session's row exists here, before the
     // session takes any.
-    let arriving = {
-        let cluster = Arc::clone(cluster);
-        let journal = Arc::clone(&movers.journal);
-        let js = joined.js.clone();
-        let held = held.clone();
-        Box::pin(async move {
-            match bring_tasks(&cluster, &journal, &js, &held).await {
-                Ok((brought, run, failed)) => tracing::warn!(route = %held.route,
-                    session_id = %held.session_id, from = %held.node, tasks = brought, to_run = run,
-                    failed, ms = began.elapsed().as_millis() as u64, "took a route over with its tasks"),
-                Err(error) => tracing::error!(route = %held.route, %error,
-                    "cannot read the route's tasks from the journal; its session starts without them"),
-            }
-        })
-    };
+    let arriving = arrive(cluster, movers, &joined.js, held.clone(), began);
     let id = SessionId::from(record.session_id.as_str());
     if let Err(error) = movers
         .adopt
@@ -192,6 +188,57 @@ async fn take_over(cluster: &Arc<Cluster>, movers: &Movers, record: RouteRecord)
             .release(&record.route, &record.session_id, &cluster.node)
             .await;
     }
+}
+
+/// Starts a route a drained node handed to this one (its record names
+/// this node already): its tasks come in from the journal first.
+async fn take_in(cluster: &Arc<Cluster>, movers: &Movers, record: RouteRecord) {
+    let Some(joined) = cluster.joined.get() else {
+        return;
+    };
+    let Some(start) = record.start.clone() else {
+        return;
+    };
+    let began = Instant::now();
+    tracing::warn!(route = %record.route, session_id = %record.session_id,
+        from = record.moving_from.as_deref().unwrap_or(""), "a drained node hands its route here");
+    let arriving = arrive(cluster, movers, &joined.js, record.clone(), began);
+    let id = SessionId::from(record.session_id.as_str());
+    if let Err(error) = movers
+        .adopt
+        .adopt(id, record.route.clone(), start, arriving)
+        .await
+    {
+        tracing::error!(route = %record.route, session_id = %record.session_id, %error,
+            "cannot start a route handed here; it is marked ended");
+        joined
+            .routes
+            .release(&record.route, &record.session_id, &cluster.node)
+            .await;
+    }
+}
+
+/// What brings a route's tasks in, once its session's row exists here.
+fn arrive(
+    cluster: &Arc<Cluster>,
+    movers: &Movers,
+    js: &jetstream::Context,
+    held: RouteRecord,
+    began: Instant,
+) -> futures::future::BoxFuture<'static, ()> {
+    let cluster = Arc::clone(cluster);
+    let journal = Arc::clone(&movers.journal);
+    let js = js.clone();
+    Box::pin(async move {
+        match bring_tasks(&cluster, &journal, &js, &held).await {
+            Ok((brought, run, failed)) => tracing::warn!(route = %held.route,
+                session_id = %held.session_id, from = held.moving_from.as_deref().unwrap_or(&held.node),
+                tasks = brought, to_run = run,
+                failed, ms = began.elapsed().as_millis() as u64, "took a route over with its tasks"),
+            Err(error) => tracing::error!(route = %held.route, %error,
+                "cannot read the route's tasks from the journal; its session starts without them"),
+        }
+    })
 }
 
 /// One task as the journal has it.

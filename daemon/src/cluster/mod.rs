@@ -5,14 +5,18 @@
 //! writing this node's routes again when NATS is back, and leaving. The
 //! only module that names `async_nats`.
 
+mod drain;
 mod failover;
 mod handoff;
 pub mod journal;
 mod nodes;
+mod place;
 pub mod routes;
 
+pub use drain::DrainError;
 pub use nodes::{NODES_BUCKET, NodeRecord, heartbeat_age_ms, host_name, node_name};
 use nodes::{heartbeat, now_ms, put};
+pub use place::{PlaceError, Starter};
 
 use std::time::Duration;
 
@@ -80,6 +84,11 @@ pub struct Cluster {
     /// What starts and stops sessions the cluster moves, and the journal
     /// their tasks come from (set once the supervisor runs).
     movers: std::sync::OnceLock<failover::Movers>,
+    /// Being drained: takes no new sessions and no other node's routes.
+    draining: std::sync::atomic::AtomicBool,
+    /// What starts sessions other nodes place here (set once the control
+    /// API exists).
+    starts: std::sync::OnceLock<place::Starter>,
 }
 
 /// What a joined node holds of the cluster.
@@ -114,6 +123,8 @@ impl Cluster {
             stop: stop.child_token(),
             load: Load::default(),
             movers: std::sync::OnceLock::new(),
+            draining: std::sync::atomic::AtomicBool::new(false),
+            starts: std::sync::OnceLock::new(),
         });
         if config.required {
             std::sync::Arc::clone(&cluster)
@@ -209,6 +220,12 @@ impl Cluster {
         )
         .await
         .map_err(|e| registry(&e))?;
+        drain::serve(std::sync::Arc::clone(&self), client.clone())
+            .await
+            .map_err(|e| registry(&e))?;
+        place::serve(std::sync::Arc::clone(&self), client.clone())
+            .await
+            .map_err(|e| registry(&e))?;
         me.heartbeat_ms = now_ms();
         me.live_sessions = self.load.get().map_or(0, |live| live());
         self.until_ready(|| put(&bucket, &me)).await?;

@@ -38,6 +38,9 @@ pub struct NodeRecord {
     pub live_sessions: u64,
     /// Unix milliseconds of its latest heartbeat.
     pub heartbeat_ms: u64,
+    /// Being drained (`roostctl drain`): no node moves a route to it.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 pub(super) fn now_ms() -> u64 {
@@ -121,6 +124,7 @@ pub(super) async fn heartbeat(
         }
         me.heartbeat_ms = now_ms();
         me.live_sessions = cluster.load.get().map_or(0, |live| live());
+        me.draining = cluster.draining.load(std::sync::atomic::Ordering::Relaxed);
         match put(&bucket, &me).await {
             Ok(_) if failed => {
                 failed = false;

@@ -37,10 +37,15 @@ pub struct RouteRecord {
     pub version: String,
     pub since: String,
     pub spec: CardSpec,
-    /// How another node starts it should this one leave the cluster (its
-    /// start request; only for `restart: always` and `on-failure`).
+    /// How another node starts it: when this one is drained, or leaves the
+    /// cluster and the request's restart policy is `always` or
+    /// `on-failure`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<roost_wire::api::StartRequest>,
+    /// Set while the route moves from node `moving_from` (drained) to
+    /// `node`, which starts it; cleared by that node's claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moving_from: Option<String>,
 }
 
 impl RouteRecord {
@@ -56,6 +61,7 @@ impl RouteRecord {
             since: claim.since,
             spec: claim.spec,
             start: claim.start,
+            moving_from: None,
         }
     }
 
@@ -380,6 +386,15 @@ impl Table {
 #[async_trait::async_trait]
 impl crate::a2a::routing::Claims for super::Cluster {
     async fn claim(&self, claim: Claim, resumed: bool) -> Result<(), ClaimError> {
+        if self.draining.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ClaimError::Unavailable {
+                route: claim.route,
+                message: format!(
+                    "node {} is being drained; start it on another node",
+                    self.node
+                ),
+            });
+        }
         let record = RouteRecord::of(claim, &self.node);
         // Not joined yet (`cluster.required: false`): served here, and
         // written to the table once joined.
@@ -434,6 +449,11 @@ impl Mine {
 
     pub(super) fn all(&self) -> Vec<RouteRecord> {
         self.lock().values().cloned().collect()
+    }
+
+    /// Whether this node runs route `route`.
+    pub(super) fn has(&self, route: &str) -> bool {
+        self.lock().contains_key(route)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, RouteRecord>> {

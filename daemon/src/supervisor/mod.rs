@@ -4,6 +4,7 @@
 
 mod backoff;
 mod grants;
+mod resume;
 mod retention;
 mod routing;
 mod session;
@@ -18,17 +19,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use roost_wire::api::{Session, SessionState};
+use roost_wire::api::Session;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::ids::SessionId;
-use crate::staging::{StageError, Staged, session_dirs, stage};
+use crate::staging::{StageError, Staged, session_dirs};
 use crate::store::StoreError;
-
-/// Sessions staged at once while roostd brings them back after a restart.
-const RESUME_PARALLEL: usize = 8;
 
 /// What the supervisor can refuse; the API maps these to statuses.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +59,13 @@ enum OwnerCommand {
     },
     Stop {
         id_or_name: String,
+        reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    },
+    /// Takes no more tasks, finishes those it runs, then ends as by a
+    /// shutdown (queued tasks stay queued); stopped after `within`.
+    Drain {
+        id: SessionId,
+        within: Duration,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
     },
     /// Which live session (if any) an id or name refers to.
@@ -177,95 +182,17 @@ impl Supervisor {
         rx.await.map_err(|_| SupervisorError::Gone)?
     }
 
-    /// Brings back the sessions the database says should come back after a restart.
-    pub async fn resume_all(&self) -> Result<usize, SupervisorError> {
-        use futures::StreamExt;
-        let items = self.shared.store.resumable().await?;
-        self.set_resume(|p| {
-            *p = Some(roost_wire::api::ResumeProgress {
-                total: items.len() as u64,
-                done: 0,
-            });
-        });
-        // Staged side by side (reading, hashing, compiling from the cache);
-        // each launch still goes through the owner task, one at a time.
-        let resumed = futures::stream::iter(items)
-            .map(|item| async move {
-                let ok = self.resume_one(item).await;
-                self.set_resume(|p| {
-                    if let Some(p) = p {
-                        p.done += 1;
-                    }
-                });
-                ok
-            })
-            .buffer_unordered(RESUME_PARALLEL)
-            .filter(|ok| std::future::ready(*ok))
-            .count()
-            .await;
-        self.set_resume(|p| *p = None);
-        Ok(resumed)
-    }
-
-    fn set_resume(&self, change: impl FnOnce(&mut Option<roost_wire::api::ResumeProgress>)) {
-        change(
-            &mut self
-                .shared
-                .resume
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-    }
-
-    /// How far resuming after a restart has come (`None`: not resuming).
-    pub fn resuming(&self) -> Option<roost_wire::api::ResumeProgress> {
-        *self
-            .shared
-            .resume
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Stages and launches one session again; `false` when it could not be.
-    async fn resume_one(&self, item: crate::store::Resumable) -> bool {
-        match stage(&self.shared.stage_ctx(), item.request).await {
-            Ok(staged) => {
-                let resume = Resume {
-                    id: item.id.clone().into(),
-                    name: item.name.clone(),
-                    restart_count: item.restart_count + 1,
-                    why: "resumed after roostd restart",
-                    arriving: None,
-                };
-                let outcome = self
-                    .ask(|reply| OwnerCommand::Launch {
-                        staged: Box::new(staged),
-                        resume: Some(resume),
-                        reply,
-                    })
-                    .await;
-                match outcome {
-                    Ok(_) => true,
-                    Err(error) => {
-                        tracing::warn!(session_id = %item.id, %error, "cannot resume session");
-                        false
-                    }
-                }
-            }
-            Err(error) => {
-                let message = format!("cannot restart after roostd restart: {error}");
-                tracing::warn!(session_id = %item.id, error = %message, "resume failed");
-                if let Err(error) = self
-                    .shared
-                    .store
-                    .mark_ended(&item.id, SessionState::Failed, Some(&message), None)
-                    .await
-                {
-                    tracing::error!(session_id = %item.id, %error, "cannot record a failed resume");
-                }
-                false
-            }
-        }
+    /// Drains a live session: it takes no more tasks, finishes those it
+    /// runs (stopped after `within`), and ends with its queued tasks still
+    /// queued (for where it starts next). Its final record.
+    pub async fn drain(
+        &self,
+        id: &SessionId,
+        within: Duration,
+    ) -> Result<Session, SupervisorError> {
+        let id = id.clone();
+        self.ask(|reply| OwnerCommand::Drain { id, within, reply })
+            .await
     }
 
     /// Stops a live session and returns its final record (an ended one is returned as is).
@@ -391,6 +318,7 @@ impl Owner {
                     reply,
                 } => self.launch(*staged, resume, reply),
                 OwnerCommand::Stop { id_or_name, reply } => self.stop(&id_or_name, reply).await,
+                OwnerCommand::Drain { id, within, reply } => self.drain(&id, within, reply),
                 OwnerCommand::Resolve { id_or_name, reply } => {
                     let _ = reply.send(self.resolve(&id_or_name));
                 }
@@ -553,6 +481,29 @@ impl Owner {
                 });
             }
         }
+    }
+
+    fn drain(
+        &mut self,
+        id: &SessionId,
+        within: Duration,
+        reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    ) {
+        let Some(live) = self.live.get_mut(id) else {
+            let _ = reply.send(Err(SupervisorError::NotFound(id.to_string())));
+            return;
+        };
+        live.by_shutdown.store(true, Ordering::Relaxed);
+        live.waiting_stop.push(reply);
+        let stop = live.stop.clone();
+        if !self.shared.tasks.quiesce(id) {
+            stop.cancel();
+            return;
+        }
+        tokio::spawn(async move {
+            tokio::time::sleep(within).await;
+            stop.cancel();
+        });
     }
 
     fn ended(&mut self, id: &SessionId, record: Option<Box<Session>>) {

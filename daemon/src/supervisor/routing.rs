@@ -56,6 +56,13 @@ impl Adopt for Supervisor {
             .map_err(|e| e.to_string())
     }
 
+    async fn drain(&self, id: SessionId, within: std::time::Duration) -> Result<(), String> {
+        Supervisor::drain(self, &id, within)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
     async fn give_up(&self, id: SessionId, why: String) {
         tracing::warn!(session_id = %id, why, "stopping a session another node runs now");
         if let Err(error) = self.stop(&id).await {

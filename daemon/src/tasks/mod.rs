@@ -54,6 +54,9 @@ struct Inbox {
     queued: Queued,
     /// How many of the session's launches wait on the inbox right now.
     waiting: Arc<AtomicUsize>,
+    /// Cancelled when the session is to take no more tasks but finish
+    /// those it runs (a node being drained).
+    quiesce: CancellationToken,
 }
 
 /// Live events of one task; dropping the last one frees the channel (so a
@@ -142,6 +145,7 @@ impl Broker {
         let depth = depth.max(1);
         let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + INBOX_SLACK));
         let queued = Queued::default();
+        let quiesce = CancellationToken::new();
         lock(&self.inboxes).insert(
             session_id.to_string(),
             Inbox {
@@ -150,9 +154,27 @@ impl Broker {
                 depth,
                 queued: Arc::clone(&queued),
                 waiting: Arc::default(),
+                quiesce: quiesce.clone(),
             },
         );
-        InboxRx { rx, queued }
+        InboxRx {
+            rx,
+            queued,
+            quiesce,
+        }
+    }
+
+    /// The session takes no more tasks (its launch ends as stopped once
+    /// those it runs have finished; those still queued stay queued).
+    /// `false` when it has no inbox.
+    pub fn quiesce(&self, session_id: &str) -> bool {
+        match lock(&self.inboxes).get(session_id) {
+            Some(inbox) => {
+                inbox.quiesce.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// Each route's tasks waiting for their session (for the metrics).

@@ -32,6 +32,8 @@ pub(super) const INBOX_SLACK: usize = 16;
 pub struct InboxRx {
     pub(super) rx: mpsc::Receiver<Box<Incoming>>,
     pub(super) queued: Queued,
+    /// Cancelled by `Broker::quiesce`: take no more tasks.
+    pub(super) quiesce: CancellationToken,
 }
 
 impl InboxRx {
@@ -88,12 +90,22 @@ impl Queue {
         idle: Option<std::time::Duration>,
         stop: &CancellationToken,
     ) -> Next {
+        // Quiesced (its node is being drained): no more tasks here; those
+        // still queued stay queued for where the session goes next.
+        if self
+            .inbox
+            .as_ref()
+            .is_some_and(|inbox| inbox.quiesce.is_cancelled())
+        {
+            return Next::Stopped;
+        }
         if let Some(task) = self.pending.pop_front() {
             return Next::Task(task);
         }
         let Some(inbox) = self.inbox.as_mut() else {
             return Next::Closed;
         };
+        let quiesce = inbox.quiesce.clone();
         let idle = async {
             match idle {
                 Some(t) => tokio::time::sleep(t).await,
@@ -103,6 +115,7 @@ impl Queue {
         let _waiting = self.waiting.as_deref().map(Waiting::new);
         tokio::select! {
             () = stop.cancelled() => Next::Stopped,
+            () = quiesce.cancelled() => Next::Stopped,
             () = idle => Next::Idle,
             task = inbox.recv() => task.map_or(Next::Closed, |t| Next::Task(*t)),
         }

@@ -149,8 +149,7 @@ impl SessionTask {
             version: manifest.version.clone(),
             since: crate::store::now(),
             spec: manifest.card.clone(),
-            start: (self.staged.request.restart != roost_wire::api::RestartPolicy::No)
-                .then(|| self.staged.request.clone()),
+            start: Some(self.staged.request.clone()),
         };
         Ok(claims.claim(claim, resumed).await?)
     }
