@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::kv;
-use futures::StreamExt;
 use roost_wire::api::{DrainReport, DrainRequest, DrainedSession};
 
 use super::Cluster;
@@ -40,7 +39,7 @@ pub enum DrainError {
 impl Cluster {
     /// Drains node `request.node`: this one, or another asked over NATS.
     pub async fn drain(self: &Arc<Self>, request: DrainRequest) -> Result<DrainReport, DrainError> {
-        let within = Duration::from_secs(request.timeout_secs.unwrap_or(60).clamp(1, 3600));
+        let within = within(&request);
         if request.node == self.node {
             return Ok(self.drain_here(within).await);
         }
@@ -169,35 +168,24 @@ impl Cluster {
     }
 }
 
-/// Answers drain requests for node `node` until `stop`.
+/// Answers drain requests for this node until roostd stops.
 pub(super) async fn serve(cluster: Arc<Cluster>, client: async_nats::Client) -> Result<(), String> {
-    let mut requests = client
-        .subscribe(subject(&cluster.node))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        loop {
-            let request = tokio::select! {
-                () = cluster.stop.cancelled() => return,
-                request = requests.next() => request,
-            };
-            let Some(request) = request else { return };
-            let Some(reply) = request.reply.clone() else {
-                continue;
-            };
-            let (cluster, client) = (Arc::clone(&cluster), client.clone());
-            tokio::spawn(async move {
-                let Ok(asked) = serde_json::from_slice::<DrainRequest>(&request.payload) else {
-                    return;
-                };
-                let within = Duration::from_secs(asked.timeout_secs.unwrap_or(60).clamp(1, 3600));
-                let report = cluster.drain_here(within).await;
-                let body = serde_json::to_vec(&report).unwrap_or_default();
-                if let Err(error) = client.publish(reply, body.into()).await {
-                    tracing::warn!(%error, "cannot answer a drain request");
-                }
-            });
-        }
-    });
-    Ok(())
+    let subject = subject(&cluster.node);
+    super::answer_requests(
+        cluster,
+        client,
+        subject,
+        "drain",
+        |cluster, body| async move {
+            let asked = serde_json::from_slice::<DrainRequest>(&body).ok()?;
+            let report = cluster.drain_here(within(&asked)).await;
+            Some(serde_json::to_vec(&report).unwrap_or_default())
+        },
+    )
+    .await
+}
+
+/// How long a drain lets running tasks finish (default 60 s, 1 s to 1 h).
+fn within(request: &DrainRequest) -> Duration {
+    Duration::from_secs(request.timeout_secs.unwrap_or(60).clamp(1, 3600))
 }

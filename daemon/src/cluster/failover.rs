@@ -174,7 +174,19 @@ async fn take_over(cluster: &Arc<Cluster>, movers: &Movers, record: RouteRecord)
         "a node left the cluster: taking its route over");
     // Its tasks come in once its session's row exists here, before the
     // session takes any.
-    let arriving = arrive(cluster, movers, &joined.js, held.clone(), began);
+    let arriving = arrive(cluster, movers, &joined.js, held, began);
+    start_here(cluster, movers, &record, start, arriving).await;
+}
+
+/// Starts `record`'s session here (its record names this node); one that
+/// cannot start here has its route marked ended.
+async fn start_here(
+    cluster: &Cluster,
+    movers: &Movers,
+    record: &RouteRecord,
+    start: roost_wire::api::StartRequest,
+    arriving: futures::future::BoxFuture<'static, ()>,
+) {
     let id = SessionId::from(record.session_id.as_str());
     if let Err(error) = movers
         .adopt
@@ -182,11 +194,13 @@ async fn take_over(cluster: &Arc<Cluster>, movers: &Movers, record: RouteRecord)
         .await
     {
         tracing::error!(route = %record.route, session_id = %record.session_id, %error,
-            "took a route over but cannot start its session here; it is marked ended");
-        joined
-            .routes
-            .release(&record.route, &record.session_id, &cluster.node)
-            .await;
+            "cannot start a route's session here; it is marked ended");
+        if let Some(joined) = cluster.joined.get() {
+            joined
+                .routes
+                .release(&record.route, &record.session_id, &cluster.node)
+                .await;
+        }
     }
 }
 
@@ -203,19 +217,7 @@ async fn take_in(cluster: &Arc<Cluster>, movers: &Movers, record: RouteRecord) {
     tracing::warn!(route = %record.route, session_id = %record.session_id,
         from = record.moving_from.as_deref().unwrap_or(""), "a drained node hands its route here");
     let arriving = arrive(cluster, movers, &joined.js, record.clone(), began);
-    let id = SessionId::from(record.session_id.as_str());
-    if let Err(error) = movers
-        .adopt
-        .adopt(id, record.route.clone(), start, arriving)
-        .await
-    {
-        tracing::error!(route = %record.route, session_id = %record.session_id, %error,
-            "cannot start a route handed here; it is marked ended");
-        joined
-            .routes
-            .release(&record.route, &record.session_id, &cluster.node)
-            .await;
-    }
+    start_here(cluster, movers, &record, start, arriving).await;
 }
 
 /// What brings a route's tasks in, once its session's row exists here.

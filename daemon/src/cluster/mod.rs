@@ -397,6 +397,48 @@ fn check_private(config: &ClusterConfig) -> Result<(), ClusterError> {
     Ok(())
 }
 
+/// Answers the requests other nodes send to `subject` until roostd stops:
+/// each body through `answer` (in a task of its own), whose bytes go back
+/// to the asker (`None`: nothing goes back). `what` names them in the log.
+async fn answer_requests<F, Fut>(
+    cluster: std::sync::Arc<Cluster>,
+    client: async_nats::Client,
+    subject: String,
+    what: &'static str,
+    answer: F,
+) -> Result<(), String>
+where
+    F: Fn(std::sync::Arc<Cluster>, bytes::Bytes) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Option<Vec<u8>>> + Send + 'static,
+{
+    use futures::StreamExt;
+    let mut requests = client.subscribe(subject).await.map_err(|e| e.to_string())?;
+    let answer = std::sync::Arc::new(answer);
+    tokio::spawn(async move {
+        loop {
+            let request = tokio::select! {
+                () = cluster.stop.cancelled() => return,
+                request = requests.next() => request,
+            };
+            let Some(request) = request else { return };
+            let Some(reply) = request.reply.clone() else {
+                continue;
+            };
+            let (client, answered) = (
+                client.clone(),
+                answer(std::sync::Arc::clone(&cluster), request.payload),
+            );
+            tokio::spawn(async move {
+                let Some(body) = answered.await else { return };
+                if let Err(error) = client.publish(reply, body.into()).await {
+                    tracing::warn!(%error, what, "cannot answer a request from another node");
+                }
+            });
+        }
+    });
+    Ok(())
+}
+
 /// A JetStream request that may succeed when tried again: it timed out,
 /// or no server answered it (a stream without a leader yet).
 fn not_ready(error: &str) -> bool {

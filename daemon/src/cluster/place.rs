@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use roost_wire::api::{ErrorDetail, StartProgress, StartRequest};
 
@@ -139,44 +138,32 @@ impl Cluster {
     }
 }
 
-/// Answers start requests other nodes place on this one, until `stop`.
+/// Answers start requests other nodes place on this one, until roostd
+/// stops.
 pub(super) async fn serve(cluster: Arc<Cluster>, client: async_nats::Client) -> Result<(), String> {
-    let mut requests = client
-        .subscribe(subject(&cluster.node))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        loop {
-            let request = tokio::select! {
-                () = cluster.stop.cancelled() => return,
-                request = requests.next() => request,
-            };
-            let Some(request) = request else { return };
-            let Some(reply) = request.reply.clone() else {
-                continue;
-            };
-            let (cluster, client) = (Arc::clone(&cluster), client.clone());
-            tokio::spawn(async move {
-                let answer = match serde_json::from_slice::<StartRequest>(&request.payload) {
-                    Err(e) => refused(400, "bad_request", format!("invalid start request: {e}")),
-                    Ok(mut asked) => {
-                        // Placed here: started here, not placed again.
-                        asked.node = None;
-                        asked.node_labels.clear();
-                        match cluster.starts.get() {
-                            Some(start) => start(asked).await,
-                            None => refused(503, "starting", "this node is still starting".into()),
-                        }
+    let subject = subject(&cluster.node);
+    super::answer_requests(
+        cluster,
+        client,
+        subject,
+        "placed start",
+        |cluster, body| async move {
+            let answer = match serde_json::from_slice::<StartRequest>(&body) {
+                Err(e) => refused(400, "bad_request", format!("invalid start request: {e}")),
+                Ok(mut asked) => {
+                    // Placed here: started here, not placed again.
+                    asked.node = None;
+                    asked.node_labels.clear();
+                    match cluster.starts.get() {
+                        Some(start) => start(asked).await,
+                        None => refused(503, "starting", "this node is still starting".into()),
                     }
-                };
-                let body = serde_json::to_vec(&answer).unwrap_or_default();
-                if let Err(error) = client.publish(reply, body.into()).await {
-                    tracing::warn!(%error, "cannot answer a placed start");
                 }
-            });
-        }
-    });
-    Ok(())
+            };
+            Some(serde_json::to_vec(&answer).unwrap_or_default())
+        },
+    )
+    .await
 }
 
 fn refused(status: u16, code: &str, message: String) -> StartProgress {
