@@ -72,7 +72,10 @@ fn main() {
                 "",
             );
             node.client
-                .start(&harness::request(&dir))
+                .start(&roost_ctl::api::StartRequest {
+                    node: Some(name.trim_start_matches("bench-").into()),
+                    ..harness::request(&dir)
+                })
                 .await
                 .expect("start");
             addrs.push(node.client.health().await.expect("health").a2a_addr);

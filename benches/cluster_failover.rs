@@ -106,6 +106,7 @@ fn main() {
             .client
             .start(&StartRequest {
                 name: Some("failover".into()),
+                node: Some("a".into()),
                 restart: RestartPolicy::Always,
                 workdir: Some(work.path().display().to_string()),
                 ..harness::request(&dir)

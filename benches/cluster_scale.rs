@@ -57,7 +57,7 @@ async fn main() {
     let alone = Daemon::start_with(&base, &env).await;
     let idle = capsule(&alone, &mock).await;
     let before = settled_rss(&alone).await;
-    let alone_secs = start_all(&alone, &idle, "idle", n, RestartPolicy::No).await;
+    let alone_secs = start_all(&alone, &idle, "idle", n, RestartPolicy::No, None).await;
     let alone_rss = settled_rss(&alone).await;
     drop(alone);
 
@@ -73,7 +73,15 @@ async fn main() {
     for (node, name) in nodes.iter().zip(["a", "b", "c"]) {
         let idle = capsule(node, &mock).await;
         let before = settled_rss(node).await;
-        let secs = start_all(node, &idle, &format!("idle-{name}"), n, RestartPolicy::No).await;
+        let secs = start_all(
+            node,
+            &idle,
+            &format!("idle-{name}"),
+            n,
+            RestartPolicy::No,
+            Some(name),
+        )
+        .await;
         rows.push((name, before, secs));
     }
     let mut rss = Vec::new();

@@ -36,7 +36,7 @@ async fn main() {
     let capsule = capsule(&daemon, &mock).await;
     let idle = RssIdle::take(&daemon).await;
 
-    let start_secs = start_all(&daemon, &capsule, "idle", n, RestartPolicy::Always).await;
+    let start_secs = start_all(&daemon, &capsule, "idle", n, RestartPolicy::Always, None).await;
     let live = daemon.client.health().await.expect("health").live_sessions;
     assert_eq!(live as usize, n, "every session is live");
     tokio::time::sleep(Duration::from_secs(12)).await;

@@ -55,24 +55,27 @@ pub async fn capsule(daemon: &Daemon, mock: &MockLlm) -> PathBuf {
 /// Clients starting sessions at once.
 const CLIENTS: usize = 16;
 
-/// Starts `n` sessions named `<prefix>-<i>` on `daemon` through the
-/// control API, 16 clients at once; the seconds it took.
+/// Starts `n` sessions named `<prefix>-<i>` on `daemon` (on node `node`
+/// of its cluster, when given) through the control API, 16 clients at
+/// once; the seconds it took.
 pub async fn start_all(
     daemon: &Daemon,
     capsule: &Path,
     prefix: &str,
     n: usize,
     restart: RestartPolicy,
+    node: Option<&str>,
 ) -> f64 {
     let started = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
     let clients: Vec<_> = (0..CLIENTS)
         .map(|_| {
-            let (client, next, capsule, prefix) = (
+            let (client, next, capsule, prefix, node) = (
                 daemon.client.clone(),
                 Arc::clone(&next),
                 capsule.to_path_buf(),
                 prefix.to_string(),
+                node.map(str::to_string),
             );
             tokio::spawn(async move {
                 loop {
@@ -84,6 +87,7 @@ pub async fn start_all(
                         .start(&StartRequest {
                             name: Some(format!("{prefix}-{i}")),
                             restart,
+                            node: node.clone(),
                             ..request(&capsule)
                         })
                         .await

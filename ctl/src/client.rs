@@ -428,8 +428,12 @@ impl Client {
         &self,
         bundle: Vec<u8>,
         platform: &str,
+        cluster: bool,
     ) -> Result<crate::api::PublishReport, ClientError> {
-        let path = format!("{API_PREFIX}/registry?platform={}", encode(platform));
+        let mut path = format!("{API_PREFIX}/registry?platform={}", encode(platform));
+        if cluster {
+            path.push_str("&cluster=true");
+        }
         self.post_zip(&path, bundle).await
     }
 

@@ -251,6 +251,9 @@ pub async fn run(
         peer_tokens,
         log,
     );
+    // A node's artifacts come from its own registry, then the cluster's.
+    let cluster_registry = cluster.as_ref().map(|c| c.registry());
+    parts.registry = crate::registry::layered(parts.registry, cluster_registry.as_ref());
     // Sessions claim their routes in the cluster's route table.
     parts.claims = cluster
         .clone()
@@ -324,6 +327,7 @@ pub async fn run(
             peers: outbox,
             retention,
             supervisor: supervisor.clone(),
+            cluster_registry: cluster_registry.clone(),
         },
         running,
     ));
@@ -336,6 +340,10 @@ pub async fn run(
         control_addr: control_tcp.as_ref().map(|(_, addr, _)| addr.to_string()),
         host: Arc::clone(&host),
     };
+    // Calls on a session other nodes do not run are answered here.
+    if let Some(cluster) = &cluster {
+        cluster.serve_controls(api::controls(api::app(state.clone())));
+    }
     let control_tcp_task = control_tcp.map(|(listener, addr, token)| {
         tracing::info!(%addr, "control API also on TCP (bearer token required)");
         tokio::spawn(api::serve_tcp(

@@ -1,12 +1,16 @@
 //! Where artifacts come from: the [`Registry`] trait and its two implementations
 //! over the same layout (`roost_wire::artifact::registry`), a local directory and
-//! a read-only `http://` base URL (fetched with [`crate::http_client`]).
+//! a read-only `http://` base URL (fetched with [`crate::http_client`]); and
+//! [`Layered`], a node's own registry in front of its cluster's (whose
+//! implementation is `cluster::artifacts`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use roost_wire::artifact::registry::LayoutError;
-use roost_wire::artifact::{BundleRef, INDEX_FILENAME, IndexEntry, LocalRegistry, RegistryIndex};
+use roost_wire::artifact::registry::{LayoutError, Published};
+use roost_wire::artifact::{
+    ArtifactManifest, BundleRef, INDEX_FILENAME, IndexEntry, LocalRegistry, RegistryIndex,
+};
 
 /// Index documents larger than this are refused.
 const MAX_INDEX_BYTES: u64 = 16 << 20;
@@ -26,6 +30,8 @@ pub enum RegistryError {
     ReadOnly(String),
     #[error(transparent)]
     Bundle(#[from] roost_wire::artifact::BundleError),
+    #[error("the cluster's registry: {0}")]
+    Cluster(String),
 }
 
 /// A source of published artifacts.
@@ -37,42 +43,49 @@ pub trait Registry: Send + Sync {
     async fn index(&self) -> Result<RegistryIndex, RegistryError>;
     /// The bytes of one bundle the index names.
     async fn bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, RegistryError>;
-    /// The directory roostd may publish into (`None`: read-only).
-    fn writable(&self) -> Option<LocalRegistry> {
-        None
+    /// Puts checked bundle bytes for `platform` in (the same bytes again
+    /// are a no-op, other bytes for a published version are refused) and
+    /// says where they are, for messages. Read-only registries refuse.
+    async fn put(
+        &self,
+        _manifest: &ArtifactManifest,
+        _bytes: Vec<u8>,
+        _platform: String,
+    ) -> Result<(Published, String), RegistryError> {
+        Err(RegistryError::ReadOnly(self.location()))
     }
 }
 
 /// What [`publish`] put into the registry.
 pub struct PublishedBundle {
-    pub manifest: roost_wire::artifact::ArtifactManifest,
-    pub published: roost_wire::artifact::registry::Published,
-    /// The bundle file on this host.
-    pub path: PathBuf,
+    pub manifest: ArtifactManifest,
+    pub published: Published,
+    /// Where the bundle is (a file on this host, or an object of the
+    /// cluster's bucket).
+    pub path: String,
 }
 
-/// Publishes bundle bytes (`roostctl publish --to-daemon`) into roostd's
-/// own registry, after the checks every bundle gets when it is installed
-/// (size, zip entries, manifest); the same bytes again are a no-op.
+/// Publishes bundle bytes (`roostctl publish --to-daemon`, `--cluster`)
+/// into `registry`, after the checks every bundle gets when it is
+/// installed (size, zip entries, manifest); the same bytes again are a
+/// no-op.
 pub async fn publish(
     registry: &dyn Registry,
     bytes: Vec<u8>,
     platform: String,
     max_bytes: u64,
 ) -> Result<PublishedBundle, RegistryError> {
-    let local = registry
-        .writable()
-        .ok_or_else(|| RegistryError::ReadOnly(registry.location()))?;
-    blocking(move || {
+    let (manifest, bytes) = blocking(move || {
         let bundle = roost_wire::artifact::Bundle::read(&bytes, "the uploaded bundle", max_bytes)?;
-        let published = local.publish(&bundle.manifest, &bytes, &platform)?;
-        Ok(PublishedBundle {
-            path: local.root().join(&published.bundle.path),
-            manifest: bundle.manifest,
-            published,
-        })
+        Ok((bundle.manifest, bytes))
     })
-    .await
+    .await?;
+    let (published, path) = registry.put(&manifest, bytes, platform).await?;
+    Ok(PublishedBundle {
+        manifest,
+        published,
+        path,
+    })
 }
 
 /// One artifact version resolved for this platform, with the hash the registry reports.
@@ -138,8 +151,109 @@ impl Registry for DirRegistry {
         blocking(move || local.read_bundle(&bundle, max_bytes).map_err(Into::into)).await
     }
 
-    fn writable(&self) -> Option<LocalRegistry> {
-        Some(self.0.clone())
+    async fn put(
+        &self,
+        manifest: &ArtifactManifest,
+        bytes: Vec<u8>,
+        platform: String,
+    ) -> Result<(Published, String), RegistryError> {
+        let local = self.0.clone();
+        let manifest = manifest.clone();
+        blocking(move || {
+            let published = local.publish(&manifest, &bytes, &platform)?;
+            let path = local.root().join(&published.bundle.path);
+            Ok((published, path.display().to_string()))
+        })
+        .await
+    }
+}
+
+/// `own`, in front of the cluster's registry when roostd is a node of one.
+pub fn layered(own: Arc<dyn Registry>, cluster: Option<&Arc<dyn Registry>>) -> Arc<dyn Registry> {
+    match cluster {
+        Some(cluster) => Arc::new(Layered {
+            own,
+            cluster: Arc::clone(cluster),
+        }),
+        None => own,
+    }
+}
+
+/// A node's own registry in front of its cluster's: an index with the
+/// versions of both (the node's own where both have a version), and a
+/// bundle from the first that has it. Publishing (`--to-daemon`) goes to
+/// the node's own.
+pub struct Layered {
+    pub own: Arc<dyn Registry>,
+    pub cluster: Arc<dyn Registry>,
+}
+
+#[async_trait::async_trait]
+impl Registry for Layered {
+    fn location(&self) -> String {
+        format!("{} and {}", self.own.location(), self.cluster.location())
+    }
+
+    async fn index(&self) -> Result<RegistryIndex, RegistryError> {
+        let (own, cluster) = tokio::join!(self.own.index(), self.cluster.index());
+        let mut index = own?;
+        let cluster = match cluster {
+            Ok(cluster) => cluster,
+            Err(error) => {
+                // The node's own versions still resolve while the cluster
+                // cannot be read; a version only the cluster has is then
+                // "not found", and the log says why.
+                tracing::warn!(%error, "the cluster's registry cannot be read");
+                return Ok(index);
+            }
+        };
+        for entry in cluster.artifacts {
+            match index.entry(&entry.name, &entry.version) {
+                Some(own)
+                    if own.bundles.iter().any(|b| {
+                        entry
+                            .bundles
+                            .iter()
+                            .any(|c| c.platform == b.platform && c.sha256 != b.sha256)
+                    }) =>
+                {
+                    tracing::warn!(artifact = %entry.name, version = %entry.version,
+                        "this version is in this node's registry and the cluster's with \
+                         different bytes; this node's are used");
+                }
+                Some(_) => {}
+                None => index.artifacts.push(entry),
+            }
+        }
+        index
+            .artifacts
+            .sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
+        Ok(index)
+    }
+
+    async fn bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, RegistryError> {
+        match self.own.bundle(bundle, max_bytes).await {
+            Ok(bytes) => Ok(bytes),
+            Err(own) => self
+                .cluster
+                .bundle(bundle, max_bytes)
+                .await
+                .map_err(|cluster| {
+                    RegistryError::Location(format!(
+                        "bundle {} is in neither registry: {own}; {cluster}",
+                        bundle.path
+                    ))
+                }),
+        }
+    }
+
+    async fn put(
+        &self,
+        manifest: &ArtifactManifest,
+        bytes: Vec<u8>,
+        platform: String,
+    ) -> Result<(Published, String), RegistryError> {
+        self.own.put(manifest, bytes, platform).await
     }
 }
 

@@ -33,6 +33,9 @@ pub struct Stored {
     pub bytes: u64,
 }
 
+/// The directory under the state dir uploads are unpacked in.
+pub const DIR: &str = "uploads";
+
 /// Checks and unpacks `zip` under `<state_dir>/uploads/` (blocking I/O).
 pub fn store(state_dir: &Path, zip: &[u8], max_bytes: u64) -> Result<Stored, UploadError> {
     let files = roost_wire::artifact::bundle::entries(zip, "the uploaded capsule", max_bytes)?;
@@ -40,7 +43,7 @@ pub fn store(state_dir: &Path, zip: &[u8], max_bytes: u64) -> Result<Stored, Upl
         return Err(UploadError::NoManifest);
     }
     let sha256 = roost_wire::artifact::sha256_hex(zip);
-    let uploads = state_dir.join("uploads");
+    let uploads = state_dir.join(DIR);
     let dest = uploads.join(&sha256);
     let io = |path: &Path| {
         let path = path.to_path_buf();

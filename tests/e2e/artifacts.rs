@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use crate::harness::{Daemon, TEST_CONFIG, artifact_dir, capsule, code, guest, publish, request};
 
-const ECHO: &str = "name: echo-tool\nversion: 1.0.0\nruntime: tool\n\
+pub(crate) const ECHO: &str = "name: echo-tool\nversion: 1.0.0\nruntime: tool\n\
 description: Echo text back\ntags: [text, demo]\n\
 input_schema: {type: object, properties: {text: {type: string}}}\n";
 
 const ENVDUMP_SCRIPT: &[u8] = b"#!/bin/sh\ninput=$(cat)\necho \"input=$input\"\nenv | sort\n";
 
-fn wasm(name: &str) -> Vec<u8> {
+pub(crate) fn wasm(name: &str) -> Vec<u8> {
     std::fs::read(guest(name)).expect("guest bytes")
 }
 
@@ -336,7 +336,7 @@ async fn cli_output(daemon: &Daemon, args: &[&str]) -> String {
     String::from_utf8(out).expect("utf-8")
 }
 
-fn invoker_capsule(root: &Path, name: &str) -> PathBuf {
+pub(crate) fn invoker_capsule(root: &Path, name: &str) -> PathBuf {
     capsule(
         root,
         name,

@@ -75,7 +75,13 @@ async fn nodes_join_see_each_other_and_a_dead_one_leaves_with_its_heartbeat() {
     // Its load: a session that keeps running on a shows in the next
     // heartbeat, and `roostctl nodes` lists both with it.
     let spinner = crate::harness::spinner(a.root.path());
-    a.start_capsule(&spinner).await;
+    a.client
+        .start(&roost_wire::api::StartRequest {
+            node: Some("a".into()),
+            ..crate::harness::request(&spinner)
+        })
+        .await
+        .expect("start on a");
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let health = a.client.health().await.expect("health");

@@ -140,6 +140,7 @@ async fn a_killed_nodes_session_comes_back_elsewhere_with_every_accepted_task_no
         .client
         .start(&StartRequest {
             name: Some("durable".into()),
+            node: Some("a".into()),
             ..request(&dir)
         })
         .await
@@ -166,6 +167,7 @@ async fn a_killed_nodes_session_comes_back_elsewhere_with_every_accepted_task_no
         .client
         .start(&StartRequest {
             name: Some("durable".into()),
+            node: Some("a".into()),
             restart: RestartPolicy::Always,
             workdir: Some(work.path().display().to_string()),
             ..request(&dir)
@@ -266,6 +268,7 @@ async fn a_node_cut_off_while_its_route_moved_does_not_run_it_when_it_comes_back
     a.client
         .start(&StartRequest {
             name: Some("fenced".into()),
+            node: Some("a".into()),
             restart: RestartPolicy::Always,
             workdir: Some(work.path().display().to_string()),
             ..request(&dir)

@@ -5,11 +5,18 @@
 
 use std::time::Duration;
 
-use roost_wire::api::StartRequest;
+use roost_wire::api::{SessionState, StartRequest};
 
 use crate::cluster::{nats, node_config};
 use crate::cluster_failover::{LIFECYCLE, ends, gateway, node_of, runs, send_recorded};
 use crate::harness::{Daemon, conformance, request};
+
+/// Whether node `d` runs (or ran) session `id` itself: its own list (a
+/// call on the session would be answered by whichever node has it).
+async fn holds(d: &Daemon, id: &str) -> bool {
+    let listed = d.client.list(true).await.expect("list");
+    listed.iter().any(|s| s.id == id)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_nodes_sessions_move_with_their_queued_tasks_and_every_task_completes() {
@@ -26,6 +33,7 @@ async fn a_drained_nodes_sessions_move_with_their_queued_tasks_and_every_task_co
         .client
         .start(&StartRequest {
             name: Some("moving".into()),
+            node: Some("a".into()),
             workdir: Some(work.path().display().to_string()),
             ..request(&dir)
         })
@@ -79,14 +87,23 @@ async fn a_drained_nodes_sessions_move_with_their_queued_tasks_and_every_task_co
     }
     let held = node_of(&c, "moving").await.expect("route");
     assert_eq!((held.0.as_str(), held.2), (to.as_str(), true));
-    // The drained node takes no new session.
+    // The drained node takes no new session; one asked of it without a
+    // node goes to another, and a's API answers for it there.
     let other = conformance(a.root.path(), "late", LIFECYCLE, "");
     let refused = a
         .client
-        .start(&request(&other))
+        .start(&StartRequest {
+            node: Some("a".into()),
+            ..request(&other)
+        })
         .await
         .expect_err("draining");
     assert!(refused.to_string().contains("drained"), "{refused}");
+    let late = a.client.start(&request(&other)).await.expect("placed");
+    let on_b = holds(&b, &late.id).await;
+    let on_c = holds(&c, &late.id).await;
+    assert!(on_b != on_c, "on exactly one of b and c");
+    assert_eq!(a.client.get(&late.id).await.expect("carried").name, "late");
     // Draining a node no one runs is a clear error.
     let none = c
         .client
@@ -122,11 +139,8 @@ async fn a_session_is_placed_on_the_node_asked_or_the_one_with_room() {
         })
         .await
         .unwrap_or_else(|e| panic!("placed start: {e}\n{}", b.log()));
-    assert_eq!(
-        b.client.get(&session.id).await.expect("on b").name,
-        "placed"
-    );
-    assert!(a.client.get(&session.id).await.is_err(), "not on a");
+    assert!(holds(&b, &session.id).await, "on b");
+    assert!(!holds(&a, &session.id).await, "not on a");
     let held = node_of(&a, "placed").await.expect("route");
     assert_eq!(held.0, "b");
     // By label: only b is in zone z2.
@@ -140,7 +154,7 @@ async fn a_session_is_placed_on_the_node_asked_or_the_one_with_room() {
         })
         .await
         .expect("zoned start");
-    assert!(b.client.get(&zoned.id).await.is_ok(), "zone z2 is b");
+    assert!(holds(&b, &zoned.id).await, "zone z2 is b");
     // b now runs two sessions, a none: auto picks a (the most room).
     tokio::time::sleep(Duration::from_secs(2)).await; // a heartbeat carries the load
     let roomy = b
@@ -152,7 +166,31 @@ async fn a_session_is_placed_on_the_node_asked_or_the_one_with_room() {
         })
         .await
         .expect("auto start");
-    assert!(a.client.get(&roomy.id).await.is_ok(), "auto placed it on a");
+    assert!(holds(&a, &roomy.id).await, "auto placed it on a");
+    // Without --node: the node with the most room too (a, asked of b),
+    // and b's API answers for it: a call on one session is carried to the
+    // node that runs it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spinner = crate::harness::spinner(b.root.path());
+    let default = b.client.start(&request(&spinner)).await.expect("default");
+    assert!(holds(&a, &default.id).await, "placed on a");
+    let seen = b.client.get(&default.id).await.expect("carried get");
+    assert_eq!(
+        (seen.id.as_str(), seen.state),
+        (default.id.as_str(), SessionState::Running)
+    );
+    let follow = b
+        .client
+        .logs(&default.id, true, |_| {})
+        .await
+        .expect_err("followed elsewhere");
+    assert!(follow.to_string().contains("runs on node a"), "{follow}");
+    b.client.stop(&default.id).await.expect("carried stop");
+    let ended = b.client.wait(&default.id).await.expect("carried wait");
+    assert!(ended.state.is_ended(), "{ended:?}");
+    // An id no node has is still this node's plain 404.
+    let unknown = b.client.get("ses_nosuch").await.expect_err("unknown");
+    assert!(unknown.to_string().contains("ses_nosuch"), "{unknown}");
     // Clear refusals, nothing started.
     for (node, labels, says) in [
         ("nosuch", vec![], "no live node is named 'nosuch'"),

@@ -22,9 +22,11 @@ async fn gateway(d: &Daemon) -> String {
     d.client.health().await.expect("health").a2a_addr
 }
 
-fn named(dir: &std::path::Path, name: &str) -> StartRequest {
+/// Route `name` from `dir`, started on `node` (not placed elsewhere).
+fn named(dir: &std::path::Path, name: &str, node: &str) -> StartRequest {
     StartRequest {
         name: Some(name.into()),
+        node: Some(node.into()),
         ..request(dir)
     }
 }
@@ -59,7 +61,7 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
     let (a_addr, b_addr, c_addr) = (gateway(&a).await, gateway(&b).await, gateway(&c).await);
     let dir = conformance(a.root.path(), "echo", LIFECYCLE, "");
     a.client
-        .start(&named(&dir, "echo"))
+        .start(&named(&dir, "echo", "a"))
         .await
         .expect("start on a");
 
@@ -185,13 +187,13 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
     let other = conformance(b.root.path(), "echo", LIFECYCLE, "");
     let refused = b
         .client
-        .start(&named(&other, "echo"))
+        .start(&named(&other, "echo", "b"))
         .await
         .expect_err("taken");
     let text = refused.to_string();
     assert!(text.contains("node a") && text.contains("echo"), "{text}");
     b.client
-        .start(&named(&other, "echo-b"))
+        .start(&named(&other, "echo-b", "b"))
         .await
         .expect("another name starts");
 
@@ -224,7 +226,7 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
     let got = rpc(&b_addr, "echo", Some("1.0"), "GetTask", json!({"id": id})).await;
     assert_eq!(got["result"]["id"], id.as_str(), "{got}");
     b.client
-        .start(&named(&other, "echo"))
+        .start(&named(&other, "echo", "b"))
         .await
         .expect("the ended name is free");
     let sent = rpc(
@@ -250,7 +252,7 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
     // c does not answer (at once: no node listens on c's subject).
     let lone = conformance(c.root.path(), "lone", LIFECYCLE, "");
     c.client
-        .start(&named(&lone, "lone"))
+        .start(&named(&lone, "lone", "c"))
         .await
         .expect("start on c");
     let ok = rpc(
@@ -299,7 +301,7 @@ async fn a_request_through_another_node_needs_the_routes_token_as_at_its_own() {
     let b_addr = gateway(&b).await;
     let dir = conformance(a.root.path(), "echo", LIFECYCLE, "");
     a.client
-        .start(&named(&dir, "echo"))
+        .start(&named(&dir, "echo", "a"))
         .await
         .expect("start on a");
     let send = |id: &str| {
@@ -425,7 +427,7 @@ async fn with_one_nats_server_of_three_gone_the_cluster_keeps_serving() {
     let (a_addr, b_addr) = (gateway(&a).await, gateway(&b).await);
     let dir = conformance(a.root.path(), "echo", LIFECYCLE, "");
     a.client
-        .start(&named(&dir, "echo"))
+        .start(&named(&dir, "echo", "a"))
         .await
         .expect("start on a");
     let first = send_until_done(&b_addr, "echo", "k-1", "before").await;
@@ -445,7 +447,7 @@ async fn with_one_nats_server_of_three_gone_the_cluster_keeps_serving() {
     // A route claimed now, on b, is served through a.
     let other = conformance(b.root.path(), "late", LIFECYCLE, "");
     b.client
-        .start(&named(&other, "late"))
+        .start(&named(&other, "late", "b"))
         .await
         .expect("a claim with two of three servers");
     let late = send_until_done(&a_addr, "late", "k-3", "late").await;

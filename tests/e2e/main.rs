@@ -18,6 +18,7 @@ mod chaos;
 mod cli;
 mod client_limits;
 mod cluster;
+mod cluster_artifacts;
 mod cluster_failover;
 mod cluster_moves;
 mod cluster_routing;

@@ -193,8 +193,9 @@ pub struct StartRequest {
     pub case_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dataset_id: Option<String>,
-    /// In a cluster: the node to start it on (`auto`: the live node with the
-    /// most free capacity); unset: the node asked.
+    /// In a cluster: the node to start it on (`auto`, and unset: the live
+    /// node with the most free capacity, a tie going to the node asked; a
+    /// capsule uploaded to the node asked starts there).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// In a cluster: only a node with all these labels (`cluster.labels`).

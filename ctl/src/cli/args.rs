@@ -82,8 +82,8 @@ pub enum Command {
         #[arg(long)]
         job_id: Option<String>,
         /// In a cluster: the node to start it on, or `auto` (the live node
-        /// with the most free capacity); default: the node asked. The
-        /// capsule's path must resolve on that node.
+        /// with the most free capacity, a tie going to the node asked: the
+        /// default). The capsule's path must resolve on that node.
         #[arg(long, value_name = "NODE")]
         node: Option<String>,
         /// In a cluster: only a node with this label (repeat for more),
@@ -181,6 +181,10 @@ pub enum Command {
         /// when the daemon in use is the system one).
         #[arg(long)]
         to_daemon: bool,
+        /// Publish into the registry of the cluster the daemon is a node of
+        /// (a JetStream object store every node reads).
+        #[arg(long, conflicts_with_all = ["registry", "to_daemon"])]
+        cluster: bool,
         /// Platform of the bundle: `any`, or `<os>-<arch>` (default: this host's
         /// platform for native tools, `any` for everything else).
         #[arg(long)]

@@ -45,6 +45,7 @@ pub const PUBLISH: &str = "\
 Examples:
   roostctl publish ./my-tool
   roostctl publish ./my-tool --to-daemon
+  roostctl publish ./my-tool --cluster
   roostctl publish ./my-tool --registry /srv/registry --platform any";
 pub const POLICY: &str = "Example:\n  roostctl policy ./my-capsule";
 pub const DOCTOR: &str = "Example:\n  roostctl doctor --json";

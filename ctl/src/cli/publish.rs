@@ -1,7 +1,8 @@
 //! `roostctl publish`: an artifact directory packed into a registry: a
-//! directory roostctl writes itself, or the daemon's own registry over its
+//! directory roostctl writes itself, the daemon's own registry over its
 //! socket (`--to-daemon`, the default when the daemon in use is the system one,
-//! whose registry only its own user can write).
+//! whose registry only its own user can write), or the registry of the
+//! cluster the daemon is a node of (`--cluster`), which every node reads.
 
 use super::print::{Output, print_json};
 use super::*;
@@ -11,13 +12,22 @@ use crate::api::PublishReport;
 pub(super) enum Target {
     Directory(PathBuf),
     Daemon,
+    Cluster,
 }
 
 impl Target {
     /// `--registry DIR`, else `--to-daemon`, else `$ROOST_REGISTRY`, else the
     /// daemon's registry when roostctl talks to the system daemon, else the
     /// default registry directory.
-    pub(super) fn choose(registry: Option<PathBuf>, to_daemon: bool, client: &Client) -> Self {
+    pub(super) fn choose(
+        registry: Option<PathBuf>,
+        to_daemon: bool,
+        cluster: bool,
+        client: &Client,
+    ) -> Self {
+        if cluster {
+            return Self::Cluster;
+        }
         if let Some(dir) = registry {
             return Self::Directory(dir);
         }
@@ -60,7 +70,8 @@ pub(super) async fn publish(
         None => GENERIC_PLATFORM.to_string(),
     };
     let report = match target {
-        Target::Daemon => client.publish(bytes, &platform).await?,
+        Target::Daemon => client.publish(bytes, &platform, false).await?,
+        Target::Cluster => client.publish(bytes, &platform, true).await?,
         Target::Directory(registry) => {
             if registry.to_str().is_some_and(|r| r.contains("://")) {
                 return Err(CliError::Usage(format!(

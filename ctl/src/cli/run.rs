@@ -222,9 +222,10 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             dir,
             registry,
             to_daemon,
+            cluster,
             platform,
         } => {
-            let target = super::publish::Target::choose(registry, to_daemon, &client);
+            let target = super::publish::Target::choose(registry, to_daemon, cluster, &client);
             publish(out, &client, &dir, target, platform, how).await?
         }
         Command::Policy { path } => {

@@ -2,6 +2,7 @@
 //! listener (`observe.rs`) and the web dashboard (`ui/`): with `a2a`, the
 //! only module that knows HTTP. Handlers hold a [`Supervisor`] handle and nothing else.
 
+mod carried;
 mod cluster;
 mod error;
 mod events;
@@ -27,6 +28,7 @@ use axum::routing::{get, post};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+pub use carried::controls;
 pub use error::ApiError;
 pub use observe::{MetricsState, health_routes, serve_metrics};
 pub use sessions::starter;
@@ -163,19 +165,9 @@ pub fn app(state: ApiState) -> Router {
         .route("/v1/sessions", post(sessions::start).get(sessions::list))
         .route("/v1/cluster/sessions", get(cluster::sessions))
         .route("/v1/cluster/drain", post(cluster::drain))
-        .route(
-            "/v1/sessions/{id}",
-            get(sessions::get_one).delete(sessions::remove),
-        )
+        .merge(one_session(state.clone()))
         .route("/v1/prune", post(sessions::prune))
-        .route("/v1/sessions/{id}/stop", post(sessions::stop))
-        .route("/v1/sessions/{id}/restart", post(sessions::restart))
         .route("/v1/events", get(events::events))
-        .route("/v1/sessions/{id}/wait", get(sessions::wait))
-        .route("/v1/sessions/{id}/events", get(sessions::events))
-        .route("/v1/sessions/{id}/logs", get(logs::logs))
-        .route("/v1/sessions/{id}/tasks", get(sessions::tasks))
-        .route("/v1/sessions/{id}/trace", get(sessions::trace))
         .route("/v1/policy", post(policy::policy))
         // Bundles are bigger than any JSON request: their own limit.
         .route(
@@ -191,6 +183,24 @@ pub fn app(state: ApiState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), trace_request))
         .with_state(state)
+}
+
+/// Calls on one session; in a cluster, carried to the node that runs it
+/// when this one does not.
+fn one_session(state: ApiState) -> Router<ApiState> {
+    Router::new()
+        .route(
+            "/v1/sessions/{id}",
+            get(sessions::get_one).delete(sessions::remove),
+        )
+        .route("/v1/sessions/{id}/stop", post(sessions::stop))
+        .route("/v1/sessions/{id}/restart", post(sessions::restart))
+        .route("/v1/sessions/{id}/wait", get(sessions::wait))
+        .route("/v1/sessions/{id}/events", get(sessions::events))
+        .route("/v1/sessions/{id}/logs", get(logs::logs))
+        .route("/v1/sessions/{id}/tasks", get(sessions::tasks))
+        .route("/v1/sessions/{id}/trace", get(sessions::trace))
+        .route_layer(middleware::from_fn_with_state(state, carried::elsewhere))
 }
 
 /// One span per request; the peer's credentials are logged when known.
@@ -381,5 +391,37 @@ mod tests {
         let (status, err) = call(app, get("/nope")).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(err["error"]["code"], "not_found");
+    }
+
+    /// What another node (anyone who can publish to
+    /// `roost.control.<node>`) can ask: calls on one session only.
+    #[sqlx::test(migrations = "../migrations")]
+    async fn another_node_carries_only_calls_on_one_session(pool: sqlx::SqlitePool) {
+        use crate::cluster::control::Forwarded;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let app = test_app(pool, dir.path()).await;
+        let controls = super::controls(app.clone());
+        let get = |uri: &str| Request::get(uri).body(Body::empty()).expect("request");
+        for (method, path) in [
+            ("GET", "/v1/health"),
+            ("POST", "/v1/prune"),
+            ("POST", "/v1/sessions"),
+            ("POST", "/v1/cluster/drain"),
+            ("POST", "/v1/registry?platform=any"),
+            ("GET", "/v1/sessions/x/../../health"),
+        ] {
+            let answer = controls(Forwarded::new(method, path, None, b"{}")).await;
+            assert_eq!(answer.status, 403, "{method} {path}");
+            let body = String::from_utf8(answer.body()).expect("utf-8");
+            assert!(body.contains("only calls on one session"), "{body}");
+        }
+        // The controls: the same API answers /v1/health asked directly,
+        // and a carried call on one session reaches it.
+        let (status, _) = call(app, get("/v1/health")).await;
+        assert_eq!(status, StatusCode::OK);
+        let answer = controls(Forwarded::new("GET", "/v1/sessions/ses_missing", None, &[])).await;
+        assert_eq!(answer.status, 404);
+        let body: serde_json::Value = serde_json::from_slice(&answer.body()).expect("JSON");
+        assert_eq!(body["error"]["code"], "not_found");
     }
 }

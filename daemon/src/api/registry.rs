@@ -1,8 +1,9 @@
-//! `POST /v1/registry?platform=P` (`roostctl publish --to-daemon`): an
-//! artifact bundle uploaded over the control socket and published into
-//! roostd's own registry directory, which only roostd's user can write
-//! under systemd. The body is the zip `roostctl publish` packs, bounded by
-//! `artifacts.max_bundle_mb` and checked as every bundle is.
+//! `POST /v1/registry?platform=P[&cluster=true]` (`roostctl publish
+//! --to-daemon`, `--cluster`): an artifact bundle uploaded over the control
+//! socket and published into roostd's own registry directory, which only
+//! roostd's user can write under systemd, or into its cluster's registry
+//! (which every node reads). The body is the zip `roostctl publish` packs,
+//! bounded by `artifacts.max_bundle_mb` and checked as every bundle is.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -19,6 +20,9 @@ use crate::registry::RegistryError;
 #[serde(deny_unknown_fields)]
 pub(super) struct PublishQuery {
     platform: String,
+    /// Into the cluster's registry rather than this node's.
+    #[serde(default)]
+    cluster: bool,
 }
 
 pub(super) async fn publish(
@@ -35,28 +39,38 @@ pub(super) async fn publish(
         )));
     }
     let max_bytes = state.host.config.artifacts.max_bundle_mb << 20;
-    let done = crate::registry::publish(
-        &*state.supervisor.registry(),
-        body.to_vec(),
-        query.platform,
-        max_bytes,
-    )
-    .await
-    .map_err(refused)?;
+    let registry = match (query.cluster, &state.host.cluster) {
+        (false, _) => state.supervisor.registry(),
+        (true, Some(cluster)) => cluster.registry(),
+        (true, None) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "not_clustered",
+                "--cluster publishes into a cluster's registry; this roostd is not a node of \
+                 one (cluster.servers is unset; see docs/cluster.md). Publish into its own \
+                 registry with --to-daemon",
+            ));
+        }
+    };
+    let done = crate::registry::publish(&*registry, body.to_vec(), query.platform, max_bytes)
+        .await
+        .map_err(refused)?;
     let m = &done.manifest;
     tracing::info!(
         artifact = %m.name,
         version = %m.version,
         platform = %done.published.bundle.platform,
         unchanged = done.published.unchanged,
-        "published into roostd's registry"
+        cluster = query.cluster,
+        "published into {}",
+        if query.cluster { "the cluster's registry" } else { "roostd's registry" }
     );
     Ok(Json(PublishReport {
         name: m.name.clone(),
         version: m.version.clone(),
         runtime: m.runtime.to_string(),
         platform: done.published.bundle.platform.clone(),
-        path: done.path.display().to_string(),
+        path: done.path,
         sha256: done.published.bundle.sha256.clone(),
         size: done.published.bundle.size,
         unchanged: done.published.unchanged,
@@ -76,6 +90,9 @@ fn refused(e: RegistryError) -> ApiError {
         }
         RegistryError::Layout(L::AlreadyPublished { .. } | L::KindMismatch { .. }) => {
             ApiError::new(StatusCode::CONFLICT, "already_published", message)
+        }
+        RegistryError::Cluster(_) => {
+            ApiError::new(StatusCode::BAD_GATEWAY, "cluster_unavailable", message)
         }
         _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "registry_error", message),
     }

@@ -56,11 +56,18 @@ enum Placed {
     There(StartProgress),
 }
 
+/// In a cluster a start goes to the node asked for (`node`, `node_labels`),
+/// by default to the live node with the most free capacity (a tie: this
+/// one). A capsule uploaded to this node, or a cluster this node cannot
+/// read yet, starts here.
 async fn place(state: &ApiState, mut request: StartRequest) -> Result<Placed, ApiError> {
-    if request.node.is_none() && request.node_labels.is_empty() {
-        return Ok(Placed::Here(request));
-    }
+    let asked = request.node.is_some() || !request.node_labels.is_empty();
+    let uploaded = std::path::Path::new(&request.path)
+        .starts_with(state.host.config.state_dir.join(crate::uploads::DIR));
     let Some(cluster) = &state.host.cluster else {
+        if !asked {
+            return Ok(Placed::Here(request));
+        }
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "not_clustered",
@@ -72,21 +79,36 @@ async fn place(state: &ApiState, mut request: StartRequest) -> Result<Placed, Ap
         crate::manifest::validate_name(node)
             .map_err(|why| ApiError::bad_request(format!("node: {why}")))?;
     }
+    // Asked for this node: no need to read the node registry.
+    let this_node = request.node.as_deref() == Some(cluster.node());
+    if (!asked && uploaded) || (this_node && request.node_labels.is_empty()) {
+        request.node = None;
+        return Ok(Placed::Here(request));
+    }
     use crate::cluster::PlaceError as P;
-    let target = cluster
+    let target = match cluster
         .placement(request.node.as_deref(), &request.node_labels)
         .await
-        .map_err(|e| match e {
-            P::NoNode(_) => ApiError::not_found(e.to_string()),
-            P::Labels { .. } | P::NoMatch(_) | P::Draining(_) => {
-                ApiError::new(StatusCode::CONFLICT, "no_node", e.to_string())
-            }
-            P::Unanswered { .. } | P::Registry(_) => ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "cluster_unavailable",
-                e.to_string(),
-            ),
-        })?;
+    {
+        Ok(target) => target,
+        Err(error) if !asked => {
+            tracing::warn!(%error, "the cluster cannot place this session now; it starts here");
+            return Ok(Placed::Here(request));
+        }
+        Err(e) => {
+            return Err(match e {
+                P::NoNode(_) => ApiError::not_found(e.to_string()),
+                P::Labels { .. } | P::NoMatch(_) | P::Draining(_) => {
+                    ApiError::new(StatusCode::CONFLICT, "no_node", e.to_string())
+                }
+                P::Unanswered { .. } | P::Registry(_) => ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "cluster_unavailable",
+                    e.to_string(),
+                ),
+            });
+        }
+    };
     request.node = None;
     request.node_labels.clear();
     if target == cluster.node() {

@@ -5,6 +5,8 @@
 //! writing this node's routes again when NATS is back, and leaving. The
 //! only module that names `async_nats`.
 
+pub mod artifacts;
+pub mod control;
 mod drain;
 mod failover;
 mod handoff;
@@ -89,6 +91,9 @@ pub struct Cluster {
     /// What starts sessions other nodes place here (set once the control
     /// API exists).
     starts: std::sync::OnceLock<place::Starter>,
+    /// What answers control calls other nodes carry here (set once the
+    /// control API exists).
+    controls: std::sync::OnceLock<control::Controls>,
 }
 
 /// What a joined node holds of the cluster.
@@ -98,6 +103,7 @@ struct Joined {
     replies: std::sync::Arc<handoff::Replies>,
     nodes: kv::Store,
     routes: std::sync::Arc<Table>,
+    artifacts: artifacts::Buckets,
 }
 
 impl Cluster {
@@ -125,6 +131,7 @@ impl Cluster {
             movers: std::sync::OnceLock::new(),
             draining: std::sync::atomic::AtomicBool::new(false),
             starts: std::sync::OnceLock::new(),
+            controls: std::sync::OnceLock::new(),
         });
         if config.required {
             std::sync::Arc::clone(&cluster)
@@ -184,8 +191,8 @@ impl Cluster {
         // A NATS cluster that is starting too has no JetStream leader yet,
         // and a new replicated bucket waits for its own: requests time out
         // meanwhile. Waited for, as for the servers themselves; both
-        // buckets and the task journal at once.
-        let (bucket, routes, journal) = tokio::join!(
+        // buckets, the task journal and the artifact registry at once.
+        let (bucket, routes, journal, artifacts) = tokio::join!(
             self.until_ready(|| js.create_or_update_key_value(kv::Config {
                 bucket: NODES_BUCKET.into(),
                 description: "roostd nodes: each node's record, kept alive by its heartbeat".into(),
@@ -196,8 +203,9 @@ impl Cluster {
             })),
             self.until_ready(|| Table::open(&js, config.replicas, self.stop.clone())),
             self.until_ready(|| journal::open(&js, config.replicas)),
+            self.until_ready(|| artifacts::open(&js, config.replicas)),
         );
-        let (bucket, routes, _journal) = (bucket?, routes?, journal?);
+        let (bucket, routes, _journal, artifacts) = (bucket?, routes?, journal?, artifacts?);
         let theirs = self.until_ready(|| bucket.get(&me.node)).await?;
         if let Some(entry) = theirs
             && let Ok(other) = serde_json::from_slice::<NodeRecord>(&entry)
@@ -226,6 +234,9 @@ impl Cluster {
         place::serve(std::sync::Arc::clone(&self), client.clone())
             .await
             .map_err(|e| registry(&e))?;
+        control::serve(std::sync::Arc::clone(&self), client.clone())
+            .await
+            .map_err(|e| registry(&e))?;
         me.heartbeat_ms = now_ms();
         me.live_sessions = self.load.get().map_or(0, |live| live());
         self.until_ready(|| put(&bucket, &me)).await?;
@@ -239,6 +250,7 @@ impl Cluster {
             replies,
             nodes: bucket.clone(),
             routes: std::sync::Arc::clone(&routes),
+            artifacts,
         });
         self.claim_mine().await;
         tracing::info!(node = %me.node, servers, "joined the cluster");

@@ -22,6 +22,9 @@ pub struct Handles {
     pub peers: Arc<crate::a2a::client::Peers>,
     pub retention: watch::Sender<Retention>,
     pub supervisor: crate::supervisor::Supervisor,
+    /// The cluster's artifact registry, behind which a reloaded registry
+    /// is layered (a node of a cluster).
+    pub cluster_registry: Option<Arc<dyn crate::registry::Registry>>,
 }
 
 /// Applies each config the binary sends until it stops sending.
@@ -86,7 +89,10 @@ fn apply(h: &Handles, mut running: DaemonConfig, new: DaemonConfig) -> DaemonCon
     if new.registry_location() != running.registry_location() {
         match crate::registry::open(&new.registry_location()) {
             Ok(registry) => {
-                h.supervisor.set_registry(registry);
+                h.supervisor.set_registry(crate::registry::layered(
+                    registry,
+                    h.cluster_registry.as_ref(),
+                ));
                 running.registry = new.registry.clone();
                 applied.push(format!("registry ({})", new.registry_location()));
             }

@@ -108,6 +108,50 @@ pub struct IndexEntry {
 }
 
 impl IndexEntry {
+    /// A new version's entry, without bundles yet.
+    pub fn of(manifest: &ArtifactManifest) -> Self {
+        Self {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            runtime: manifest.runtime,
+            implementation: manifest.implementation,
+            description: manifest.description.clone(),
+            tags: manifest.tags.clone(),
+            bundles: Vec::new(),
+        }
+    }
+
+    /// Whether this published version takes a bundle of `manifest` for
+    /// `platform` with hash `sha256`: `Some` when it has those very bytes
+    /// (nothing to do), `None` when the platform is new; refused when the
+    /// kind differs or the platform has other bytes.
+    pub fn admits(
+        &self,
+        manifest: &ArtifactManifest,
+        platform: &str,
+        sha256: &str,
+    ) -> Result<Option<BundleRef>, LayoutError> {
+        if self.runtime != manifest.runtime || self.implementation != manifest.implementation {
+            return Err(LayoutError::KindMismatch {
+                name: manifest.name.clone(),
+                version: manifest.version.clone(),
+                existing: kind(self.runtime, self.implementation),
+                new: kind(manifest.runtime, manifest.implementation),
+            });
+        }
+        match self.bundles.iter().find(|b| b.platform == platform) {
+            Some(existing) if existing.sha256 == sha256 => Ok(Some(existing.clone())),
+            Some(existing) => Err(LayoutError::AlreadyPublished {
+                name: manifest.name.clone(),
+                version: manifest.version.clone(),
+                platform: platform.to_string(),
+                existing: existing.sha256.clone(),
+                new: sha256.to_string(),
+            }),
+            None => Ok(None),
+        }
+    }
+
     /// The bundle for `platform`, else the generic one.
     pub fn bundle_for(&self, platform: &str) -> Option<&BundleRef> {
         self.bundles
@@ -273,14 +317,14 @@ impl LocalRegistry {
         let _guard = DirLock::acquire(&self.root).map_err(self.io(&self.root))?;
         let mut index = self.index()?;
         let sha256 = sha256_hex(bytes);
-        let file = if platform == GENERIC_PLATFORM {
-            format!("{}-{}.zip", manifest.name, manifest.version)
-        } else {
-            format!("{}-{}-{platform}.zip", manifest.name, manifest.version)
-        };
         let bundle = BundleRef {
             platform: platform.to_string(),
-            path: format!("{}/{}/{file}", manifest.name, manifest.version),
+            path: format!(
+                "{}/{}/{}",
+                manifest.name,
+                manifest.version,
+                bundle_file(manifest, platform)
+            ),
             sha256: sha256.clone(),
             size: bytes.len() as u64,
         };
@@ -289,46 +333,23 @@ impl LocalRegistry {
             .artifacts
             .iter()
             .position(|a| a.name == manifest.name && a.version == manifest.version);
-        if let Some(i) = position {
-            let entry = &index.artifacts[i];
-            if entry.runtime != manifest.runtime || entry.implementation != manifest.implementation
-            {
-                return Err(LayoutError::KindMismatch {
-                    name: manifest.name.clone(),
-                    version: manifest.version.clone(),
-                    existing: kind(entry.runtime, entry.implementation),
-                    new: kind(manifest.runtime, manifest.implementation),
-                });
-            }
-            if let Some(existing) = entry.bundles.iter().find(|b| b.platform == platform) {
-                if existing.sha256 == sha256 {
-                    return Ok(Published {
-                        bundle: existing.clone(),
-                        unchanged: true,
-                    });
-                }
-                return Err(LayoutError::AlreadyPublished {
-                    name: manifest.name.clone(),
-                    version: manifest.version.clone(),
-                    platform: platform.to_string(),
-                    existing: existing.sha256.clone(),
-                    new: sha256,
-                });
-            }
+        if let Some(i) = position
+            && let Some(existing) = index.artifacts[i].admits(manifest, platform, &sha256)?
+        {
+            return Ok(Published {
+                bundle: existing,
+                unchanged: true,
+            });
         }
         let path = self.root.join(&bundle.path);
         write_atomic(&path, bytes).map_err(self.io(&path))?;
         match position {
             Some(i) => index.artifacts[i].bundles.push(bundle.clone()),
-            None => index.artifacts.push(IndexEntry {
-                name: manifest.name.clone(),
-                version: manifest.version.clone(),
-                runtime: manifest.runtime,
-                implementation: manifest.implementation,
-                description: manifest.description.clone(),
-                tags: manifest.tags.clone(),
-                bundles: vec![bundle.clone()],
-            }),
+            None => {
+                let mut entry = IndexEntry::of(manifest);
+                entry.bundles.push(bundle.clone());
+                index.artifacts.push(entry);
+            }
         }
         index
             .artifacts
@@ -341,6 +362,15 @@ impl LocalRegistry {
             bundle,
             unchanged: false,
         })
+    }
+}
+
+/// The file name of a bundle of `manifest` for `platform`.
+pub fn bundle_file(manifest: &ArtifactManifest, platform: &str) -> String {
+    if platform == GENERIC_PLATFORM {
+        format!("{}-{}.zip", manifest.name, manifest.version)
+    } else {
+        format!("{}-{}-{platform}.zip", manifest.name, manifest.version)
     }
 }
 
