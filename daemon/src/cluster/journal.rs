@@ -503,7 +503,10 @@ async fn journal_accepted(core: &Arc<Core>, task: Accepted, working: bool) -> Re
         }
         Err(error) => {
             tracing::error!(task_id = %id, route, %error, "the cluster's journal refused a new task: it will not run");
-            let why = format!("{error}; it was not run");
+            let why = format!(
+                "{error}; it was not run. Send it again with a new messageId (this one \
+                 now names this failed task)"
+            );
             core.local.append_then(
                 &id,
                 vec![EventKind::Status {
