@@ -39,6 +39,78 @@ async fn spread(targets: &[(String, String)], clients: usize, secs: u64) -> Figu
     .await
 }
 
+/// Milliseconds at the 50th and 99th percentile of `ms`.
+fn p50_p99(ms: &mut [f64]) -> (f64, f64) {
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    (at(0.5), at(0.99))
+}
+
+/// Serial starts asked of node a, pinned there (`--node a`) and placed by
+/// default (on the node with the most room: a, or carried to b or c), and
+/// `GET /v1/sessions/ID` of a session on a asked of a and of b (carried).
+async fn starts_and_calls(nodes: &[Daemon; 3]) {
+    const STARTS: usize = 100;
+    let a = &nodes[0];
+    let dir = harness::conformance(
+        a.root.path(),
+        "idle",
+        "{task_acceptance: queue, after_task: sleep}",
+        "",
+    );
+    println!();
+    println!("Starting a session asked of node a, {STARTS} serial starts each");
+    println!(
+        "{:<34} {:>8} {:>8} {:>10}",
+        "", "p50 ms", "p99 ms", "elsewhere"
+    );
+    let mut first = None;
+    for (label, node) in [
+        ("pinned (--node a)", Some("a")),
+        ("by default (most room)", None),
+    ] {
+        let mut ms = Vec::new();
+        let mut elsewhere = 0;
+        for i in 0..STARTS {
+            let started = std::time::Instant::now();
+            let session = a
+                .client
+                .start(&roost_ctl::api::StartRequest {
+                    name: Some(format!("idle-{}-{i}", node.unwrap_or("any"))),
+                    node: node.map(str::to_string),
+                    ..harness::request(&dir)
+                })
+                .await
+                .expect("start");
+            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+            let here = a.client.list(false).await.expect("list");
+            if !here.iter().any(|s| s.id == session.id) {
+                elsewhere += 1;
+            }
+            first.get_or_insert(session.id);
+        }
+        let (p50, p99) = p50_p99(&mut ms);
+        println!("{label:<34} {p50:>8.2} {p99:>8.2} {elsewhere:>10}");
+    }
+    let id = first.expect("a session on a");
+    println!();
+    println!("GET /v1/sessions/ID of a session on node a, 500 serial calls each");
+    println!("{:<34} {:>8} {:>8}", "", "p50 ms", "p99 ms");
+    for (label, asked) in [
+        ("asked of a", &nodes[0]),
+        ("asked of b (carried to a)", &nodes[1]),
+    ] {
+        let mut ms = Vec::new();
+        for _ in 0..500 {
+            let started = std::time::Instant::now();
+            asked.client.get(&id).await.expect("get");
+            ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        let (p50, p99) = p50_p99(&mut ms);
+        println!("{label:<34} {p50:>8.2} {p99:>8.2}");
+    }
+}
+
 fn main() {
     let secs: u64 = std::env::args()
         .skip(1)
@@ -126,6 +198,7 @@ fn main() {
             println!("{}", row(&format!("{clients} clients, 3 nodes, direct"), &three));
             println!("{}", row(&format!("{clients} clients, 3 nodes, handed"), &handed));
         }
+        starts_and_calls(&nodes).await;
         drop(nodes);
         drop(nats);
     });

@@ -1,7 +1,8 @@
-//! Placing a session on a node of the cluster (`roostctl start --node
+//! Placing a session on a node of the cluster (`roostctl start`, `--node
 //! NAME|auto`, `--label KEY=VALUE`): the node is picked (the one named, or
 //! the live node not being drained with the most free capacity among those
-//! with the labels), and the start request is carried to it over
+//! with the labels: the others' load as their last heartbeat said, this
+//! node's as it is now), and the start request is carried to it over
 //! `roost.start.<node>`; that node starts it as if asked itself and
 //! answers with the session, or the error its control API would have
 //! given (a `StartProgress`).
@@ -63,10 +64,16 @@ impl Cluster {
         node: Option<&str>,
         labels: &BTreeMap<String, String>,
     ) -> Result<String, PlaceError> {
-        let nodes = self
+        let mut nodes = self
             .nodes()
             .await
             .map_err(|e| PlaceError::Registry(e.to_string()))?;
+        // This node's own load is known now, not as of its last heartbeat.
+        if let Some(live) = self.load.get() {
+            for n in nodes.iter_mut().filter(|n| n.node == self.node) {
+                n.live_sessions = live();
+            }
+        }
         let fits = |n: &NodeRecord| labels.iter().all(|(k, v)| n.labels.get(k) == Some(v));
         match node {
             Some(name) if name != "auto" => {
