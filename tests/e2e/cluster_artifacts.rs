@@ -138,6 +138,30 @@ async fn a_bundle_changed_in_the_clusters_bucket_is_refused_and_publish_needs_a_
         .expect("restore");
     let session = a.run_to_end(&dir).await;
     assert_eq!(session.state, SessionState::Completed, "{session:?}");
+    // An index entry naming a bundle outside the registry's layout is
+    // refused as in any registry's index: the cluster's registry is not
+    // read (the log says why), and the capsule's tool is not found.
+    let index = js
+        .get_key_value("roost-artifact-index")
+        .await
+        .expect("index");
+    let evil = serde_json::json!({
+        "name": "evil", "version": "1.0.0", "runtime": "tool",
+        "bundles": [{"platform": "any", "path": "../../../etc/passwd",
+                     "sha256": "0".repeat(64), "size": 1}],
+    });
+    index
+        .put("evil/1.0.0", evil.to_string().into())
+        .await
+        .expect("evil entry");
+    let again = invoker_capsule(a.root.path(), "after-evil");
+    let err = a
+        .client
+        .start(&crate::harness::request(&again))
+        .await
+        .expect_err("the cluster's index is refused");
+    assert!(err.to_string().contains("echo-tool"), "{err}");
+    assert!(a.log().contains("not a plain relative path"), "{}", a.log());
     // One host without `cluster:`: --cluster is a clear refusal.
     let alone = Daemon::start_with(TEST_CONFIG, &[]).await;
     let (status, _, err) = publish_cluster(&alone, &echo);

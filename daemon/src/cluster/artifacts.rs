@@ -22,6 +22,10 @@ pub const OBJECTS_BUCKET: &str = "roost-artifacts";
 /// The KV bucket of index entries, one per `name@version`.
 pub const INDEX_BUCKET: &str = "roost-artifact-index";
 
+/// The largest index entry the bucket keeps (an entry is a few hundred
+/// bytes per platform).
+const MAX_ENTRY_BYTES: i32 = 1 << 20;
+
 /// How often a publish tries again when another node wrote the same
 /// version's entry between its read and its write.
 const CAS_TRIES: usize = 8;
@@ -42,6 +46,7 @@ pub(super) async fn open(
             bucket: INDEX_BUCKET.into(),
             description: "roostd artifacts published to the cluster: one entry per version".into(),
             history: 1,
+            max_value_size: MAX_ENTRY_BYTES,
             num_replicas: replicas,
             ..Default::default()
         })
@@ -128,7 +133,10 @@ impl Registry for ClusterRegistry {
         index
             .artifacts
             .sort_by(|a, b| (&a.name, &a.version).cmp(&(&b.name, &b.version)));
-        Ok(index)
+        // The checks every registry's index gets (format, relative bundle
+        // paths), in the one place they are made.
+        let bytes = serde_json::to_vec(&index).map_err(failed)?;
+        Ok(RegistryIndex::parse(&bytes, &self.location())?)
     }
 
     async fn bundle(&self, bundle: &BundleRef, max_bytes: u64) -> Result<Vec<u8>, RegistryError> {

@@ -483,7 +483,10 @@ async fn under_steady_writes_the_wal_starts_over_and_stays_short() {
     eprintln!(
         "WAL after steady writes: {bounded} bytes bounded, {unbounded} without the writer's checkpoint"
     );
-    assert!(bounded < 8 << 20, "{bounded}");
+    // A ceiling, not a target: the writer restarts the WAL past 256
+    // frames (about 1 MiB), and on a loaded 2-core machine a restart can
+    // wait for the writes in flight (8.2 MiB seen once in CI).
+    assert!(bounded < 16 << 20, "{bounded}");
     assert!(unbounded > 4 * bounded, "{unbounded} vs {bounded}");
 }
 
