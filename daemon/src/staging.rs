@@ -53,14 +53,14 @@ pub enum StageError {
     Unenforceable { missing: String },
     #[error(
         "invalid capsule {}: `lifecycle` applies to agents and to script capsules that serve A2A \
-         tasks, but this component does not export murmur:a2a/handler@0.1.0; remove \
+         tasks, but this component does not export murmur:a2a/handler (@0.2.0 or @0.1.0); remove \
          `lifecycle` or export the handler",
         manifest.display()
     )]
     LifecycleWithoutHandler { manifest: PathBuf },
     #[error(
         "--lifecycle and --after-task apply to agents and to script capsules that serve A2A \
-         tasks; {} is a script capsule that does not export murmur:a2a/handler@0.1.0",
+         tasks; {} is a script capsule that does not export murmur:a2a/handler (@0.2.0 or @0.1.0)",
         manifest.display()
     )]
     LifecycleOverrideWithoutTasks { manifest: PathBuf },

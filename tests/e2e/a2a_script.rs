@@ -201,7 +201,8 @@ async fn lifecycle_needs_the_handler_export() {
         .expect_err("a run-only capsule with a lifecycle is refused");
     assert_eq!(code(&err), "invalid_manifest");
     assert!(
-        err.to_string().contains("murmur:a2a/handler@0.1.0"),
+        err.to_string()
+            .contains("murmur:a2a/handler (@0.2.0 or @0.1.0)"),
         "{err}"
     );
 }

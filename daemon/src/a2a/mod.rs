@@ -353,6 +353,7 @@ async fn wait_until_ended(
             seq: 1,
             at: task.created_at.clone(),
             kind: EventKind::Status {
+                parts: None,
                 state: TaskState::Submitted,
                 message: None,
             },
@@ -371,9 +372,11 @@ async fn wait_until_ended(
             Ok(Ok(event)) => {
                 let ends = matches!(&event.kind, EventKind::Status { state, .. } if over(*state));
                 let status = match &event.kind {
-                    EventKind::Status { state, message } if ends => {
-                        Some((*state, message.clone(), event.at.clone()))
-                    }
+                    EventKind::Status {
+                        state,
+                        message,
+                        parts,
+                    } if ends => Some((*state, message.clone(), parts.clone(), event.at.clone())),
                     _ => None,
                 };
                 if let Some(l) = &mut log {
@@ -385,10 +388,11 @@ async fn wait_until_ended(
                 }
                 // The event that ends the wait is the task's last status, as
                 // stored: the task as a read would give it, without the read.
-                if let Some((state, status_message, updated_at)) = status {
+                if let Some((state, status_message, status_parts, updated_at)) = status {
                     let task = A2aTask {
                         state,
                         status_message,
+                        status_parts,
                         updated_at,
                         ..task
                     };

@@ -409,9 +409,9 @@ async fn answer_send(
         None => broker.events(&task.id, 0).await?,
     };
     if task.state == TaskState::Completed
-        && let Some(text) = wire::reply(&log)
+        && let Some(said) = wire::reply(&log)
     {
-        return Ok(Answer::Value(wire::reply_result(&task, text, d)));
+        return Ok(Answer::Value(wire::reply_result(&task, said, d)));
     }
     let v = wire::task_with_log(&task, &log, d, shape);
     Ok(Answer::Value(match d {

@@ -70,43 +70,24 @@ pub fn parse_message(message: &Value) -> Result<InMessage, MessageError> {
         .and_then(Value::as_array)
         .filter(|p| !p.is_empty())
         .ok_or(MessageError::NoParts)?;
-    // Text as is, data as JSON; a file is named (by URL, or name, type and
-    // size) so that a text-reading capsule knows it was sent one.
-    let mut texts = Vec::new();
-    for part in parts {
-        let file = part.get("file").unwrap_or(part);
-        let name = ["filename", "name"]
-            .iter()
-            .find_map(|k| file.get(*k)?.as_str());
-        let media = ["mediaType", "mimeType"]
-            .iter()
-            .find_map(|k| file.get(*k)?.as_str());
-        if let Some(text) = part.get("text").and_then(Value::as_str) {
-            texts.push(text.to_string());
-        } else if let Some(data) = part.get("data") {
-            texts.push(data.to_string());
-        } else if let Some(url) = ["url", "uri"].iter().find_map(|k| file.get(*k)?.as_str()) {
-            texts.push(format!("[file {url}]"));
-        } else if let Some(raw) = ["raw", "bytes"].iter().find_map(|k| file.get(*k)?.as_str()) {
-            texts.push(format!(
-                "[file {} ({}), {} base64 characters]",
-                name.unwrap_or("unnamed"),
-                media.unwrap_or("unknown type"),
-                raw.len()
-            ));
-        }
-    }
-    if texts.is_empty() {
+    // Every part kept as a 1.0 Part object; the text is what a
+    // text-reading capsule gets (a file named, so that it knows it was sent
+    // one).
+    let parts: Vec<Value> = parts.iter().filter_map(normal_part).collect();
+    if parts.is_empty() {
         return Err(MessageError::Unreadable);
     }
-    let text = texts.join("\n\n");
+    let text = crate::tasks::parts_text(&parts);
     let context_id = get("contextId", "context_id");
-    let canonical = json!({
+    let mut canonical = json!({
         "messageId": message_id,
         "contextId": context_id,
         "role": "ROLE_USER",
-        "parts": texts.iter().map(|t| json!({"text": t})).collect::<Vec<_>>(),
+        "parts": parts,
     });
+    if let Some(meta) = obj.get("metadata").filter(|m| m.is_object()) {
+        canonical["metadata"] = meta.clone();
+    }
     Ok(InMessage {
         message_id,
         context_id,
@@ -114,6 +95,39 @@ pub fn parse_message(message: &Value) -> Result<InMessage, MessageError> {
         text,
         canonical,
     })
+}
+
+/// A part of either dialect as a 1.0 Part object (`None`: nothing this
+/// agent can read): text, data, or a file's bytes or URL, with its media
+/// type, filename and metadata.
+fn normal_part(part: &Value) -> Option<Value> {
+    let file = part.get("file").unwrap_or(part);
+    fn first<'a>(from: &'a Value, keys: &[&str]) -> Option<&'a str> {
+        keys.iter().find_map(|k| from.get(*k)?.as_str())
+    }
+    let mut p = if let Some(text) = part.get("text").and_then(Value::as_str) {
+        json!({ "text": text })
+    } else if let Some(data) = part.get("data") {
+        json!({ "data": data })
+    } else if let Some(url) = first(file, &["url", "uri"]) {
+        json!({ "url": url })
+    } else if let Some(raw) = first(file, &["raw", "bytes"]) {
+        json!({ "raw": raw })
+    } else {
+        return None;
+    };
+    if let Some(name) = first(file, &["filename", "name"]) {
+        p["filename"] = json!(name);
+    }
+    if let Some(media) =
+        first(file, &["mediaType", "mimeType"]).or_else(|| first(part, &["mediaType"]))
+    {
+        p["mediaType"] = json!(media);
+    }
+    if let Some(meta) = part.get("metadata").filter(|m| m.is_object()) {
+        p["metadata"] = meta.clone();
+    }
+    Some(p)
 }
 
 pub fn state_name(state: TaskState, d: Dialect) -> &'static str {
@@ -146,13 +160,18 @@ fn text_part(text: &str, d: Dialect) -> Value {
     }
 }
 
-fn agent_message(task: &A2aTask, id_suffix: &str, text: &str, d: Dialect) -> Value {
+/// An agent message: its stored parts, else its text.
+fn agent_message(task: &A2aTask, id_suffix: &str, (text, parts): Said<'_>, d: Dialect) -> Value {
+    let parts: Vec<Value> = match parts {
+        Some(parts) => parts.iter().map(|p| part("", Some(p), d)).collect(),
+        None => vec![text_part(text, d)],
+    };
     let mut m = json!({
         "messageId": format!("{}-{id_suffix}", task.id),
         "contextId": task.context_id,
         "taskId": task.id,
         "role": if d == Dialect::V10 { "ROLE_AGENT" } else { "agent" },
-        "parts": [text_part(text, d)],
+        "parts": parts,
     });
     if d == Dialect::V03 {
         m["kind"] = json!("message");
@@ -160,13 +179,18 @@ fn agent_message(task: &A2aTask, id_suffix: &str, text: &str, d: Dialect) -> Val
     m
 }
 
-fn user_message(task: &A2aTask, message_id: &str, text: &str, d: Dialect) -> Value {
+/// A client's message: its stored parts, else its text.
+fn user_message(task: &A2aTask, message_id: &str, (text, parts): Said<'_>, d: Dialect) -> Value {
+    let parts: Vec<Value> = match parts {
+        Some(parts) if !parts.is_empty() => parts.iter().map(|p| part("", Some(p), d)).collect(),
+        _ => vec![text_part(text, d)],
+    };
     let mut m = json!({
         "messageId": message_id,
         "contextId": task.context_id,
         "taskId": task.id,
         "role": if d == Dialect::V10 { "ROLE_USER" } else { "user" },
-        "parts": [text_part(text, d)],
+        "parts": parts,
     });
     if d == Dialect::V03 {
         m["kind"] = json!("message");
@@ -174,7 +198,7 @@ fn user_message(task: &A2aTask, message_id: &str, text: &str, d: Dialect) -> Val
     m
 }
 
-/// An artifact part: text, or a stored 1.0 Part (data, raw or url file).
+/// A part: text, or a stored 1.0 Part (text, data, raw or url file).
 fn part(text: &str, stored: Option<&Value>, d: Dialect) -> Value {
     let Some(p) = stored else {
         return text_part(text, d);
@@ -182,9 +206,20 @@ fn part(text: &str, stored: Option<&Value>, d: Dialect) -> Value {
     if d == Dialect::V10 {
         return p.clone();
     }
-    if let Some(data) = p.get("data") {
-        return json!({"kind": "data", "data": data});
+    let mut v = if let Some(text) = p.get("text") {
+        json!({"kind": "text", "text": text})
+    } else if let Some(data) = p.get("data") {
+        json!({"kind": "data", "data": data})
+    } else {
+        v03_file(p)
+    };
+    if let Some(meta) = p.get("metadata") {
+        v["metadata"] = meta.clone();
     }
+    v
+}
+
+fn v03_file(p: &Value) -> Value {
     let mut file = json!({});
     for (from, to) in [
         ("raw", "bytes"),
@@ -232,16 +267,19 @@ fn artifacts(log: &[TaskEvent], d: Dialect) -> Vec<Value> {
 }
 
 /// The message the agent answered with instead of a task result, if it did.
-pub fn reply(log: &[TaskEvent]) -> Option<&str> {
+pub fn reply(log: &[TaskEvent]) -> Option<Said<'_>> {
     log.iter().find_map(|e| match &e.kind {
-        EventKind::Reply { text } => Some(text.as_str()),
+        EventKind::Reply { text, parts } => Some((text.as_str(), parts.as_deref())),
         _ => None,
     })
 }
 
+/// What an agent said: its text, and its parts when it gave more than text.
+pub type Said<'a> = (&'a str, Option<&'a [Value]>);
+
 /// The agent's message reply as a SendMessage result (or stream event).
-pub fn reply_result(t: &A2aTask, text: &str, d: Dialect) -> Value {
-    let m = agent_message(t, "reply", text, d);
+pub fn reply_result(t: &A2aTask, said: Said<'_>, d: Dialect) -> Value {
+    let m = agent_message(t, "reply", said, d);
     match d {
         Dialect::V10 => json!({"message": m}),
         Dialect::V03 => m,
@@ -276,17 +314,25 @@ impl Default for Shape {
 /// The task's messages in order: the one that created it, then each input
 /// request (agent) and its answer (user) from `log`.
 fn history(t: &A2aTask, log: &[TaskEvent], d: Dialect) -> Vec<Value> {
-    let mut h = vec![user_message(t, &t.message_id, &t.text, d)];
+    let mut h = vec![user_message(t, &t.message_id, (&t.text, Some(&t.parts)), d)];
     for e in log {
         match &e.kind {
             EventKind::Status {
                 state: TaskState::InputRequired,
                 message: Some(m),
-            } => h.push(agent_message(t, &e.seq.to_string(), m, d)),
+                parts,
+            } => h.push(agent_message(
+                t,
+                &e.seq.to_string(),
+                (m, parts.as_deref()),
+                d,
+            )),
             EventKind::Input { message_id, text } => {
-                h.push(user_message(t, message_id, text, d));
+                h.push(user_message(t, message_id, (text, None), d));
             }
-            EventKind::Reply { text } => h.push(agent_message(t, "reply", text, d)),
+            EventKind::Reply { text, parts } => {
+                h.push(agent_message(t, "reply", (text, parts.as_deref()), d));
+            }
             _ => {}
         }
     }
@@ -302,8 +348,13 @@ pub fn task(t: &A2aTask, d: Dialect, shape: Shape) -> Value {
 pub fn task_with_log(t: &A2aTask, log: &[TaskEvent], d: Dialect, shape: Shape) -> Value {
     // A message reply is the completed task's status message.
     let message = match (t.status_message.as_deref(), reply(log)) {
-        (Some(m), _) => Some(agent_message(t, "status", m, d)),
-        (None, Some(text)) => Some(agent_message(t, "reply", text, d)),
+        (Some(m), _) => Some(agent_message(
+            t,
+            "status",
+            (m, t.status_parts.as_deref()),
+            d,
+        )),
+        (None, Some(said)) => Some(agent_message(t, "reply", said, d)),
         (None, None) => None,
     };
     let mut v = json!({
@@ -340,11 +391,15 @@ pub fn task_with_log(t: &A2aTask, log: &[TaskEvent], d: Dialect, shape: Shape) -
 pub fn event(t: &A2aTask, e: &TaskEvent, d: Dialect) -> Option<Value> {
     Some(match &e.kind {
         EventKind::Input { .. } => return None,
-        EventKind::Reply { text } => reply_result(t, text, d),
-        EventKind::Status { state, message } => {
+        EventKind::Reply { text, parts } => reply_result(t, (text, parts.as_deref()), d),
+        EventKind::Status {
+            state,
+            message,
+            parts,
+        } => {
             let message = message
                 .as_deref()
-                .map(|m| agent_message(t, &e.seq.to_string(), m, d));
+                .map(|m| agent_message(t, &e.seq.to_string(), (m, parts.as_deref()), d));
             let mut u = json!({
                 "taskId": t.id,
                 "contextId": t.context_id,

@@ -316,6 +316,7 @@ async fn bring_tasks(
                     journal.as_ref(),
                     &id,
                     vec![EventKind::Status {
+                        parts: None,
                         state: TaskState::Failed,
                         message: Some(why),
                     }],
@@ -379,7 +380,8 @@ async fn store(
                 k,
                 EventKind::Status {
                     state: TaskState::Working,
-                    message: None
+                    message: None,
+                    ..
                 }
             )
         })
@@ -533,6 +535,7 @@ mod tests {
     fn status(state: TaskState) -> Entry {
         Entry::Events {
             kinds: vec![EventKind::Status {
+                parts: None,
                 state,
                 message: None,
             }],

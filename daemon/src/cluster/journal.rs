@@ -510,6 +510,7 @@ async fn journal_accepted(core: &Arc<Core>, task: Accepted, working: bool) -> Re
             core.local.append_then(
                 &id,
                 vec![EventKind::Status {
+                    parts: None,
                     state: TaskState::Failed,
                     message: Some(why),
                 }],

@@ -21,12 +21,14 @@ wasmtime::component::bindgen!({
             import murmur:text/chunks@0.1.0;
             import murmur:task/task@0.1.0;
             import murmur:a2a/io@0.1.0;
+            import murmur:a2a/io@0.2.0;
         }
     ",
     world: "roost:host/host@0.1.0",
     imports: {
         "murmur:task/task.request-input": async | trappable,
-        "murmur:a2a/io.request-input": async | trappable,
+        "murmur:a2a/io@0.1.0.request-input": async | trappable,
+        "murmur:a2a/io@0.2.0.request-input": async | trappable,
         default: async,
     },
 });
@@ -42,14 +44,16 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     murmur::task::task::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::message::send::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::peer::call::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
-    murmur::a2a::io::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::a2a0_1_0::io::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::a2a0_2_0::types::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::a2a0_2_0::io::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     Ok(())
 }
 
 /// One `bindgen!` world per role a guest plays, exporting that role's
 /// interface only.
 macro_rules! guest_world {
-    ($(#[$doc:meta])* $module:ident, $world:literal, $inline:literal) => {
+    ($(#[$doc:meta])* $module:ident, $world:literal, $inline:literal $(, with: $with:tt)?) => {
         $(#[$doc])*
         pub(crate) mod $module {
             wasmtime::component::bindgen!({
@@ -57,6 +61,7 @@ macro_rules! guest_world {
                 inline: $inline,
                 world: $world,
                 exports: { default: async },
+                $(with: $with,)?
             });
         }
     };
@@ -76,6 +81,14 @@ pub(crate) mod guest {
         agent,
         "roost:guest/agent@0.1.0",
         "package roost:guest@0.1.0; world agent { export murmur:a2a/handler@0.1.0; }"
+    );
+    guest_world!(
+        /// A script capsule that serves A2A tasks with every part in and
+        /// out: `murmur:a2a/handler@0.2.0`.
+        agent2,
+        "roost:guest/agent2@0.1.0",
+        "package roost:guest@0.1.0; world agent2 { export murmur:a2a/handler@0.2.0; }",
+        with: { "murmur:a2a/types@0.2.0": crate::runtime::bindings::murmur::a2a0_2_0::types }
     );
     guest_world!(
         /// A tool or driver: `murmur:tool/run@0.1.0`.

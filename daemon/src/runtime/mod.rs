@@ -13,6 +13,7 @@ mod http;
 mod limits;
 mod output;
 mod run;
+pub use run::TaskMessage;
 mod state;
 mod task_io;
 mod ticker;
@@ -36,7 +37,9 @@ pub use host::{SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
 pub use state::GuestState;
-pub use task_io::{ArtifactUpdate, InputError, Outcome, Reply, TaskIo, TaskSlot, trace_id_of};
+pub use task_io::{
+    Answer, ArtifactUpdate, InputError, Outcome, Prompt, Reply, TaskIo, TaskSlot, trace_id_of,
+};
 
 use crate::ids::SessionId;
 use crate::logs::{LogSink, Stream};
@@ -47,6 +50,8 @@ use crate::policy::CapabilityPolicy;
 pub const CAPSULE_RUN_EXPORT: &str = "murmur:capsule/run@0.1.0";
 /// Interface instance a script capsule that serves A2A tasks exports instead.
 pub const A2A_HANDLER_EXPORT: &str = "murmur:a2a/handler@0.1.0";
+/// The same, with every part in and out.
+pub const A2A_HANDLER2_EXPORT: &str = "murmur:a2a/handler@0.2.0";
 /// Interface instance a tool or driver must export.
 pub const TOOL_RUN_EXPORT: &str = "murmur:tool/run@0.1.0";
 /// Interface instance a hook must export.
@@ -107,6 +112,7 @@ pub struct PreparedCapsule {
 enum Entry {
     Run(bindings::guest::capsule::CapsuleIndices),
     Handle(bindings::guest::agent::AgentIndices),
+    Handle2(bindings::guest::agent2::Agent2Indices),
 }
 
 impl PreparedCapsule {
@@ -114,9 +120,10 @@ impl PreparedCapsule {
         &self.inner.sha256
     }
 
-    /// Whether it exports `murmur:a2a/handler@0.1.0` (and is called per task).
+    /// Whether it exports `murmur:a2a/handler` (0.2.0 or 0.1.0; it is
+    /// called per task).
     pub fn serves_a2a(&self) -> bool {
-        matches!(self.entry, Entry::Handle(_))
+        matches!(self.entry, Entry::Handle(_) | Entry::Handle2(_))
     }
 }
 
@@ -302,7 +309,13 @@ impl Runtime {
     ) -> Result<Arc<PreparedCapsule>, RuntimeError> {
         let what = path.display().to_string();
         let inner = self.core.prepare_file(path, file).await?;
-        let entry = if export_func(&inner.component, A2A_HANDLER_EXPORT, "handle").is_some() {
+        // A component exporting both handlers is called through the newer.
+        let entry = if export_func(&inner.component, A2A_HANDLER2_EXPORT, "handle").is_some() {
+            Entry::Handle2(
+                bindings::guest::agent2::Agent2Indices::new(&inner.pre)
+                    .map_err(|e| link_error(&what, e))?,
+            )
+        } else if export_func(&inner.component, A2A_HANDLER_EXPORT, "handle").is_some() {
             Entry::Handle(
                 bindings::guest::agent::AgentIndices::new(&inner.pre)
                     .map_err(|e| link_error(&what, e))?,
@@ -316,7 +329,7 @@ impl Runtime {
             return Err(RuntimeError::ExportMissing {
                 what,
                 export: CAPSULE_RUN_EXPORT,
-                package: "murmur:capsule@0.1.0 (or export murmur:a2a/handler@0.1.0 to serve A2A tasks)",
+                package: "murmur:capsule@0.1.0 (or export murmur:a2a/handler@0.2.0 or @0.1.0 to serve A2A tasks)",
             });
         };
         Ok(Arc::new(PreparedCapsule { inner, entry }))

@@ -1,33 +1,28 @@
 //! Running capsules: a script capsule's `run`, and one A2A task handled in a
 //! fresh instance of a capsule that serves them.
 
-use super::bindings::guest::agent::exports::murmur::a2a::handler;
+use super::bindings::guest::agent::exports::murmur::a2a0_1_0::handler;
+use super::bindings::guest::agent2::exports::murmur::a2a0_2_0::handler as handler2;
+use super::bindings::murmur::a2a0_2_0::types as types2;
 use super::call::{Halts, call_guest, fresh_budget, instantiate};
+use super::host::parts;
 use super::*;
 
 impl Runtime {
     /// Handles one A2A task in a fresh instance of a capsule that serves
     /// them: its limits, a fresh deadline (time waiting for input aside), the
-    /// task's chunks and input requests through `task`.
+    /// task's chunks and input requests through `task`. A 0.2.0 handler gets
+    /// the message's parts; a 0.1.0 one its text.
     pub async fn handle_task(
         &self,
         prepared: &PreparedCapsule,
         launch: &ScriptLaunch,
         task: Arc<dyn TaskIo>,
-        message_id: &str,
-        text: String,
+        message: TaskMessage,
         stop: &CancellationToken,
     ) -> Outcome {
-        let Entry::Handle(indices) = &prepared.entry else {
-            return Outcome::Failed("this capsule does not serve A2A tasks".into());
-        };
         let cancel = task.cancel().clone();
-        let param = handler::Task {
-            task_id: task.task_id().to_string(),
-            context_id: task.context_id().to_string(),
-            message_id: message_id.to_string(),
-            text,
-        };
+        let (task_id, context_id) = (task.task_id().to_string(), task.context_id().to_string());
         let mut store = match self
             .core
             .new_store(launch.store_spec(stop.child_token(), Some(task)))
@@ -39,24 +34,67 @@ impl Runtime {
             cancel: Some(&cancel),
             stop: Some(stop),
         };
-        let (component, indices) = (Arc::clone(&prepared.inner), indices.clone());
-        let answered = call_guest(&mut store, halts, move |store| {
-            Box::pin(async move {
-                let instance = instantiate(&component, store).await?;
-                let agent = indices.load(&mut *store, &instance)?;
-                fresh_budget(store);
-                agent
-                    .murmur_a2a_handler()
-                    .call_handle(&mut *store, &param)
-                    .await
-            })
-        })
-        .await;
+        let component = Arc::clone(&prepared.inner);
+        let answered = match &prepared.entry {
+            Entry::Handle2(indices) => {
+                let indices = indices.clone();
+                let param = handler2::Task {
+                    task_id,
+                    context_id,
+                    message: types2::Message {
+                        message_id: message.message_id,
+                        parts: message.parts.iter().filter_map(parts::from_json).collect(),
+                        metadata: None,
+                    },
+                    text: message.text,
+                };
+                call_guest(&mut store, halts, move |store| {
+                    Box::pin(async move {
+                        let instance = instantiate(&component, store).await?;
+                        let agent = indices.load(&mut *store, &instance)?;
+                        fresh_budget(store);
+                        agent
+                            .murmur_a2a0_2_0_handler()
+                            .call_handle(&mut *store, &param)
+                            .await
+                    })
+                })
+                .await
+                .map(said)
+            }
+            Entry::Handle(indices) => {
+                let indices = indices.clone();
+                let param = handler::Task {
+                    task_id,
+                    context_id,
+                    message_id: message.message_id,
+                    text: message.text,
+                };
+                call_guest(&mut store, halts, move |store| {
+                    Box::pin(async move {
+                        let instance = instantiate(&component, store).await?;
+                        let agent = indices.load(&mut *store, &instance)?;
+                        fresh_budget(store);
+                        agent
+                            .murmur_a2a0_1_0_handler()
+                            .call_handle(&mut *store, &param)
+                            .await
+                    })
+                })
+                .await
+                .map(|outcome| match outcome {
+                    handler::Outcome::Completed(answer) => Outcome::Completed(answer),
+                    handler::Outcome::Reply(text) => Outcome::Reply(text),
+                    handler::Outcome::Failed(why) => Outcome::Failed(why),
+                    handler::Outcome::Rejected(why) => Outcome::Rejected(why),
+                })
+            }
+            Entry::Run(_) => {
+                return Outcome::Failed("this capsule does not serve A2A tasks".into());
+            }
+        };
         match answered {
-            Ok(handler::Outcome::Completed(answer)) => Outcome::Completed(answer),
-            Ok(handler::Outcome::Reply(text)) => Outcome::Reply(text),
-            Ok(handler::Outcome::Failed(why)) => Outcome::Failed(why),
-            Ok(handler::Outcome::Rejected(why)) => Outcome::Rejected(why),
+            Ok(outcome) => outcome,
             Err(GuestFailure::Canceled) => Outcome::Canceled,
             Err(GuestFailure::Stopped) => Outcome::Stopped,
             Err(failure) => Outcome::Failed(failure.to_string()),
@@ -108,5 +146,44 @@ impl ScriptLaunch {
             notes: self.notes.clone(),
             task,
         }
+    }
+}
+
+/// The message that created a task, as a handler gets it.
+pub struct TaskMessage {
+    pub message_id: String,
+    /// Its text parts, data as JSON, files described (what 0.1.0 gets).
+    pub text: String,
+    /// Its parts (1.0 Part objects).
+    pub parts: Vec<serde_json::Value>,
+}
+
+/// How a 0.2.0 handler ended its task. Failed or rejected parts are kept as
+/// their text, which is what a task's failure says.
+fn said(outcome: handler2::Outcome) -> Outcome {
+    let text = |parts: Vec<types2::Part>| {
+        parts
+            .into_iter()
+            .filter_map(|p| match p.content {
+                types2::Content::Text(t) | types2::Content::Data(t) | types2::Content::Url(t) => {
+                    Some(t)
+                }
+                types2::Content::Raw(_) => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    };
+    match outcome {
+        handler2::Outcome::Completed(answer) => Outcome::CompletedWith(Box::new(Answer {
+            message: parts::all_to_json(answer.message),
+            artifacts: answer
+                .artifacts
+                .into_iter()
+                .map(|a| (a.artifact_id, parts::all_to_json(a.parts)))
+                .collect(),
+        })),
+        handler2::Outcome::Reply(p) => Outcome::ReplyWith(parts::all_to_json(p)),
+        handler2::Outcome::Failed(p) => Outcome::Failed(text(p)),
+        handler2::Outcome::Rejected(p) => Outcome::Rejected(text(p)),
     }
 }

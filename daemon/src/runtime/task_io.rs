@@ -15,6 +15,13 @@ pub struct Reply {
     pub text: String,
 }
 
+/// What a request for input asks: text, or parts (1.0 Part objects).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Prompt {
+    Text(String),
+    Parts(Vec<serde_json::Value>),
+}
+
 /// How a request for input ended without an answer.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InputError {
@@ -37,10 +44,24 @@ pub enum Outcome {
     Failed(String),
     /// The agent declined the task.
     Rejected(String),
+    /// Done, said with parts (`murmur:a2a@0.2.0`): the final status message
+    /// and the artifacts, as 1.0 Part objects.
+    CompletedWith(Box<Answer>),
+    /// Done, answered with a message of these parts (1.0 Part objects).
+    ReplyWith(Vec<serde_json::Value>),
     /// The client canceled it (the session goes on).
     Canceled,
     /// The session was stopped (the task fails).
     Stopped,
+}
+
+/// A task's answer said with parts.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Answer {
+    /// The final status message (empty: none).
+    pub message: Vec<serde_json::Value>,
+    /// Each artifact's id and parts.
+    pub artifacts: Vec<(String, Vec<serde_json::Value>)>,
 }
 
 /// One piece of one of the task's artifacts: text, or `part`, a 1.0 Part
@@ -69,10 +90,12 @@ pub trait TaskIo: Send + Sync {
         None
     }
     /// Asks the task's client for input (the task goes to input-required).
-    async fn request_input(&self, prompt: &str) -> Result<Reply, InputError>;
+    async fn request_input(&self, prompt: Prompt) -> Result<Reply, InputError>;
     /// A text chunk of the answer (or of the agent's thinking).
     async fn chunk(&self, text: &str, thinking: bool);
     async fn artifact(&self, update: ArtifactUpdate);
+    /// A `working` status message of these parts (1.0 Part objects).
+    async fn status(&self, parts: Vec<serde_json::Value>);
 }
 
 /// The task a session is working on now (set per task; tool calls read it).

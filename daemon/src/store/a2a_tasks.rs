@@ -7,7 +7,7 @@ use sqlx::Row;
 use super::writer::{RowChange, WriteOp};
 use super::{Store, StoreError, TaskInsert, now};
 use crate::tasks::model::{
-    A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_text,
+    A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_parts, message_text,
 };
 use crate::tasks::model::{NewA2aTask, TaskFilter};
 
@@ -54,6 +54,7 @@ impl Store {
         let at = now();
         let working_json = working.then(|| {
             serde_json::to_string(&EventKind::Status {
+                parts: None,
                 state: TaskState::Working,
                 message: None,
             })
@@ -91,8 +92,12 @@ impl Store {
                 TaskState::Submitted
             },
             text: t.text.to_string(),
+            parts: serde_json::from_str(t.message_json)
+                .map(|m| message_parts(&m))
+                .unwrap_or_default(),
             message_id: t.message_id.to_string(),
             status_message: None,
+            status_parts: None,
             answer: None,
             created_at: at.clone(),
             updated_at: at,
@@ -375,11 +380,11 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
         .and_then(|m| serde_json::from_str(m).ok())
         .unwrap_or_default();
     let last: Option<String> = row.try_get("last_status")?;
-    let status_message = last
+    let (status_message, status_parts) = last
         .and_then(|b| serde_json::from_str::<EventKind>(&b).ok())
-        .and_then(|k| match k {
-            EventKind::Status { message, .. } => message,
-            _ => None,
+        .map_or((None, None), |k| match k {
+            EventKind::Status { message, parts, .. } => (message, parts),
+            _ => (None, None),
         });
     Ok(A2aTask {
         id: row.try_get::<String, _>("id")?.into(),
@@ -390,11 +395,13 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
         state: TaskState::parse(&state)
             .ok_or_else(|| StoreError::Corrupt(format!("task state '{state}'")))?,
         text: message_text(&message),
+        parts: message_parts(&message),
         message_id: message["messageId"]
             .as_str()
             .unwrap_or_default()
             .to_string(),
         status_message,
+        status_parts,
         answer: row.try_get("answer")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
@@ -405,7 +412,7 @@ fn a2a_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<A2aTask, StoreError> {
 /// end); the whole answer its answer.
 fn row_change(kind: &EventKind) -> RowChange {
     match kind {
-        EventKind::Status { state, message } => RowChange::Status {
+        EventKind::Status { state, message, .. } => RowChange::Status {
             state: state.as_str(),
             message: message.clone(),
             fails: matches!(state, TaskState::Failed | TaskState::Rejected),

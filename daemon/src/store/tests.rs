@@ -265,10 +265,12 @@ async fn a_group_commit_numbers_each_tasks_events_and_one_bad_write_fails_alone(
     insert(&store, "ses_1", "hello", &request()).await;
     store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
     let working = EventKind::Status {
+        parts: None,
         state: TaskState::Working,
         message: None,
     };
     let done = EventKind::Status {
+        parts: None,
         state: TaskState::Completed,
         message: None,
     };
@@ -325,6 +327,7 @@ async fn events_keep_the_task_row_in_step_in_one_commit(pool: SqlitePool) {
         part: None,
     };
     let status = |state, message: Option<&str>| EventKind::Status {
+        parts: None,
         state,
         message: message.map(str::to_string),
     };
@@ -397,6 +400,7 @@ async fn pruning_in_batches_keeps_the_newest_ended_tasks_and_every_live_one(pool
     let store = Store::from_pool(pool).expect("store");
     insert(&store, "ses_1", "hello", &request()).await;
     let done = EventKind::Status {
+        parts: None,
         state: TaskState::Completed,
         message: None,
     };
@@ -497,6 +501,7 @@ async fn push_deliveries_wake_the_deliverer_and_a_retry_holds_back_its_config(po
     store.insert_a2a_task(&new_task("tsk_a")).await.expect("a");
     let wake = store.push_wake();
     let working = EventKind::Status {
+        parts: None,
         state: TaskState::Working,
         message: None,
     };

@@ -19,7 +19,7 @@ use crate::artifacts::SessionArtifacts;
 use crate::ids::SessionId;
 use crate::logs::LogSink;
 use crate::metrics::SessionOutcome;
-use crate::runtime::{GuestFailure, ScriptLaunch, SessionTools, ToolSpec};
+use crate::runtime::{GuestFailure, ScriptLaunch, SessionTools, TaskMessage, ToolSpec};
 use crate::staging::{Program, Staged};
 use crate::store::{NewSession, StopReason};
 use setup::trace_notes;
@@ -384,7 +384,10 @@ impl SessionTask {
             broker.serve(incoming, input_timeout, None, |link, incoming| async {
                 tracing::info!(task_id = %link.task_id, "A2A task handed to the capsule");
                 let crate::tasks::Incoming {
-                    message_id, text, ..
+                    message_id,
+                    text,
+                    parts,
+                    ..
                 } = incoming;
                 self.shared
                     .runtime
@@ -392,8 +395,11 @@ impl SessionTask {
                         prepared,
                         &launch,
                         Arc::new(link),
-                        &message_id,
-                        text,
+                        TaskMessage {
+                            message_id,
+                            text,
+                            parts,
+                        },
                         &self.stop,
                     )
                     .await

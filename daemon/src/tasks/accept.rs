@@ -21,7 +21,7 @@ use crate::ids::TaskId;
 pub enum SubmitError {
     #[error(
         "session '{route}' takes no A2A tasks (its lifecycle task_acceptance is none, or it is a \
-         script capsule that does not export murmur:a2a/handler@0.1.0)"
+         script capsule that does not export murmur:a2a/handler)"
     )]
     NotAccepting { route: String },
     #[error(
@@ -235,6 +235,7 @@ impl Broker {
             context_id: a.context_id,
             message_id: a.message_id,
             text: a.text,
+            parts: a.parts,
             traceparent,
             working: a.direct,
         }));
@@ -250,6 +251,7 @@ struct Accepted {
     context_id: String,
     message_id: String,
     text: String,
+    parts: Vec<serde_json::Value>,
     traceparent: Option<String>,
     created_at: String,
     direct: bool,
@@ -264,6 +266,7 @@ impl Accepted {
             context_id: task.context_id.clone(),
             message_id: new.message_id.to_string(),
             text: new.text.to_string(),
+            parts: task.parts.clone(),
             traceparent: new.traceparent.map(str::to_string),
             created_at: task.created_at.clone(),
             direct,

@@ -22,7 +22,7 @@ impl Broker {
         &self,
         task_id: &TaskId,
         first: Vec<EventKind>,
-        prompt: &str,
+        (prompt, parts): (&str, Option<Vec<serde_json::Value>>),
         timeout: Option<std::time::Duration>,
         cancel: &CancellationToken,
     ) -> Result<Reply, InputError> {
@@ -30,6 +30,7 @@ impl Broker {
         // Registered before the state is visible, so an immediate answer is not lost.
         lock(&self.waiting).insert(task_id.clone(), tx);
         let asked = EventKind::Status {
+            parts,
             state: TaskState::InputRequired,
             message: Some(prompt.to_string()),
         };

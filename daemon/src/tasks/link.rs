@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::LogError;
 use super::{ANSWER_ARTIFACT, Broker, EventKind, TaskState};
 use crate::ids::TaskId;
-use crate::runtime::{ArtifactUpdate, InputError, Reply, TaskIo, trace_id_of};
+use crate::runtime::{ArtifactUpdate, InputError, Prompt, Reply, TaskIo, trace_id_of};
 
 /// Why a task failed when nobody answered its input request in time.
 pub const INPUT_TIMEOUT: &str = "input-timeout";
@@ -41,6 +41,7 @@ const UPDATES_IN_FLIGHT: usize = 64;
 
 pub(super) fn working() -> EventKind {
     EventKind::Status {
+        parts: None,
         state: TaskState::Working,
         message: None,
     }
@@ -79,13 +80,17 @@ impl TaskLink {
             .unwrap_or_else(|| trace_id_of(&self.task_id))
     }
 
-    pub async fn request_input(&self, prompt: &str) -> Result<Reply, InputError> {
+    pub async fn request_input(&self, prompt: Prompt) -> Result<Reply, InputError> {
         let first = self.first_events();
+        let (text, parts) = match prompt {
+            Prompt::Text(text) => (text, None),
+            Prompt::Parts(parts) => (super::parts_text(&parts), Some(parts)),
+        };
         self.broker
             .request_input(
                 &self.task_id,
                 first,
-                prompt,
+                (&text, parts),
                 self.input_timeout,
                 &self.cancel,
             )
@@ -122,6 +127,7 @@ impl TaskLink {
     pub async fn chunk(&self, text: &str, thinking: bool) {
         let kind = if thinking {
             EventKind::Status {
+                parts: None,
                 state: TaskState::Working,
                 message: Some(text.to_string()),
             }
@@ -172,7 +178,7 @@ impl TaskIo for TaskLink {
         TaskLink::trace_id(self)
     }
 
-    async fn request_input(&self, prompt: &str) -> Result<Reply, InputError> {
+    async fn request_input(&self, prompt: Prompt) -> Result<Reply, InputError> {
         TaskLink::request_input(self, prompt).await
     }
 
@@ -192,5 +198,14 @@ impl TaskIo for TaskLink {
             },
         )
         .await
+    }
+
+    async fn status(&self, parts: Vec<serde_json::Value>) {
+        let kind = EventKind::Status {
+            state: TaskState::Working,
+            message: Some(super::parts_text(&parts)),
+            parts: Some(parts),
+        };
+        TaskLink::artifact(self, kind).await
     }
 }

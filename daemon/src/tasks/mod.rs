@@ -26,7 +26,7 @@ pub use input::ResumeError;
 use link::working;
 pub use link::{INPUT_TIMEOUT, TaskLink};
 pub use model::{
-    A2aTask, ANSWER_ARTIFACT, EventKind, NEVER_RAN, TaskEvent, TaskState, message_text,
+    A2aTask, ANSWER_ARTIFACT, EventKind, NEVER_RAN, TaskEvent, TaskState, message_text, parts_text,
 };
 use queue::{INBOX_SLACK, Queued};
 pub use queue::{InboxRx, Next, Queue};
@@ -41,6 +41,9 @@ pub struct Incoming {
     pub context_id: String,
     pub message_id: String,
     pub text: String,
+    /// The message's parts (1.0 Part objects), for a capsule that reads
+    /// them (`murmur:a2a@0.2.0`).
+    pub parts: Vec<serde_json::Value>,
     /// The W3C `traceparent` the client sent (not kept across restarts).
     pub traceparent: Option<String>,
     /// Recorded `working` already (it went straight to a waiting launch).
@@ -96,7 +99,7 @@ fn fan_out(fan: &Fan, task_id: &str, written: &[Option<TaskEvent>]) {
         if let Some(tx) = live.get(task_id) {
             let _ = tx.send(event.clone());
         }
-        if let EventKind::Status { state, message } = &event.kind
+        if let EventKind::Status { state, message, .. } = &event.kind
             && state.is_terminal()
         {
             live.remove(task_id);
@@ -287,6 +290,7 @@ impl Broker {
         self.publish(
             task_id,
             EventKind::Status {
+                parts: None,
                 state,
                 message: message.map(str::to_string),
             },
@@ -431,6 +435,7 @@ impl Broker {
                     context_id: t.context_id,
                     message_id: t.message_id,
                     text: t.text,
+                    parts: t.parts,
                     traceparent: None,
                     working: false,
                 })

@@ -58,11 +58,15 @@ impl TaskState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
-    /// A state change, with an optional message from the agent.
+    /// A state change, with an optional message from the agent: its text
+    /// (`message`), and, when the agent gave more than text
+    /// (`murmur:a2a@0.2.0`), its parts as 1.0 Part objects.
     Status {
         state: TaskState,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parts: Option<Vec<serde_json::Value>>,
     },
     /// A part of one of the task's artifacts (`answer`: the answer, whole or
     /// in chunks): text, or `part`, a 1.0 Part object (data or file).
@@ -76,8 +80,13 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         part: Option<serde_json::Value>,
     },
-    /// The agent answered with a message instead of a task result.
-    Reply { text: String },
+    /// The agent answered with a message instead of a task result: its
+    /// text, and its parts when it gave more than text.
+    Reply {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parts: Option<Vec<serde_json::Value>>,
+    },
     /// A follow-up message from the client (the answer to an input request).
     Input { message_id: String, text: String },
 }
@@ -106,23 +115,58 @@ pub struct A2aTask {
     pub message_id: String,
     /// The last status message, if the agent gave one.
     pub status_message: Option<String>,
+    /// Its parts, when the agent gave more than text.
+    pub status_parts: Option<Vec<serde_json::Value>>,
+    /// The parts of the message that created it (1.0 Part objects).
+    pub parts: Vec<serde_json::Value>,
     pub answer: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
 
-/// The text of a stored message: its text parts, joined by blank lines.
+/// The text of a stored message: its parts as text (see `parts_text`).
 pub fn message_text(message: &serde_json::Value) -> String {
     message["parts"]
         .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter_map(|p| p["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n\n")
-        })
+        .map(|parts| parts_text(parts))
         .unwrap_or_default()
+}
+
+/// 1.0 Part objects as one text, for whoever reads text only: text as is,
+/// data as JSON, a file named (by URL, or name, type and size), joined by
+/// blank lines.
+pub fn parts_text(parts: &[serde_json::Value]) -> String {
+    parts
+        .iter()
+        .filter_map(part_text)
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+fn part_text(part: &serde_json::Value) -> Option<String> {
+    let name = part["filename"].as_str();
+    let media = part["mediaType"].as_str();
+    if let Some(text) = part["text"].as_str() {
+        Some(text.to_string())
+    } else if let Some(data) = part.get("data") {
+        Some(data.to_string())
+    } else if let Some(url) = part["url"].as_str() {
+        Some(format!("[file {url}]"))
+    } else {
+        part["raw"].as_str().map(|raw| {
+            format!(
+                "[file {} ({}), {} base64 characters]",
+                name.unwrap_or("unnamed"),
+                media.unwrap_or("unknown type"),
+                raw.len()
+            )
+        })
+    }
+}
+
+/// The stored parts of a message (1.0 Part objects).
+pub fn message_parts(message: &serde_json::Value) -> Vec<serde_json::Value> {
+    message["parts"].as_array().cloned().unwrap_or_default()
 }
 
 /// Largest task text a session is started with (a start request's `task`,

@@ -209,7 +209,22 @@ impl Broker {
 
         // The answer and the end are committed together (after any updates
         // still queued).
+        let mut said = None;
         let (answer, end, message) = match &outcome {
+            Outcome::CompletedWith(a) => {
+                if !a.message.is_empty() {
+                    said = Some(a.message.clone());
+                }
+                (None, TaskState::Completed, None)
+            }
+            Outcome::ReplyWith(parts) => (
+                Some(EventKind::Reply {
+                    text: super::parts_text(parts),
+                    parts: Some(parts.clone()),
+                }),
+                TaskState::Completed,
+                None,
+            ),
             Outcome::Completed(text) if text.is_empty() => (None, TaskState::Completed, None),
             Outcome::Completed(text) => (
                 Some(EventKind::Artifact {
@@ -223,7 +238,10 @@ impl Broker {
                 None,
             ),
             Outcome::Reply(text) => (
-                Some(EventKind::Reply { text: text.clone() }),
+                Some(EventKind::Reply {
+                    parts: None,
+                    text: text.clone(),
+                }),
                 TaskState::Completed,
                 None,
             ),
@@ -232,12 +250,23 @@ impl Broker {
             Outcome::Canceled => (None, TaskState::Canceled, Some("canceled by the client")),
             Outcome::Stopped => (None, TaskState::Failed, Some("the session was stopped")),
         };
-        let status = EventKind::Status {
-            state: end,
-            message: message.map(str::to_string),
+        let status = match said {
+            Some(parts) => EventKind::Status {
+                state: end,
+                message: Some(super::parts_text(&parts)),
+                parts: Some(parts),
+            },
+            None => EventKind::Status {
+                state: end,
+                message: message.map(str::to_string),
+                parts: None,
+            },
         };
         let mut events = link.first_events();
         events.extend(answer);
+        if let Outcome::CompletedWith(a) = &outcome {
+            events.extend(artifact_events(&a.artifacts));
+        }
         events.push(status);
         let outcome = match self.publish_all(&id, events).await.map(|mut w| w.pop()) {
             Ok(Some(Some(_))) => outcome,
@@ -265,4 +294,28 @@ impl Broker {
         self.done(&id);
         Some(outcome)
     }
+}
+
+/// The events that store artifacts said with parts: one per part, each after
+/// an artifact's first appended to it, its last marked the last chunk. A
+/// text part is stored as text.
+fn artifact_events(artifacts: &[(String, Vec<serde_json::Value>)]) -> Vec<EventKind> {
+    let mut events = Vec::new();
+    for (id, parts) in artifacts {
+        let id = if id.is_empty() { ANSWER_ARTIFACT } else { id };
+        for (i, part) in parts.iter().enumerate() {
+            let (text, part) = match part["text"].as_str() {
+                Some(text) if part.get("metadata").is_none() => (text.to_string(), None),
+                _ => (String::new(), Some(part.clone())),
+            };
+            events.push(EventKind::Artifact {
+                artifact_id: id.to_string(),
+                text,
+                append: i > 0,
+                last_chunk: i + 1 == parts.len(),
+                part,
+            });
+        }
+    }
+    events
 }

@@ -9,8 +9,8 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::murmur::a2a::handler::{Guest, Outcome, Task};
-use murmur::a2a::io::{self, FileBytes, FileUrl, Part};
+use exports::murmur::a2a0_1_0::handler::{Guest, Outcome, Task};
+use murmur::a2a0_1_0::io::{self, FileBytes, FileUrl, Part};
 use murmur::message::send;
 use murmur::text::chunks::emit_chunk;
 

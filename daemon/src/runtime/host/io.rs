@@ -6,18 +6,18 @@ use std::time::Instant;
 use base64::Engine as _;
 
 use super::super::bindings::murmur;
-use super::super::{ArtifactUpdate, Reply};
+use super::super::{ArtifactUpdate, Prompt, Reply};
 use super::GuestState;
 
-impl murmur::a2a::io::Host for GuestState {
+impl murmur::a2a0_1_0::io::Host for GuestState {
     async fn emit_artifact(
         &mut self,
         artifact_id: String,
-        part: murmur::a2a::io::Part,
+        part: murmur::a2a0_1_0::io::Part,
         append: bool,
         last_chunk: bool,
     ) {
-        use murmur::a2a::io::Part;
+        use murmur::a2a0_1_0::io::Part;
         let Some(task) = &self.task else {
             return;
         };
@@ -59,9 +59,12 @@ impl murmur::a2a::io::Host for GuestState {
         .await;
     }
 
-    async fn request_input(&mut self, prompt: String) -> wasmtime::Result<murmur::a2a::io::Reply> {
-        let reply = self.ask(&prompt).await?;
-        Ok(murmur::a2a::io::Reply {
+    async fn request_input(
+        &mut self,
+        prompt: String,
+    ) -> wasmtime::Result<murmur::a2a0_1_0::io::Reply> {
+        let reply = self.ask(Prompt::Text(prompt)).await?;
+        Ok(murmur::a2a0_1_0::io::Reply {
             message_id: reply.message_id,
             text: reply.text,
         })
@@ -70,13 +73,13 @@ impl murmur::a2a::io::Host for GuestState {
 
 impl murmur::task::task::Host for GuestState {
     async fn request_input(&mut self, prompt: String) -> wasmtime::Result<String> {
-        Ok(self.ask(&prompt).await?.text)
+        Ok(self.ask(Prompt::Text(prompt)).await?.text)
     }
 }
 
 impl GuestState {
     /// Asks the current task's client for input; the wait is not the guest's time.
-    async fn ask(&mut self, prompt: &str) -> wasmtime::Result<Reply> {
+    pub(super) async fn ask(&mut self, prompt: Prompt) -> wasmtime::Result<Reply> {
         let Some(link) = self.task.clone() else {
             return Err(wasmtime::format_err!(
                 "request-input: this call is not handling an A2A task, so there is no peer to ask"

@@ -1,12 +1,14 @@
 //! The murmur host interfaces on [`GuestState`], one file each: `invoke`
 //! (tool dispatch through [`SessionTools`]), `manage` (the artifact
 //! manager), `send` (outgoing A2A), `chunks` (streamed text), `io` and
-//! `task` (the A2A task a call works on, input requests).
+//! `task` (the A2A task a call works on, input requests), `parts`
+//! (`murmur:a2a@0.2.0`: every part in and out).
 
 mod chunks;
 mod invoke;
 mod io;
 mod manage;
+pub(crate) mod parts;
 mod send;
 
 use std::collections::HashSet;

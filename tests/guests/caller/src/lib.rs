@@ -9,7 +9,7 @@ wit_bindgen::generate!({
     generate_all,
 });
 
-use exports::murmur::a2a::handler::{Guest, Outcome, Task};
+use exports::murmur::a2a0_1_0::handler::{Guest, Outcome, Task};
 use murmur::message::send::Message;
 use murmur::peer::call::call;
 
