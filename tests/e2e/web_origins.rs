@@ -120,7 +120,22 @@ async fn a_web_page_cannot_drive_a_loopback_agent_and_a_listed_origin_can() {
         headers.extend(ct.map(|c| ("Content-Type", c)));
         let (status, _, body) = http(&addr, "POST", "/a2a/web", &headers, &send("c-1")).await;
         assert_eq!(status, 415, "{ct:?}: {body}");
+        // In the binding's shape: JSON-RPC's ContentTypeNotSupportedError.
+        let v: serde_json::Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+        assert_eq!(v["error"]["code"], -32005, "{body}");
     }
+    // HTTP+JSON's: google.rpc.Status with the HTTP code.
+    let (status, _, body) = http(
+        &addr,
+        "POST",
+        "/a2a/web/message:send",
+        &[V1, ("Content-Type", "text/plain")],
+        "{}",
+    )
+    .await;
+    assert_eq!(status, 415, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("an error");
+    assert_eq!(v["error"]["code"], 415, "{body}");
     let (status, _, _) = http(
         &addr,
         "POST",

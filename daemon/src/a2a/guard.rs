@@ -102,12 +102,21 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
         && !json_body_type(request.headers())
     {
         tracing::warn!(path = %path, route = %named, "A2A POST without a JSON Content-Type refused");
-        return Err(problem(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported_media_type",
+        // 415 either way, in the binding's error shape: JSON-RPC's
+        // ContentTypeNotSupportedError (the id unread), HTTP+JSON's
+        // google.rpc.Status.
+        let e = super::A2aError::ContentType(
             "A2A requests are JSON: send Content-Type: application/json (or \
-             application/a2a+json)",
-        ));
+             application/a2a+json)"
+                .into(),
+        );
+        if !rest.is_empty() {
+            return Err(e.http());
+        }
+        let d = super::dialect(request.headers()).unwrap_or(super::Dialect::V10);
+        e.log_refusal("jsonrpc");
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": e.rpc(d)});
+        return Err((StatusCode::UNSUPPORTED_MEDIA_TYPE, axum::Json(body)).into_response());
     }
     let rules = gw.access.snapshot();
     let found = match rules.per_route() {
