@@ -1,12 +1,13 @@
 //! Rebuilds when migrations change (they are embedded with
 //! `sqlx::migrate!`), and generates the A2A gRPC binding from the
-//! specification's `proto/a2a.proto`: prost messages with ProtoJSON serde
+//! specification's `proto/a2a.proto` (and 0.3's, `proto/v03/a2a.proto`): prost messages with ProtoJSON serde
 //! (pbjson, so a gRPC request becomes the same JSON the other bindings
 //! read) and the tonic service. protox compiles the protos: no `protoc`.
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=../migrations");
     println!("cargo:rerun-if-changed=../proto");
-    let fds = protox::compile(["a2a.proto"], ["../proto"])?;
+    // 1.0's `lf.a2a.v1`, and 0.3's `a2a.v1` (served beside it).
+    let fds = protox::compile(["a2a.proto", "v03/a2a.proto"], ["../proto"])?;
     let bytes = prost::Message::encode_to_vec(&fds);
     // Code for A2A's own package only: the well-known types come from
     // pbjson-types, and the googleapis files are read for their options
@@ -21,6 +22,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     pbjson_build::Builder::new()
         .register_descriptors(&bytes)?
         .ignore_unknown_fields()
-        .build(&[".lf.a2a.v1"])?;
+        .build(&[".lf.a2a.v1", ".a2a.v1"])?;
     Ok(())
 }

@@ -181,6 +181,7 @@ pub async fn run(
     let ui_token = ui_token.map(|token| Arc::new(api::TokenCell::new(token)));
     let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
+    let card_compat = config.a2a.card_compat;
     let http = config.http.clone();
     let allow_origins = config.a2a.cors.allow_origins.clone();
     let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
@@ -413,6 +414,7 @@ pub async fn run(
         push: push_policy,
         dedupe: dedupe_message_ids,
         grpc: grpc_settings,
+        card_compat,
         health: Arc::clone(&health),
         http,
         allow_origins,

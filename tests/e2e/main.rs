@@ -9,6 +9,7 @@ mod a2a_parts;
 mod a2a_peers;
 mod a2a_push;
 mod a2a_script;
+mod a2a_v03;
 mod agent_paths;
 mod agents;
 mod api_errors;

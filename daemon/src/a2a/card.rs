@@ -1,5 +1,6 @@
-//! Agent cards: the public card of a route (1.0 shape, with 0.3's
-//! top-level fields for older clients) and the authenticated extended one,
+//! Agent cards: the public card of a route (1.0's, 0.3's for a client that
+//! asks for it, or both merged: `a2a.card_compat`) and the authenticated
+//! extended one,
 //! built from what routing says of the route ([`Agent`]: its session and its
 //! manifest's `a2a:` section), at the URL the gateway is reached by.
 
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::routing::Agent;
 use super::wire::Dialect;
-use crate::manifest::a2a::Skill;
+use crate::manifest::a2a::{CardCompat, Skill};
 
 /// Where cards say the gateway is: `a2a.public_url`, else the listen
 /// address; with a wildcard listen address (`0.0.0.0`, `::`), the host the
@@ -74,11 +75,48 @@ impl PublicBase {
     }
 }
 
+/// Which card a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CardShape {
+    /// The version its `A2A-Version` names (or 0.3's at 0.3's path).
+    Named(Dialect),
+    /// No version named: 1.0's, or with `card_compat: merged` 1.0's with
+    /// 0.3's members beside it.
+    Unnamed,
+}
+
+/// Adds to `into` every member of `from` it lacks, object by object (the
+/// two cards' `capabilities` and each security scheme become one object
+/// both versions read; where both have a member, `into`'s stays).
+fn merge(into: &mut Value, from: Value) {
+    // Lists and scalars: `into`'s.
+    if let (Value::Object(into), Value::Object(from)) = (into, from) {
+        for (k, v) in from {
+            match into.get_mut(&k) {
+                Some(mine) => merge(mine, v),
+                None => {
+                    into.insert(k, v);
+                }
+            }
+        }
+    }
+}
+
 /// `GET .well-known/agent-card.json`: the card with caching headers (it
 /// changes only when the session does).
-pub(super) fn public(gw: &Gateway, agent: &Agent, headers: &HeaderMap, d: Dialect) -> Response {
+pub(super) fn public(gw: &Gateway, agent: &Agent, headers: &HeaderMap, d: CardShape) -> Response {
     let (base, by_host) = gw.base.resolve(headers);
-    let mut card = card(gw, agent, &base, false, d);
+    let mut card = match d {
+        CardShape::Named(d) => card(gw, agent, &base, false, d),
+        CardShape::Unnamed => match agent.spec.card_compat.unwrap_or(gw.card_compat) {
+            CardCompat::Exact => card(gw, agent, &base, false, Dialect::V10),
+            CardCompat::Merged => {
+                let mut merged = card(gw, agent, &base, false, Dialect::V10);
+                merge(&mut merged, card(gw, agent, &base, false, Dialect::V03));
+                merged
+            }
+        },
+    };
     // The tag is of the card before it is signed: a signature differs
     // every time (ECDSA), the card does not.
     use sha2::Digest;
@@ -223,6 +261,8 @@ fn card(gw: &Gateway, agent: &Agent, base: &str, extended: bool, d: Dialect) -> 
         "skills": skills,
     });
     let security = gw.access.scheme_description(&agent.route);
+    // 0.3's gRPC has no tenant: it serves the default route only.
+    let grpc_v03 = gw.grpc && gw.grpc_default.as_deref() == Some(agent.route.as_str());
     match d {
         Dialect::V10 => {
             let mut interfaces = vec![
@@ -237,8 +277,16 @@ fn card(gw: &Gateway, agent: &Agent, base: &str, extended: bool, d: Dialect) -> 
                     "protocolVersion": "1.0", "tenant": agent.route,
                 }));
             }
-            interfaces
-                .push(json!({"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"}));
+            for binding in ["JSONRPC", "HTTP+JSON"] {
+                interfaces.push(
+                    json!({"url": url, "protocolBinding": binding, "protocolVersion": "0.3"}),
+                );
+            }
+            if grpc_v03 {
+                interfaces.push(json!({
+                    "url": grpc_target(base), "protocolBinding": "GRPC", "protocolVersion": "0.3",
+                }));
+            }
             card["supportedInterfaces"] = json!(interfaces);
             card["capabilities"] = json!({
                 "streaming": true,
@@ -256,7 +304,14 @@ fn card(gw: &Gateway, agent: &Agent, base: &str, extended: bool, d: Dialect) -> 
             card["protocolVersion"] = json!("0.3.0");
             card["url"] = json!(url);
             card["preferredTransport"] = json!("JSONRPC");
-            card["additionalInterfaces"] = json!([{"url": url, "transport": "JSONRPC"}]);
+            let mut interfaces = vec![
+                json!({"url": url, "transport": "JSONRPC"}),
+                json!({"url": url, "transport": "HTTP+JSON"}),
+            ];
+            if grpc_v03 {
+                interfaces.push(json!({"url": grpc_target(base), "transport": "GRPC"}));
+            }
+            card["additionalInterfaces"] = json!(interfaces);
             card["capabilities"] = json!({
                 "streaming": true,
                 "pushNotifications": gw.push.is_some(),

@@ -169,6 +169,7 @@ impl Peers {
                 context_id: m.context_id.as_deref(),
                 text: &m.text,
                 message_json: &message.to_string(),
+                parts: message["parts"].as_array().map_or(&[], Vec::as_slice),
                 traceparent: Some(&m.traceparent),
                 dedupe: true,
             })

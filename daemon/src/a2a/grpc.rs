@@ -41,6 +41,19 @@ pub mod pb {
     include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
 }
 
+/// A2A 0.3's messages and service (`a2a.v1`, from `proto/v03/a2a.proto`).
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    missing_docs,
+    unreachable_pub
+)]
+pub mod pb03 {
+    include!(concat!(env!("OUT_DIR"), "/a2a.v1.rs"));
+    include!(concat!(env!("OUT_DIR"), "/a2a.v1.serde.rs"));
+}
+
 use pb::a2a_service_server::{A2aService, A2aServiceServer};
 
 /// Where the service is routed on the gateway.
@@ -54,6 +67,10 @@ pub(super) struct Grpc {
     gw: Gateway,
     /// The route of a request that names no tenant.
     default_route: Option<Arc<str>>,
+    /// 0.3's service (`a2a.v1`): requests read into 1.0's and answers
+    /// written back ([`super::v03_proto`]); the route is the default one
+    /// (0.3 has no tenant).
+    v03: bool,
 }
 
 /// The service to route at [`PATH`], its messages no larger than the other
@@ -62,11 +79,24 @@ pub(super) fn service(gw: &Gateway, default_route: Option<&str>) -> A2aServiceSe
     A2aServiceServer::new(Grpc {
         gw: gw.clone(),
         default_route: default_route.map(Arc::from),
+        v03: false,
     })
     .max_decoding_message_size(MAX_BODY_BYTES)
 }
 
-type Events = Pin<Box<dyn Stream<Item = Result<pb::StreamResponse, Status>> + Send>>;
+impl Grpc {
+    /// 0.3's service state (`grpc_v03.rs` serves it).
+    pub(super) fn v03(gw: &Gateway, default_route: Option<&str>) -> Self {
+        Self {
+            gw: gw.clone(),
+            default_route: default_route.map(Arc::from),
+            v03: true,
+        }
+    }
+}
+
+pub(super) type Events<E = pb::StreamResponse> =
+    Pin<Box<dyn Stream<Item = Result<E, Status>> + Send>>;
 
 /// An A2A error as gRPC says it (the specification's table, 5.4), with
 /// `ErrorInfo` for the A2A-specific ones.
@@ -109,7 +139,11 @@ pub(super) async fn log_refusals(
     if let Some(refused) = Status::from_header_map(response.headers())
         && refused.code() != Code::Ok
     {
-        let method = uri.path().strip_prefix(PREFIX).unwrap_or_default();
+        let path = uri.path();
+        let method = path
+            .strip_prefix(PREFIX)
+            .or_else(|| path.strip_prefix("/a2a.v1.A2AService/"))
+            .unwrap_or_default();
         let (code, message) = (refused.code(), refused.message());
         tracing::info!(binding = "grpc", %method, ?code, message, "A2A request refused");
     }
@@ -149,6 +183,12 @@ impl Grpc {
     async fn route(&self, meta: &MetadataMap, tenant: &str) -> Result<(Route, String), Status> {
         let name = match (tenant, &self.default_route) {
             ("", Some(default)) => default.to_string(),
+            ("", None) if self.v03 => {
+                return Err(Status::failed_precondition(
+                    "A2A 0.3's gRPC names no agent: it serves the route `a2a.grpc.default_route` \
+                     names, and none is set (or call 1.0's lf.a2a.v1.A2AService with a tenant)",
+                ));
+            }
             ("", None) => {
                 return Err(Status::invalid_argument(
                     "set the request's tenant to the agent's route (the tenant of the GRPC \
@@ -185,15 +225,24 @@ impl Grpc {
     /// Runs the operation the request asks for, as the other bindings do.
     async fn run<Q: Serialize>(&self, op: Op, request: Request<Q>) -> Result<Ran, Status> {
         let (meta, _, message) = request.into_parts();
+        let speaks = if self.v03 { Dialect::V03 } else { Dialect::V10 };
         if let Some(v) = meta.get("a2a-version").and_then(|v| v.to_str().ok())
-            && !matches!(Dialect::from_header(Some(v)), Ok(Dialect::V10))
+            && Dialect::from_header(Some(v)).ok() != Some(speaks)
         {
+            let (service, version) = if self.v03 {
+                ("a2a.v1.A2AService", "0.3")
+            } else {
+                ("lf.a2a.v1.A2AService", "1.0")
+            };
             return Err(status(&A2aError::Version(format!(
-                "A2A-Version '{v}' is not served over gRPC; this binding speaks 1.0"
+                "A2A-Version '{v}' is not served by {service}; it speaks {version}"
             ))));
         }
-        let params = serde_json::to_value(&message)
+        let mut params = serde_json::to_value(&message)
             .map_err(|e| Status::internal(format!("cannot read the request: {e}")))?;
+        if self.v03 {
+            params = super::v03_proto::grpc_request_in(op, params);
+        }
         let tenant = params
             .get("tenant")
             .and_then(Value::as_str)
@@ -213,20 +262,43 @@ impl Grpc {
             route: &route,
             owner: &owner,
         };
-        rpc::run(&self.gw, at, Dialect::V10, op, &params, &headers)
+        let d = if self.v03 && op == Op::ExtendedCard {
+            Dialect::V03
+        } else {
+            Dialect::V10
+        };
+        rpc::run(&self.gw, at, d, op, &params, &headers)
             .await
             .map(|answer| Ran::Here(answer, slot))
             .map_err(|e| status(&e))
     }
 
-    async fn unary<Q: Serialize, R: DeserializeOwned>(
+    /// Runs an operation whose answer says nothing (a delete).
+    pub(super) async fn done<Q: Serialize>(
+        &self,
+        op: Op,
+        request: Request<Q>,
+    ) -> Result<(), Status> {
+        self.run(op, request).await.map(drop)
+    }
+
+    /// An answer as this service's version says it.
+    fn out(&self, op: Op, v: Value) -> Value {
+        if self.v03 {
+            super::v03_proto::answer_out(op, v)
+        } else {
+            v
+        }
+    }
+
+    pub(super) async fn unary<Q: Serialize, R: DeserializeOwned>(
         &self,
         op: Op,
         request: Request<Q>,
     ) -> Result<Response<R>, Status> {
         match self.run(op, request).await? {
             Ran::Here(Answer::Value(v), _) | Ran::Handed(Handed::Value(v)) => {
-                from_json(v).map(Response::new)
+                from_json(self.out(op, v)).map(Response::new)
             }
             Ran::Here(Answer::Stream(..), _) | Ran::Handed(Handed::Events(_)) => Err(
                 Status::internal("the operation answered with a stream where a message belongs"),
@@ -234,17 +306,22 @@ impl Grpc {
         }
     }
 
-    async fn stream<Q: Serialize>(
+    pub(super) async fn stream<Q: Serialize, E: DeserializeOwned + Send + 'static>(
         &self,
         op: Op,
         request: Request<Q>,
-    ) -> Result<Response<Events>, Status> {
-        let events: Events = match self.run(op, request).await? {
+    ) -> Result<Response<Events<E>>, Status> {
+        let frame: fn(Value) -> Value = if self.v03 {
+            super::v03_proto::event_out
+        } else {
+            |v| v
+        };
+        let events: Events<E> = match self.run(op, request).await? {
             Ran::Handed(Handed::Value(v)) => {
-                Box::pin(futures::stream::once(async move { from_json(v) }))
+                Box::pin(futures::stream::once(async move { from_json(frame(v)) }))
             }
-            Ran::Handed(Handed::Events(events)) => Box::pin(events.map(|event| match event {
-                Ok(v) => from_json::<pb::StreamResponse>(v),
+            Ran::Handed(Handed::Events(events)) => Box::pin(events.map(move |event| match event {
+                Ok(v) => from_json::<E>(frame(v)),
                 Err(e) => Err(refused(&e)),
             })),
             Ran::Here(Answer::Stream(task, after, through_input), Some(slot)) => Box::pin(
@@ -257,12 +334,13 @@ impl Grpc {
                 )
                 // Keep-alives are HTTP/2's business here.
                 .filter_map(futures::future::ready)
-                .map(from_json::<pb::StreamResponse>),
+                .map(move |v| from_json::<E>(frame(v))),
             ),
             Ran::Here(Answer::Stream(..), None) => {
                 return Err(Status::internal("a stream without a slot"));
             }
             Ran::Here(Answer::Value(v), _) => {
+                let v = self.out(op, v);
                 Box::pin(futures::stream::once(async move { from_json(v) }))
             }
         };

@@ -11,6 +11,7 @@ pub mod client;
 pub mod envelope;
 pub mod error;
 pub mod grpc;
+mod grpc_v03;
 mod guard;
 pub mod handoff;
 pub mod push;
@@ -18,6 +19,7 @@ pub mod routing;
 mod rpc;
 pub mod signing;
 mod streams;
+mod v03_proto;
 pub mod wire;
 
 use std::convert::Infallible;
@@ -65,6 +67,12 @@ struct Gateway {
     dedupe: bool,
     /// The gRPC binding is served (`a2a.grpc.enabled`).
     grpc: bool,
+    /// The route 0.3's gRPC service serves (`a2a.grpc.default_route`: 0.3
+    /// has no tenant).
+    grpc_default: Option<Arc<str>>,
+    /// What cards say to a client that names no version
+    /// (`a2a.card_compat`; a capsule's own overrides it).
+    card_compat: crate::manifest::a2a::CardCompat,
     /// Web pages that may call the gateway (`a2a.cors.allow_origins`).
     allow_origins: Arc<[String]>,
     /// Streams open per route (`http.max_streams_per_route`).
@@ -89,6 +97,8 @@ pub struct GatewayParts {
     pub dedupe: bool,
     /// Serve the gRPC binding, and where a request without a tenant goes.
     pub grpc: Option<crate::config::GrpcSettings>,
+    /// `a2a.card_compat`.
+    pub card_compat: crate::manifest::a2a::CardCompat,
     /// `/healthz` and `/readyz` (no token: they say nothing about tasks).
     pub health: Arc<crate::health::Health>,
     /// What one client may hold (`http:`).
@@ -136,6 +146,12 @@ pub fn app(parts: GatewayParts) -> Router {
         push: parts.push,
         dedupe: parts.dedupe,
         grpc: parts.grpc.is_some(),
+        grpc_default: parts
+            .grpc
+            .as_ref()
+            .and_then(|g| g.default_route.as_deref())
+            .map(Arc::from),
+        card_compat: parts.card_compat,
         allow_origins: parts.allow_origins.into(),
         streams: streams::Streams::new(parts.http.max_streams_per_route),
         handoff: parts.handoff,
@@ -147,6 +163,10 @@ pub fn app(parts: GatewayParts) -> Router {
                 .route_service(
                     grpc::PATH,
                     grpc::service(&gw, settings.default_route.as_deref()),
+                )
+                .route_service(
+                    grpc_v03::PATH,
+                    grpc_v03::service(&gw, settings.default_route.as_deref()),
                 )
                 .layer(middleware::from_fn(grpc::log_refusals)),
         );
@@ -246,12 +266,17 @@ async fn own_task(gw: &Gateway, at: At<'_>, id: &TaskId) -> Result<A2aTask, A2aE
     }
 }
 
-/// The card a request asks for: 0.3's only with `A2A-Version: 0.3` (a
-/// card request without the header gets 1.0's).
-fn card_version(headers: &HeaderMap) -> Dialect {
-    match headers.get("a2a-version").and_then(|v| v.to_str().ok()) {
-        Some(v) if v.trim().starts_with("0.") => Dialect::V03,
-        _ => Dialect::V10,
+/// The card a request asks for: 0.3's with `A2A-Version: 0.3`, 1.0's with
+/// any other; without the header, what the route's `card_compat` says.
+fn card_version(headers: &HeaderMap) -> card::CardShape {
+    match headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+    {
+        None | Some("") => card::CardShape::Unnamed,
+        Some(v) if v.starts_with("0.") => card::CardShape::Named(Dialect::V03),
+        Some(_) => card::CardShape::Named(Dialect::V10),
     }
 }
 
@@ -308,7 +333,7 @@ async fn rest(
     // and at 0.3's older path.
     let card_dialect = match rest.as_str() {
         ".well-known/agent-card.json" => Some(card_version(&headers)),
-        ".well-known/agent.json" => Some(Dialect::V03),
+        ".well-known/agent.json" => Some(card::CardShape::Named(Dialect::V03)),
         _ => None,
     };
     if let (Some(d), true) = (card_dialect, method == Method::GET) {

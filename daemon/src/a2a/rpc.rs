@@ -1,6 +1,7 @@
 //! The A2A operations behind both bindings: JSON-RPC 2.0 (1.0 method names,
-//! and 0.3's `message/send`… without `A2A-Version`) and HTTP+JSON (1.0), each
-//! with its own error shape; one implementation of each operation.
+//! and 0.3's `message/send`… without `A2A-Version`) and HTTP+JSON (1.0's
+//! paths, and 0.3's under `/v1/`), each with its own error shape; one
+//! implementation of each operation.
 
 use std::sync::Arc;
 
@@ -79,7 +80,8 @@ pub(super) async fn jsonrpc(
     }
 }
 
-/// The HTTP+JSON binding (1.0) under `/a2a/<route>/`.
+/// The HTTP+JSON binding under `/a2a/<route>/`: 1.0's paths, and 0.3's
+/// under `v1/`.
 pub(super) async fn rest(
     gw: &Gateway,
     at: At<'_>,
@@ -89,34 +91,86 @@ pub(super) async fn rest(
     headers: &HeaderMap,
     body: &Bytes,
 ) -> Response {
-    let session = at.route;
-    // The HTTP+JSON binding is served in its 1.0 form only; the header is
-    // still checked, so an unsupported version is refused.
+    // The header is checked, so an unsupported version is refused.
     if let Err(m) = super::dialect(headers) {
         return A2aError::Version(m.to_string()).http();
     }
-    let request = match envelope::rest(method.as_str(), path, query, content_type(headers), body) {
-        Ok(r) => r,
+    // 0.3's paths (`/v1/…`, 0.3's ProtoJSON): each the 1.0 operation it
+    // names, its body read into 1.0's and its answer written back.
+    type Out = (fn(Op, Value) -> Value, fn(Value) -> Value);
+    let read = match path.strip_prefix("v1/") {
+        Some(v03) => rest_v03(method, v03, query, headers, body).map(|(r, d)| {
+            let out: Out = (super::v03_proto::answer_out, super::v03_proto::event_out);
+            (r, d, out)
+        }),
+        None => {
+            envelope::rest(method.as_str(), path, query, content_type(headers), body).map(|r| {
+                let out: Out = (|_, v| v, |v| v);
+                (r, Dialect::V10, out)
+            })
+        }
+    };
+    let (request, d, (out, frame)) = match read {
+        Ok(read) => read,
         Err(e) => return e.http(),
     };
-    let slot = match stream_slot(gw, session, request.op) {
+    let slot = match stream_slot(gw, at.route, request.op) {
         Ok(slot) => slot,
         Err(e) => return e.http(),
     };
-    match run(gw, at, Dialect::V10, request.op, &request.params, headers).await {
-        Ok(Answer::Value(v)) => axum::Json(v).into_response(),
+    match run(gw, at, d, request.op, &request.params, headers).await {
+        Ok(Answer::Value(v)) => axum::Json(out(request.op, v)).into_response(),
         Ok(Answer::Stream(task, after, through_input)) => match slot {
             Some(slot) => task_stream(
                 Arc::clone(&gw.tasks),
                 *task,
                 (after, through_input),
-                (Dialect::V10, slot),
-                |v| v,
+                (d, slot),
+                frame,
             ),
             None => A2aError::Internal("a stream without a slot".into()).http(),
         },
         Err(e) => e.http(),
     }
+}
+
+/// An HTTP+JSON request of A2A 0.3 (`/v1/` and what follows) as the 1.0
+/// operation it names ([`super::v03_proto`]), and the dialect it runs in.
+fn rest_v03(
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<(envelope::Request, Dialect), A2aError> {
+    use super::v03_proto;
+    let (path, d) = match path {
+        // 0.3's authenticated extended card is 0.3's card.
+        "card" => ("extendedAgentCard", Dialect::V03),
+        "extendedAgentCard" | "tasks" => {
+            return Err(A2aError::MethodNotFound(format!(
+                "no A2A 0.3 operation is {method} /v1/{path}; 1.0's is at /{path} (with \
+                 A2A-Version: 1.0)"
+            )));
+        }
+        p => (p, Dialect::V10),
+    };
+    let read: fn(Value) -> Value = if path.starts_with("message:") {
+        v03_proto::send_request_in
+    } else if path.ends_with("/pushNotificationConfigs") {
+        v03_proto::push_create_in
+    } else {
+        |v| v
+    };
+    let body = if body.is_empty() {
+        body.clone()
+    } else {
+        let v = serde_json::from_slice(body)
+            .map_err(|e| A2aError::Parse(format!("invalid JSON: {e}")))?;
+        Bytes::from(read(v).to_string())
+    };
+    let request = envelope::rest(method.as_str(), path, query, content_type(headers), &body)?;
+    Ok((request, d))
 }
 
 /// A stream's slot on its route, taken before its task is made: `Some` for
@@ -237,6 +291,7 @@ pub(super) async fn run(
                     context_id: m.context_id.as_deref(),
                     text: &m.text,
                     message_json: &canonical,
+                    parts: m.canonical["parts"].as_array().map_or(&[], Vec::as_slice),
                     traceparent,
                     dedupe: gw.dedupe,
                 })

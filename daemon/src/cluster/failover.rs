@@ -25,7 +25,7 @@ use super::routes::RouteRecord;
 use crate::a2a::routing::Adopt;
 use crate::ids::{SessionId, TaskId};
 use crate::tasks::log::Inserted;
-use crate::tasks::model::{EventKind, NewA2aTask, TaskState};
+use crate::tasks::model::{EventKind, TaskState};
 
 /// How often a node looks for routes to take or give up.
 const EVERY: Duration = Duration::from_millis(500);
@@ -349,21 +349,8 @@ async fn store(
     task: &Journaled,
     started: bool,
 ) -> Result<(), String> {
-    let a = &task.task;
-    let (_, insertion) = local.insert(
-        &NewA2aTask {
-            id,
-            session_id,
-            route: &a.route,
-            owner: &a.owner,
-            context_id: &a.context_id,
-            message_id: &a.message_id,
-            text: &a.text,
-            message_json: &a.message_json,
-        },
-        started,
-        false,
-    );
+    let parts = task.task.parts();
+    let (_, insertion) = local.insert(&task.task.as_new(id, session_id, &parts), started, false);
     match insertion.await.map_err(|e| e.to_string())? {
         Inserted::Committed(_) => {}
         Inserted::Withdrawn => return Err("the task store did not take it in time".into()),

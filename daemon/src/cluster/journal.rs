@@ -69,6 +69,36 @@ pub(super) struct Accepted {
     pub created_at: String,
 }
 
+impl Accepted {
+    /// The parts of the message it was accepted with (read from the
+    /// message: failover, the one reader, is rare).
+    pub fn parts(&self) -> Vec<serde_json::Value> {
+        serde_json::from_str(&self.message_json)
+            .map(|m| crate::tasks::model::message_parts(&m))
+            .unwrap_or_default()
+    }
+
+    /// The task as a node's own log stores it, under `id` and `session_id`.
+    pub fn as_new<'a>(
+        &'a self,
+        id: &'a str,
+        session_id: &'a str,
+        parts: &'a [serde_json::Value],
+    ) -> NewA2aTask<'a> {
+        NewA2aTask {
+            id,
+            session_id,
+            route: &self.route,
+            owner: &self.owner,
+            context_id: &self.context_id,
+            message_id: &self.message_id,
+            text: &self.text,
+            message_json: &self.message_json,
+            parts,
+        }
+    }
+}
+
 /// One entry of a task's subject.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]

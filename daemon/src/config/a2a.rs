@@ -52,6 +52,11 @@ pub struct A2aConfig {
     /// sends them a message (`murmur:message/send`): the entry whose `url`
     /// is the longest prefix of the peer's URL.
     pub peers: Vec<PeerConfig>,
+    /// What agent cards say to a client that names no protocol version:
+    /// `exact` (default), A2A 1.0's card exactly; `merged`, with 0.3's
+    /// members beside 1.0's, for 0.3 clients. A capsule's `a2a.card_compat`
+    /// overrides it for its route.
+    pub card_compat: crate::manifest::a2a::CardCompat,
 }
 
 /// `a2a.peers[]`: what roostd sends to one peer (never a capsule's own
@@ -81,6 +86,7 @@ impl Default for A2aConfig {
             peers: Vec::new(),
             retention: None,
             idle_timeout_secs: 30,
+            card_compat: Default::default(),
         }
     }
 }

@@ -33,6 +33,24 @@ pub struct CardSpec {
     /// (`GetExtendedAgentCard`); with any, the card says it has one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extended_skills: Vec<Skill>,
+    /// What the card says to a client that names no protocol version
+    /// (`exact` or `merged`); unset: roostd's `a2a.card_compat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card_compat: Option<CardCompat>,
+}
+
+/// What the agent card says to a client that sends no `A2A-Version`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CardCompat {
+    /// A2A 1.0's card exactly (its schema admits no other member).
+    #[default]
+    Exact,
+    /// 1.0's card with 0.3's top-level members beside it (`url`,
+    /// `protocolVersion`, `preferredTransport`, `additionalInterfaces`,
+    /// `security`, 0.3 security schemes), so a 0.3 client (which sends no
+    /// `A2A-Version`) accepts it as well as a 1.0 one.
+    Merged,
 }
 
 /// Who offers the agent.

@@ -92,9 +92,7 @@ impl Store {
                 TaskState::Submitted
             },
             text: t.text.to_string(),
-            parts: serde_json::from_str(t.message_json)
-                .map(|m| message_parts(&m))
-                .unwrap_or_default(),
+            parts: t.parts.to_vec(),
             message_id: t.message_id.to_string(),
             status_message: None,
             status_parts: None,

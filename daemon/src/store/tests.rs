@@ -168,6 +168,7 @@ fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
         message_id: id,
         text: "hi",
         message_json: "{}",
+        parts: &[],
     }
 }
 

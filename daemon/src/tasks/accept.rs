@@ -64,6 +64,8 @@ pub struct NewTask<'a> {
     pub text: &'a str,
     /// The message as received (kept with the task).
     pub message_json: &'a str,
+    /// Its parts, as in `message_json`.
+    pub parts: &'a [serde_json::Value],
     /// The W3C `traceparent` the client sent, if any.
     pub traceparent: Option<&'a str>,
     /// A message id this route has a task for gets that task, and nothing
@@ -143,6 +145,7 @@ impl Broker {
                 message_id: new.message_id,
                 text: new.text,
                 message_json: new.message_json,
+                parts: new.parts,
             },
             direct,
             new.dedupe,

@@ -214,6 +214,9 @@ pub struct NewA2aTask<'a> {
     pub message_id: &'a str,
     pub text: &'a str,
     pub message_json: &'a str,
+    /// The message's parts (`message_json`'s `parts`, already read: the
+    /// task record carries them without parsing the message again).
+    pub parts: &'a [serde_json::Value],
 }
 
 /// Which tasks `a2a_tasks` returns.

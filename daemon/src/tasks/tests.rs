@@ -38,6 +38,7 @@ fn task(message_id: &str) -> NewTask<'_> {
         context_id: None,
         text: "hi",
         message_json: "{}",
+        parts: &[],
         traceparent: None,
         dedupe: true,
     }
