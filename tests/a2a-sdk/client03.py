@@ -2,7 +2,7 @@
 """Drive an agent with the official A2A Python SDK's 0.3 client (a2a-sdk 0.3.x).
 
     client03.py --url BASE --binding jsonrpc|http_json|grpc [--only S[,S...]]
-                [--timeout SECONDS] [--push-url URL]
+                [--timeout SECONDS]
 
 BASE is the agent's base URL (roostd: http://127.0.0.1:PORT/a2a/<route>); the
 card is read from BASE/.well-known/agent-card.json as a 0.3 client reads it:
@@ -214,18 +214,50 @@ class Runner:
         expect(answer(done) == 'echo: slow', 'answer of "slow"', 'echo: slow', answer(done))
 
     async def s_push(self) -> None:
-        task = await self.one_task(message('sleep'), blocking=False)
-        config = PushNotificationConfig(id='itk', url=self.args.push_url, token='itk-token')
-        made = await self.client(False).set_task_callback(
-            TaskPushNotificationConfig(task_id=task.id, push_notification_config=config))
-        expect(made.push_notification_config.url == self.args.push_url, 'config url',
-               self.args.push_url, made.push_notification_config.url)
-        got = await self.client(False).get_task_callback(
-            GetTaskPushNotificationConfigParams(id=task.id, push_notification_config_id='itk'))
-        expect((got.task_id, got.push_notification_config.token) == (task.id, 'itk-token'),
-               'config read back', (task.id, 'itk-token'),
-               (got.task_id, got.push_notification_config.token))
-        await self.client(False).cancel_task(TaskIdParams(id=task.id))
+        # A receiver of our own: what a 0.3 agent's push receiver reads is
+        # the whole task, in 0.3's shape, with the config's token.
+        got: asyncio.Queue = asyncio.Queue()
+
+        async def receive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            head = (await reader.readuntil(b'\r\n\r\n')).decode('latin-1')
+            headers = {
+                k.strip().lower(): v.strip()
+                for k, _, v in (line.partition(':') for line in head.split('\r\n')[1:] if line)
+            }
+            body = await reader.readexactly(int(headers.get('content-length', '0')))
+            writer.write(b'HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n')
+            await writer.drain()
+            writer.close()
+            await got.put((headers, body))
+
+        server = await asyncio.start_server(receive, '127.0.0.1', 0)
+        port = server.sockets[0].getsockname()[1]
+        url = f'http://127.0.0.1:{port}/notifications'
+        try:
+            task = await self.one_task(message('slow'), blocking=False)
+            config = PushNotificationConfig(id='itk', url=url, token='itk-token')
+            made = await self.client(False).set_task_callback(
+                TaskPushNotificationConfig(task_id=task.id, push_notification_config=config))
+            expect(made.push_notification_config.url == url, 'config url', url,
+                   made.push_notification_config.url)
+            back = await self.client(False).get_task_callback(
+                GetTaskPushNotificationConfigParams(id=task.id, push_notification_config_id='itk'))
+            expect((back.task_id, back.push_notification_config.token) == (task.id, 'itk-token'),
+                   'config read back', (task.id, 'itk-token'),
+                   (back.task_id, back.push_notification_config.token))
+            state = None
+            while state != TaskState.completed:
+                headers, body = await asyncio.wait_for(got.get(), self.args.timeout)
+                expect(headers.get('x-a2a-notification-token') == 'itk-token',
+                       'the notification token', 'itk-token',
+                       headers.get('x-a2a-notification-token'))
+                pushed = Task.model_validate_json(body)
+                expect(pushed.id == task.id, 'the pushed task id', task.id, pushed.id)
+                state = pushed.status.state
+            expect(answer(pushed) == 'echo: slow', 'the pushed task\'s answer', 'echo: slow',
+                   answer(pushed))
+        finally:
+            server.close()
 
     async def s_errors(self) -> None:
         try:
@@ -268,7 +300,6 @@ def main() -> int:
     p.add_argument('--binding', choices=sorted(BINDINGS), required=True)
     p.add_argument('--only', default=','.join(SCENARIOS))
     p.add_argument('--timeout', type=float, default=30.0)
-    p.add_argument('--push-url', default='http://127.0.0.1:9/notifications')
     args = p.parse_args()
     names = [n for n in args.only.split(',') if n]
     unknown = [n for n in names if n not in SCENARIOS]

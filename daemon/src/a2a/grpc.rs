@@ -257,6 +257,7 @@ impl Grpc {
         let at = super::At {
             route: &route,
             owner: &owner,
+            client: speaks,
         };
         let d = if self.v03 && op == Op::ExtendedCard {
             Dialect::V03

@@ -251,6 +251,9 @@ async fn route_of(gw: &Gateway, route: &str) -> Option<Route> {
 pub(super) struct At<'a> {
     pub route: &'a Route,
     pub owner: &'a str,
+    /// The A2A version the client speaks, whatever shapes the request was
+    /// read in: what roostd sends it later (push notifications).
+    pub client: Dialect,
 }
 
 /// A task of this session, or TaskNotFound.
@@ -315,6 +318,7 @@ async fn root(
     let at = At {
         route: &session,
         owner: &owner,
+        client: dialect(&headers).unwrap_or(Dialect::V10),
     };
     rpc::jsonrpc(&gw, at, &headers, &body).await
 }
@@ -348,6 +352,12 @@ async fn rest(
     let at = At {
         route: &session,
         owner: &owner,
+        // 0.3's paths are under `v1/`.
+        client: if rest.starts_with("v1/") {
+            Dialect::V03
+        } else {
+            Dialect::V10
+        },
     };
     rpc::rest(&gw, at, &method, &rest, uri.query(), &headers, &body).await
 }

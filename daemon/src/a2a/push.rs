@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::error::A2aError;
 use super::wire::Dialect;
 use crate::ids::TaskId;
-use crate::tasks::{PushConfig, PushMade};
+use crate::tasks::{PushConfig, PushMade, PushVersion};
 
 /// How long one delivery may take (connect, send, answer), and a push
 /// URL's host lookup.
@@ -218,7 +218,17 @@ pub fn config_from_params(task_id: &str, params: &Value) -> Result<PushConfig, A
         token,
         auth_scheme: scheme,
         auth_credentials: credentials,
+        // The caller says whose it is.
+        version: PushVersion::V10,
     })
+}
+
+/// What a client of version `d` reads from its receiver.
+fn version_of(d: Dialect) -> PushVersion {
+    match d {
+        Dialect::V10 => PushVersion::V10,
+        Dialect::V03 => PushVersion::V03,
+    }
 }
 
 /// A config on the wire: 1.0's `TaskPushNotificationConfig`, or 0.3's
@@ -301,7 +311,8 @@ pub(super) async fn op(
     };
     match op {
         Op::PushCreate => {
-            let config = config_from_params(&task.id, params)?;
+            let mut config = config_from_params(&task.id, params)?;
+            config.version = version_of(at.client);
             check(policy, &config.url).await?;
             made(
                 broker
@@ -360,6 +371,7 @@ pub(super) async fn check(policy: &PushPolicy, url: &str) -> Result<(), A2aError
 /// checked; its task id is filled in once the task exists.
 pub(super) async fn from_send(
     gw: &super::Gateway,
+    client: Dialect,
     params: &Value,
 ) -> Result<Option<PushConfig>, A2aError> {
     let Some(c) = params.get("configuration").and_then(|c| {
@@ -372,7 +384,8 @@ pub(super) async fn from_send(
     let Some(policy) = &gw.push else {
         return Err(A2aError::PushNotSupported);
     };
-    let config = config_from_params("", c)?;
+    let mut config = config_from_params("", c)?;
+    config.version = version_of(client);
     check(policy, &config.url).await?;
     Ok(Some(config))
 }

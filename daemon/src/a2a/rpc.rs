@@ -280,7 +280,7 @@ pub(super) async fn run(
                      (or none, for a new one)"
                 )));
             }
-            let push = super::push::from_send(gw, params).await?;
+            let push = super::push::from_send(gw, at.client, params).await?;
             let canonical = m.canonical.to_string();
             let (task, live) = broker
                 .submit(NewTask {

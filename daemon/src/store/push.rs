@@ -8,9 +8,9 @@ use super::push_writes::PushWrite;
 pub use super::push_writes::now_ms;
 use super::writer::WriteOp;
 use super::{Store, StoreError};
-use crate::tasks::model::{PushConfig, PushDelivery, PushMade};
+use crate::tasks::model::{PushConfig, PushDelivery, PushMade, PushVersion};
 
-const CONFIG_COLUMNS: &str = "task_id, id, url, token, auth_scheme, auth_credentials";
+const CONFIG_COLUMNS: &str = "task_id, id, url, token, auth_scheme, auth_credentials, version";
 
 fn config_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<PushConfig, StoreError> {
     Ok(PushConfig {
@@ -20,6 +20,7 @@ fn config_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<PushConfig, StoreError
         token: r.try_get("token")?,
         auth_scheme: r.try_get("auth_scheme")?,
         auth_credentials: r.try_get("auth_credentials")?,
+        version: PushVersion::parse(&r.try_get::<String, _>("version")?),
     })
 }
 
@@ -74,7 +75,7 @@ impl Store {
     ) -> Result<Vec<PushDelivery>, StoreError> {
         let rows = sqlx::query(
             "SELECT o.id AS outbox_id, o.event_seq, o.attempts, c.task_id, c.id, c.url, c.token, \
-             c.auth_scheme, c.auth_credentials FROM push_outbox o \
+             c.auth_scheme, c.auth_credentials, c.version FROM push_outbox o \
              JOIN push_configs c ON c.task_id = o.task_id AND c.id = o.config_id \
              WHERE o.next_at <= ?1 AND NOT EXISTS (SELECT 1 FROM push_outbox p \
                WHERE p.task_id = o.task_id AND p.config_id = o.config_id \

@@ -90,7 +90,7 @@ pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u6
             let made = conn
                 .prepare_cached(
                     "INSERT OR REPLACE INTO push_configs (task_id, id, url, token, auth_scheme, \
-                     auth_credentials, created_at) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
+                     auth_credentials, created_at, version) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 \
                      WHERE EXISTS (SELECT 1 FROM tasks WHERE id = ?1)",
                 )?
                 .execute(params![
@@ -100,7 +100,8 @@ pub(super) fn apply(conn: &Connection, write: &PushWrite) -> rusqlite::Result<u6
                     c.token,
                     c.auth_scheme,
                     c.auth_credentials,
-                    now()
+                    now(),
+                    c.version.as_str()
                 ])?;
             if made > 0 && *backfill {
                 let queued = conn

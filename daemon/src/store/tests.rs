@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::tasks::model::{
-    ANSWER_ARTIFACT, EventKind, NewA2aTask, PushConfig, PushMade, TaskFilter, TaskState,
+    ANSWER_ARTIFACT, EventKind, NewA2aTask, PushConfig, PushMade, PushVersion, TaskFilter,
+    TaskState,
 };
 use roost_wire::api::{RestartPolicy, SessionState, SessionUsage, StartRequest};
 
@@ -521,6 +522,7 @@ async fn push_deliveries_wake_the_deliverer_and_a_retry_holds_back_its_config(po
         token: None,
         auth_scheme: None,
         auth_credentials: None,
+        version: PushVersion::V03,
     };
     assert_eq!(
         store
@@ -528,6 +530,11 @@ async fn push_deliveries_wake_the_deliverer_and_a_retry_holds_back_its_config(po
             .await
             .expect("config"),
         PushMade::Made
+    );
+    // Kept with the version of the client that made it.
+    assert_eq!(
+        store.push_configs("tsk_a").await.expect("read")[0].version,
+        PushVersion::V03
     );
     // Another config past the task's limit is refused in the write itself.
     let other = PushConfig {

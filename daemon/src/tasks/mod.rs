@@ -33,7 +33,7 @@ pub use queue::{InboxRx, Next, Queue};
 
 use crate::ids::TaskId;
 pub use log::{LogError, TaskLog};
-pub use model::{NewA2aTask, PushConfig, PushDelivery, PushMade, TaskFilter};
+pub use model::{NewA2aTask, PushConfig, PushDelivery, PushMade, PushVersion, TaskFilter};
 /// A task handed to a session.
 #[derive(Debug, Clone)]
 pub struct Incoming {

@@ -243,6 +243,33 @@ pub struct PushConfig {
     /// Sent as `Authorization: <scheme> <credentials>`.
     pub auth_scheme: Option<String>,
     pub auth_credentials: Option<String>,
+    /// What its receiver is sent: the version of the client that made it.
+    pub version: PushVersion,
+}
+
+/// The A2A version a push config's receiver reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PushVersion {
+    /// Each event, as 1.0's `StreamResponse`.
+    #[default]
+    V10,
+    /// The whole task after each event, in 0.3's shape (what 0.3's SDKs
+    /// send and read).
+    V03,
+}
+
+impl PushVersion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V10 => "1.0",
+            Self::V03 => "0.3",
+        }
+    }
+
+    /// As stored; anything else reads as 1.0.
+    pub fn parse(s: &str) -> Self {
+        if s == "0.3" { Self::V03 } else { Self::V10 }
+    }
 }
 
 /// What creating a push config did.

@@ -11,9 +11,9 @@ use http_body_util::{BodyExt, Full};
 use tokio_util::sync::CancellationToken;
 
 use super::{DELIVERY_TIMEOUT, PushPolicy};
-use crate::a2a::wire::{self, Dialect};
+use crate::a2a::wire::{self, Dialect, Shape};
 use crate::store::now_ms;
-use crate::tasks::{Broker, PushDelivery};
+use crate::tasks::{Broker, PushDelivery, PushVersion};
 
 /// Tries of one delivery before it is given up (backoff 1 s, 2 s, … up to
 /// [`MAX_BACKOFF`]: about 13 minutes in all).
@@ -170,9 +170,20 @@ async fn attempt(broker: &Broker, policy: &PushPolicy, d: &PushDelivery) -> Outc
     let Some(event) = events.into_iter().find(|e| e.seq == d.event_seq) else {
         return Outcome::Dropped("the event is gone".into());
     };
-    // A client's own input is not news to it.
+    // A client's own input is not news to it. A 1.0 receiver reads the
+    // event; a 0.3 one the whole task after it, in 0.3's shape.
     let Some(body) = wire::event(&task, &event, Dialect::V10) else {
         return Outcome::Delivered;
+    };
+    let body = match d.config.version {
+        PushVersion::V10 => body,
+        PushVersion::V03 => match broker.events(task_id, 0).await {
+            Ok(mut log) => {
+                log.retain(|e| e.seq <= d.event_seq);
+                wire::task_with_log(&task, &log, Dialect::V03, Shape::default())
+            }
+            Err(e) => return Outcome::Retry(e.to_string()),
+        },
     };
     let target = match policy.check(&d.config.url).await {
         Ok(Some(t)) => t,
