@@ -19,13 +19,13 @@ const SERVE: &str = "{task_acceptance: queue, after_task: sleep}";
 const TOKEN: &str = "peer-token-0123456789abcdef";
 
 /// The SDK's server on a free loopback port, killed when dropped.
-struct SdkPeer {
+pub(crate) struct SdkPeer {
     _child: tokio::process::Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl SdkPeer {
-    async fn start(args: &[&str]) -> Self {
+    pub(crate) async fn start(args: &[&str]) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")

@@ -6,6 +6,7 @@ mod a2a;
 mod a2a_card;
 mod a2a_grpc;
 mod a2a_parts;
+mod a2a_peer2;
 mod a2a_peers;
 mod a2a_push;
 mod a2a_script;

@@ -15,11 +15,18 @@ use serde_json::{Value, json};
 
 use super::wire::{self, Dialect};
 use crate::http_client::HttpError;
-use crate::runtime::{OutMessage, Outbox, PeerAnswer, SendError, SentTask};
+use crate::runtime::{
+    OutMessage, Outbox, PeerAnswer, PeerCall, PeerInterface, PeerTarget, PeerTask, SendError,
+    SentTask,
+};
 use crate::supervisor::Routes;
 use crate::tasks::{Broker, NewTask};
 
 mod call;
+mod exchange;
+mod follow;
+mod normal;
+mod resolve;
 
 /// Largest answer read from a peer.
 const MAX_REPLY_BYTES: u64 = 1 << 20;
@@ -54,6 +61,10 @@ pub enum RemoteError {
     /// The caller's wait ran out (`Outbox::call` says so with the wait).
     #[error("its task {task_id} did not end in time")]
     Deadline { task_id: String },
+    #[error("agent card: {0}")]
+    Card(String),
+    #[error("gRPC: {0}")]
+    Grpc(String),
 }
 
 /// Delivers guests' messages to peers.
@@ -214,6 +225,31 @@ impl Outbox for Peers {
             }),
             other => other.map_err(|source| SendError::Remote {
                 peer: peer_url.to_string(),
+                source: Box::new(source),
+            }),
+        }
+    }
+
+    async fn resolve(&self, target: &PeerTarget) -> Result<PeerInterface, SendError> {
+        self.resolve_card(target)
+            .await
+            .map_err(|source| SendError::Remote {
+                peer: crate::policy::redact_url(&target.url),
+                source: Box::new(source),
+            })
+    }
+
+    async fn exchange(
+        &self,
+        at: &PeerInterface,
+        call: PeerCall,
+        progress: UnboundedSender<String>,
+    ) -> Result<PeerTask, SendError> {
+        let secs = call.wait.as_secs();
+        match self.exchange_remote(at, call, progress).await {
+            Err(RemoteError::Deadline { task_id }) => Err(SendError::Deadline { task_id, secs }),
+            other => other.map_err(|source| SendError::Remote {
+                peer: crate::policy::redact_url(&at.url),
                 source: Box::new(source),
             }),
         }

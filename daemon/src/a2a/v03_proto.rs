@@ -228,6 +228,69 @@ fn status_out(s: &mut Value) {
     }
 }
 
+/// A 1.0 message as 0.3's (`content`, 0.3's parts), for a call to a peer.
+pub fn message_to_v03(m: &mut Value) {
+    message_out(m);
+}
+
+/// A 0.3 answer (a `Task` when `task`, else a `SendMessageResponse` or
+/// `StreamResponse`) as 1.0's: what a peer said, read.
+pub fn answer_to_v10(mut v: Value, task: bool) -> Value {
+    if task {
+        task_in(&mut v);
+        return v;
+    }
+    for key in ["task", "message", "statusUpdate", "artifactUpdate"] {
+        let Some(inner) = v.get_mut(key) else {
+            continue;
+        };
+        match key {
+            "task" => task_in(inner),
+            "message" => message_in(inner),
+            "statusUpdate" => {
+                if let Some(s) = inner.get_mut("status") {
+                    status_in(s);
+                }
+            }
+            _ => {
+                if let Some(a) = inner.get_mut("artifact") {
+                    artifact_in(a);
+                }
+            }
+        }
+    }
+    v
+}
+
+fn task_in(t: &mut Value) {
+    if let Some(s) = t.get_mut("status") {
+        status_in(s);
+    }
+    if let Some(Value::Array(history)) = t.get_mut("history") {
+        history.iter_mut().for_each(message_in);
+    }
+    if let Some(Value::Array(artifacts)) = t.get_mut("artifacts") {
+        artifacts.iter_mut().for_each(artifact_in);
+    }
+}
+
+fn status_in(s: &mut Value) {
+    if s.get("state").and_then(Value::as_str) == Some("TASK_STATE_CANCELLED") {
+        s["state"] = json!("TASK_STATE_CANCELED");
+    }
+    if let Some(m) = s.get_mut("message") {
+        message_in(m);
+    }
+}
+
+fn artifact_in(a: &mut Value) {
+    if let Some(Value::Array(parts)) = a.get_mut("parts") {
+        for p in parts.iter_mut() {
+            *p = part_in(std::mem::take(p));
+        }
+    }
+}
+
 fn message_out(m: &mut Value) {
     let Some(obj) = m.as_object_mut() else {
         return;

@@ -97,6 +97,16 @@ pub fn parse_message(message: &Value) -> Result<InMessage, MessageError> {
     })
 }
 
+/// A stored 1.0 Part object as 0.3 JSON-RPC writes it (`kind`, `file`).
+pub fn part_v03(p: &Value) -> Value {
+    part("", Some(p), Dialect::V03)
+}
+
+/// A part of either dialect as a 1.0 Part object, as [`normal_part`].
+pub fn part_v10(p: &Value) -> Option<Value> {
+    normal_part(p)
+}
+
 /// A part of either dialect as a 1.0 Part object (`None`: nothing this
 /// agent can read): text, data, or a file's bytes or URL, with its media
 /// type, filename and metadata.

@@ -18,6 +18,7 @@ wasmtime::component::bindgen!({
             import murmur:artifact-manager/manage@0.1.0;
             import murmur:message/send@0.1.0;
             import murmur:peer/call@0.1.0;
+            import murmur:peer/call@0.2.0;
             import murmur:text/chunks@0.1.0;
             import murmur:task/task@0.1.0;
             import murmur:a2a/io@0.1.0;
@@ -43,7 +44,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     murmur::text::chunks::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::task::task::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::message::send::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
-    murmur::peer::call::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::peer0_1_0::call::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
+    murmur::peer0_2_0::call::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::a2a0_1_0::io::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::a2a0_2_0::types::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;
     murmur::a2a0_2_0::io::add_to_linker::<_, HasSelf<GuestState>>(linker, |s| s)?;

@@ -11,6 +11,7 @@ mod files;
 mod host;
 mod http;
 mod limits;
+mod outbox;
 mod output;
 mod run;
 pub use run::TaskMessage;
@@ -36,6 +37,10 @@ pub use catalog::{
 pub use host::{SessionTools, ToolSpec};
 pub use http::{Note, Notes};
 pub use limits::GuestFailure;
+pub use outbox::{
+    OutMessage, Outbox, PeerAnswer, PeerBinding, PeerCall, PeerInterface, PeerOp, PeerTarget,
+    PeerTask, SendError, SentTask,
+};
 pub use state::GuestState;
 pub use task_io::{
     Answer, ArtifactUpdate, InputError, Outcome, Prompt, Reply, TaskIo, TaskSlot, trace_id_of,
@@ -162,74 +167,6 @@ pub struct ScriptLaunch {
     /// Where the capsule's sends and policy denials are noted for its
     /// trace.
     pub notes: Option<Arc<Notes>>,
-}
-
-/// A message a guest sends to an A2A peer (`murmur:message/send`).
-#[derive(Debug, Clone)]
-pub struct OutMessage {
-    pub message_id: String,
-    pub context_id: Option<String>,
-    pub text: String,
-    /// The W3C `traceparent` of the call (the current task's trace).
-    pub traceparent: String,
-}
-
-/// The task a peer made of a sent message.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SentTask {
-    pub task_id: String,
-    pub context_id: String,
-    /// 0.3 spelling (`submitted`, `completed`, …).
-    pub state: String,
-}
-
-/// How a peer's task ended (`murmur:peer/call`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PeerAnswer {
-    pub task_id: String,
-    pub context_id: String,
-    /// 0.3 spelling: `completed`, `failed`, `canceled`, `rejected`,
-    /// `input-required`.
-    pub state: String,
-    /// The answer's text, else the last status message.
-    pub text: String,
-}
-
-/// Delivers guests' A2A messages (the gateway's client; peers hosted by this
-/// daemon are reached in-process). The network policy is checked before.
-#[async_trait::async_trait]
-pub trait Outbox: Send + Sync {
-    async fn send(&self, peer_url: &str, message: OutMessage) -> Result<SentTask, SendError>;
-    /// Sends and waits up to `wait` for the peer's task to end or to need
-    /// input; the text the peer streams meanwhile goes to `progress`.
-    async fn call(
-        &self,
-        peer_url: &str,
-        message: OutMessage,
-        wait: std::time::Duration,
-        progress: tokio::sync::mpsc::UnboundedSender<String>,
-    ) -> Result<PeerAnswer, SendError>;
-}
-
-/// Why a guest's message did not reach its peer.
-#[derive(Debug, thiserror::Error)]
-pub enum SendError {
-    #[error("no live session is routed at /a2a/{0}")]
-    NoRoute(String),
-    /// A peer on this daemon did not take the task.
-    #[error(transparent)]
-    Local(PortError),
-    #[error("A2A peer {peer}: {source}")]
-    Remote {
-        peer: String,
-        #[source]
-        source: PortError,
-    },
-    #[error(
-        "the peer's task {task_id} did not end within {secs} s (it goes on; ask the peer for it \
-         by that id, or call again with a longer timeout)"
-    )]
-    Deadline { task_id: String, secs: u64 },
 }
 
 /// The shareable part of the runtime: what a host call needs to run a tool.

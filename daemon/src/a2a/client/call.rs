@@ -318,7 +318,7 @@ async fn stream(
     Err(RemoteError::StreamEnded)
 }
 
-fn refusal(error: &Value) -> RemoteError {
+pub(super) fn refusal(error: &Value) -> RemoteError {
     RemoteError::Refused {
         code: error["code"].as_i64().unwrap_or_default(),
         message: error["message"]
@@ -330,7 +330,7 @@ fn refusal(error: &Value) -> RemoteError {
 
 /// Where the first event of `buf` ends: (end of its text, end of its blank
 /// line), for `\n\n` or `\r\n\r\n`.
-fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
+pub(super) fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
     let lf = buf
         .windows(2)
         .position(|w| w == b"\n\n")

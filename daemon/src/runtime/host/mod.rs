@@ -2,13 +2,15 @@
 //! (tool dispatch through [`SessionTools`]), `manage` (the artifact
 //! manager), `send` (outgoing A2A), `chunks` (streamed text), `io` and
 //! `task` (the A2A task a call works on, input requests), `parts`
-//! (`murmur:a2a@0.2.0`: every part in and out).
+//! (`murmur:a2a@0.2.0`: every part in and out), `peer2`
+//! (`murmur:peer@0.2.0`: a peer by card or endpoint, any binding).
 
 mod chunks;
 mod invoke;
 mod io;
 mod manage;
 pub(crate) mod parts;
+mod peer2;
 mod send;
 
 use std::collections::HashSet;

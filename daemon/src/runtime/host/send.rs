@@ -65,7 +65,7 @@ impl GuestState {
 
     /// Logs a send (or why it failed) and notes it for the trace, with
     /// the caller's task; the outcome, with the error as the guest sees it.
-    fn record<T>(
+    pub(super) fn record<T>(
         &self,
         what: &'static str,
         peer_url: &str,
@@ -135,13 +135,13 @@ impl murmur::message::send::Host for GuestState {
 const MAX_CALL: u32 = 3600;
 const DEFAULT_CALL: u32 = 300;
 
-impl murmur::peer::call::Host for GuestState {
+impl murmur::peer0_1_0::call::Host for GuestState {
     async fn call(
         &mut self,
         peer_url: String,
         message: murmur::message::send::Message,
         timeout_secs: u32,
-    ) -> Result<murmur::peer::call::Answer, String> {
+    ) -> Result<murmur::peer0_1_0::call::Answer, String> {
         let (peer_url, outbox, message, mut span) = self.outgoing(&peer_url, message)?;
         let (message_id, traceparent) = (message.message_id.clone(), message.traceparent.clone());
         let secs = match timeout_secs {
@@ -184,7 +184,7 @@ impl murmur::peer::call::Host for GuestState {
                 "state": a.state, "answer_bytes": a.text.len(), "traceparent": traceparent,
             })
         })?;
-        Ok(murmur::peer::call::Answer {
+        Ok(murmur::peer0_1_0::call::Answer {
             task_id: answer.task_id,
             context_id: answer.context_id,
             state: answer.state,
@@ -196,7 +196,7 @@ impl murmur::peer::call::Host for GuestState {
 /// A W3C `traceparent` for an outgoing call: the current task's trace (the
 /// one its client sent, else one named after the task), or the session's,
 /// with a fresh span id.
-fn traceparent(task: Option<&Arc<dyn TaskIo>>, session_id: &str) -> String {
+pub(super) fn traceparent(task: Option<&Arc<dyn TaskIo>>, session_id: &str) -> String {
     let trace_id = task
         .map(|t| t.trace_id())
         .unwrap_or_else(|| trace_id_of(session_id));

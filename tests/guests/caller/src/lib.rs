@@ -11,7 +11,7 @@ wit_bindgen::generate!({
 
 use exports::murmur::a2a0_1_0::handler::{Guest, Outcome, Task};
 use murmur::message::send::Message;
-use murmur::peer::call::call;
+use murmur::peer0_1_0::call::call;
 
 struct Caller;
 

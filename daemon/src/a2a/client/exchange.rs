@@ -1,0 +1,392 @@
+//! `murmur:peer/call@0.2.0` for [`Peers`]: one call on a peer's interface
+//! (`resolve.rs` finds it) over the binding and version it speaks —
+//! JSON-RPC, HTTP+JSON or gRPC (tonic), A2A 1.0 or 0.3 — with roostd's
+//! credentials for it (`a2a.peers`), every answer read into 1.0's shape
+//! ([`normal`]) and followed (`follow.rs`) until the call has what it asked
+//! for.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
+
+use super::super::envelope::Op;
+use super::super::grpc::{pb, pb03};
+use super::super::wire::Dialect;
+use super::follow::Follow;
+use super::normal;
+use super::{Peers, RemoteError};
+use crate::runtime::{PeerBinding, PeerCall, PeerInterface, PeerOp, PeerTask};
+
+/// Largest event of a peer's stream.
+const MAX_EVENT_BYTES: usize = 1 << 20;
+
+impl Peers {
+    /// One call on a peer's interface, followed as it says.
+    pub(super) async fn exchange_remote(
+        &self,
+        at: &PeerInterface,
+        call: PeerCall,
+        progress: UnboundedSender<String>,
+    ) -> Result<PeerTask, RemoteError> {
+        let token = self.token_for(&at.url);
+        let authorization = token.as_deref().map(|t| format!("Bearer {t}"));
+        let mut follow = Follow::new(&call, progress);
+        let deadline = Instant::now() + call.wait;
+        let ask = Ask {
+            at,
+            call: &call,
+            authorization: authorization.as_deref(),
+            wait: call.wait,
+        };
+        let ran = tokio::time::timeout_at(deadline, async {
+            match at.binding {
+                PeerBinding::JsonRpc => ask.jsonrpc(&mut follow).await,
+                PeerBinding::HttpJson => ask.rest(&mut follow).await,
+                PeerBinding::Grpc => ask.grpc(&mut follow).await,
+            }
+        })
+        .await;
+        match ran {
+            Err(_) => Err(RemoteError::Deadline {
+                task_id: follow.task.task_id,
+            }),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(())) if follow.done || follow.unary => Ok(follow.finish()),
+            Ok(Ok(())) => Err(RemoteError::StreamEnded),
+        }
+    }
+}
+
+/// One call's request, on one interface.
+struct Ask<'a> {
+    at: &'a PeerInterface,
+    call: &'a PeerCall,
+    authorization: Option<&'a str>,
+    wait: Duration,
+}
+
+impl Ask<'_> {
+    fn task_id(&self) -> Option<&str> {
+        match &self.call.op {
+            PeerOp::Send { .. } => None,
+            PeerOp::Subscribe(id) | PeerOp::Get(id) | PeerOp::Cancel(id) => Some(id),
+        }
+    }
+
+    fn op(&self) -> Op {
+        match &self.call.op {
+            PeerOp::Send {
+                streaming: true, ..
+            } => Op::Stream,
+            PeerOp::Send { .. } => Op::Send,
+            PeerOp::Subscribe(_) => Op::Subscribe,
+            PeerOp::Get(_) => Op::Get,
+            PeerOp::Cancel(_) => Op::Cancel,
+        }
+    }
+
+    /// The request's body in a version's shape: `rpc` for 0.3 JSON-RPC,
+    /// else ProtoJSON.
+    fn params(&self, rpc: bool) -> Value {
+        let accepted = self.call.accepted_only;
+        match (&self.call.op, self.at.v03) {
+            (PeerOp::Send { message, push, .. }, false) => {
+                normal::send_v10(message, accepted, push.as_ref())
+            }
+            (PeerOp::Send { message, push, .. }, true) if rpc => {
+                normal::send_v03_rpc(message, accepted, push.as_ref())
+            }
+            (PeerOp::Send { message, push, .. }, true) => {
+                normal::send_v03_proto(message, accepted, push.as_ref())
+            }
+            (_, _) => json!({ "id": self.task_id() }),
+        }
+    }
+
+    fn headers(&self) -> Vec<(&'static str, &str)> {
+        let mut headers = vec![
+            ("content-type", "application/json"),
+            ("traceparent", self.call.traceparent.as_str()),
+        ];
+        if !self.at.v03 {
+            headers.push(("a2a-version", "1.0"));
+        }
+        if let Some(value) = self.authorization {
+            headers.push(("authorization", value));
+        }
+        headers
+    }
+
+    /// An answer read into 1.0's `StreamResponse`.
+    fn read(&self, v: Value, rpc: bool) -> Value {
+        let task = matches!(self.op(), Op::Get | Op::Cancel);
+        match (self.at.v03, rpc) {
+            (false, _) => normal::from_v10(v, task),
+            (true, true) => normal::from_v03_rpc(v),
+            (true, false) => normal::from_v03_proto(v, task),
+        }
+    }
+
+    async fn jsonrpc(&self, follow: &mut Follow) -> Result<(), RemoteError> {
+        let d = if self.at.v03 {
+            Dialect::V03
+        } else {
+            Dialect::V10
+        };
+        let body = json!({
+            "jsonrpc": "2.0", "id": 1, "method": self.op().method(d), "params": self.params(true),
+        });
+        self.post_and_follow(http::Method::POST, &self.at.url, Some(body), true, follow)
+            .await
+    }
+
+    async fn rest(&self, follow: &mut Follow) -> Result<(), RemoteError> {
+        let base = self.at.url.trim_end_matches('/');
+        let v1 = if self.at.v03 { "/v1" } else { "" };
+        let id = self.task_id().unwrap_or_default();
+        let (method, path, body) = match self.op() {
+            Op::Send => (http::Method::POST, "/message:send".to_string(), true),
+            Op::Stream => (http::Method::POST, "/message:stream".to_string(), true),
+            Op::Get => (http::Method::GET, format!("/tasks/{id}"), false),
+            Op::Cancel => (http::Method::POST, format!("/tasks/{id}:cancel"), false),
+            // 0.3's reference client subscribes with GET, 1.0's with POST.
+            _ if self.at.v03 => (http::Method::GET, format!("/tasks/{id}:subscribe"), false),
+            _ => (http::Method::POST, format!("/tasks/{id}:subscribe"), false),
+        };
+        let url = format!("{base}{v1}{path}");
+        let body = body.then(|| self.params(false));
+        self.post_and_follow(method, &url, body, false, follow)
+            .await
+    }
+
+    /// One HTTP request; its answer (an event stream, or one JSON body)
+    /// followed. `rpc`: the answers are JSON-RPC responses.
+    async fn post_and_follow(
+        &self,
+        method: http::Method,
+        url: &str,
+        body: Option<Value>,
+        rpc: bool,
+        follow: &mut Follow,
+    ) -> Result<(), RemoteError> {
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(url)
+            .header(http::header::USER_AGENT, "roostd")
+            .header(http::header::ACCEPT, "application/json, text/event-stream");
+        for (name, value) in self.headers() {
+            request = request.header(name, value);
+        }
+        let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+        let request = request
+            .body(Full::new(Bytes::from(bytes)))
+            .map_err(|e| RemoteError::Http(crate::http_client::HttpError::Request(e)))?;
+        let read = self.wait.saturating_add(Duration::from_secs(1));
+        let timeouts = crate::http_client::Timeouts {
+            connect: crate::http_client::TIMEOUT,
+            first_byte: read,
+            between_bytes: read,
+        };
+        let response = crate::http_client::send(request, timeouts).await?;
+        let status = response.status();
+        if status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN {
+            return Err(RemoteError::Unauthorized {
+                status,
+                configured: self.authorization.is_some(),
+            });
+        }
+        let sse = response
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let mut body = response.into_body();
+        let mut pending: Vec<u8> = Vec::new();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                pending.extend_from_slice(&data);
+            }
+            if pending.len() > MAX_EVENT_BYTES {
+                return Err(RemoteError::NotAStream(format!(
+                    "an answer over {MAX_EVENT_BYTES} bytes"
+                )));
+            }
+            while sse && let Some(end) = super::call::find_blank_line(&pending) {
+                let block: Vec<u8> = pending.drain(..end.1).collect();
+                let text = String::from_utf8_lossy(&block[..end.0]).into_owned();
+                let data: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                let event: Value = serde_json::from_str(&data.join("\n"))
+                    .map_err(|e| RemoteError::NotAStream(e.to_string()))?;
+                if self.take(event, rpc, status, follow)? {
+                    return Ok(());
+                }
+            }
+        }
+        if !sse {
+            let answer: Value =
+                serde_json::from_slice(&pending).map_err(|_| RemoteError::NotJson(status))?;
+            self.take(answer, rpc, status, follow)?;
+        }
+        Ok(())
+    }
+
+    /// One answer: a refusal, or what it says taken by `follow`.
+    fn take(
+        &self,
+        answer: Value,
+        rpc: bool,
+        status: http::StatusCode,
+        follow: &mut Follow,
+    ) -> Result<bool, RemoteError> {
+        if rpc {
+            if let Some(error) = answer.get("error") {
+                return Err(super::call::refusal(error));
+            }
+            let result = answer.get("result").cloned().unwrap_or(Value::Null);
+            return Ok(follow.take(&self.read(result, true)));
+        }
+        if !status.is_success() {
+            // google.rpc.Status (1.0), or whatever 0.3's server says.
+            let error = answer.get("error").unwrap_or(&answer);
+            return Err(RemoteError::Refused {
+                code: i64::from(status.as_u16()),
+                message: error["message"]
+                    .as_str()
+                    .map_or_else(|| error.to_string(), str::to_string),
+            });
+        }
+        Ok(follow.take(&self.read(answer, false)))
+    }
+
+    async fn grpc(&self, follow: &mut Follow) -> Result<(), RemoteError> {
+        let target = if self.at.url.contains("://") {
+            self.at.url.clone()
+        } else {
+            format!("http://{}", self.at.url)
+        };
+        let channel = tonic::transport::Channel::from_shared(target)
+            .map_err(|e| RemoteError::Grpc(format!("not a gRPC target: {e}")))?
+            .connect_timeout(crate::http_client::TIMEOUT)
+            .connect()
+            .await
+            .map_err(|e| RemoteError::Grpc(format!("cannot connect: {e}")))?;
+        let mut params = self.params(false);
+        let answers: Vec<Value> = if self.at.v03 {
+            if let Some(id) = self.task_id() {
+                params = json!({ "name": format!("tasks/{id}") });
+            }
+            let mut client = pb03::a2a_service_client::A2aServiceClient::new(channel)
+                .max_decoding_message_size(MAX_EVENT_BYTES);
+            match self.op() {
+                Op::Send => one(client.send_message(self.grpc_request(params)?).await),
+                Op::Stream => {
+                    let r = client
+                        .send_streaming_message(self.grpc_request(params)?)
+                        .await;
+                    return self.follow_grpc(r, follow).await;
+                }
+                Op::Subscribe => {
+                    let r = client.task_subscription(self.grpc_request(params)?).await;
+                    return self.follow_grpc(r, follow).await;
+                }
+                Op::Get => one(client.get_task(self.grpc_request(params)?).await),
+                _ => one(client.cancel_task(self.grpc_request(params)?).await),
+            }?
+        } else {
+            if let Some(tenant) = &self.at.tenant {
+                params["tenant"] = json!(tenant);
+            }
+            let mut client = pb::a2a_service_client::A2aServiceClient::new(channel)
+                .max_decoding_message_size(MAX_EVENT_BYTES);
+            match self.op() {
+                Op::Send => one(client.send_message(self.grpc_request(params)?).await),
+                Op::Stream => {
+                    let r = client
+                        .send_streaming_message(self.grpc_request(params)?)
+                        .await;
+                    return self.follow_grpc(r, follow).await;
+                }
+                Op::Subscribe => {
+                    let r = client.subscribe_to_task(self.grpc_request(params)?).await;
+                    return self.follow_grpc(r, follow).await;
+                }
+                Op::Get => one(client.get_task(self.grpc_request(params)?).await),
+                _ => one(client.cancel_task(self.grpc_request(params)?).await),
+            }?
+        };
+        for answer in answers {
+            follow.take(&self.read(answer, false));
+        }
+        Ok(())
+    }
+
+    /// A gRPC request of JSON `params`, with the call's metadata.
+    fn grpc_request<Q: serde::de::DeserializeOwned>(
+        &self,
+        params: Value,
+    ) -> Result<tonic::Request<Q>, RemoteError> {
+        let message: Q = serde_json::from_value(params)
+            .map_err(|e| RemoteError::Grpc(format!("cannot write the request: {e}")))?;
+        let mut request = tonic::Request::new(message);
+        for (name, value) in self.headers() {
+            if name == "content-type" {
+                continue;
+            }
+            if let Ok(value) = value.parse() {
+                request.metadata_mut().insert(name, value);
+            }
+        }
+        Ok(request)
+    }
+
+    async fn follow_grpc<E: serde::Serialize>(
+        &self,
+        answer: Result<tonic::Response<tonic::Streaming<E>>, tonic::Status>,
+        follow: &mut Follow,
+    ) -> Result<(), RemoteError> {
+        let mut stream = answer.map_err(grpc_refusal)?.into_inner();
+        while let Some(event) = stream.next().await {
+            let event = serde_json::to_value(event.map_err(grpc_refusal)?)
+                .map_err(|e| RemoteError::Grpc(e.to_string()))?;
+            if follow.take(&self.read(event, false)) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A unary gRPC answer as JSON.
+fn one<R: serde::Serialize>(
+    answer: Result<tonic::Response<R>, tonic::Status>,
+) -> Result<Vec<Value>, RemoteError> {
+    let answer = answer.map_err(grpc_refusal)?.into_inner();
+    serde_json::to_value(answer)
+        .map(|v| vec![v])
+        .map_err(|e| RemoteError::Grpc(e.to_string()))
+}
+
+fn grpc_refusal(status: tonic::Status) -> RemoteError {
+    if status.code() == tonic::Code::Unauthenticated {
+        return RemoteError::Unauthorized {
+            status: http::StatusCode::UNAUTHORIZED,
+            configured: false,
+        };
+    }
+    RemoteError::Refused {
+        code: status.code() as i64,
+        message: status.message().to_string(),
+    }
+}

@@ -1,0 +1,198 @@
+//! A peer's answers followed: each 1.0 `StreamResponse` (whatever binding
+//! and version it came in) taken into the task as a call leaves it — its
+//! ids, state, latest status message, artifacts put together from their
+//! chunks — until the call has what it asked for.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::super::wire;
+use crate::runtime::{PeerCall, PeerOp, PeerTask};
+
+/// What a peer's answers have said so far.
+pub(super) struct Follow {
+    pub(super) task: PeerTask,
+    /// Each artifact's parts, in the order the artifacts came.
+    artifacts: BTreeMap<usize, (String, Vec<Value>)>,
+    accepted_only: bool,
+    /// The call answers once (not a stream): its one answer is all.
+    pub(super) unary: bool,
+    pub(super) done: bool,
+    progress: UnboundedSender<String>,
+}
+
+impl Follow {
+    pub(super) fn new(call: &PeerCall, progress: UnboundedSender<String>) -> Self {
+        let unary = match &call.op {
+            PeerOp::Send { streaming, .. } => !streaming,
+            PeerOp::Subscribe(_) => false,
+            PeerOp::Get(_) | PeerOp::Cancel(_) => true,
+        };
+        Self {
+            task: PeerTask::default(),
+            artifacts: BTreeMap::new(),
+            accepted_only: call.accepted_only,
+            unary,
+            done: false,
+            progress,
+        }
+    }
+
+    /// Takes one 1.0 `StreamResponse`; `true` once the call has its answer.
+    pub(super) fn take(&mut self, v: &Value) -> bool {
+        if let Some(t) = v.get("task") {
+            self.ids(t.get("id"), t.get("contextId"));
+            self.status(&t["status"]);
+            if let Some(artifacts) = t["artifacts"].as_array() {
+                self.artifacts.clear();
+                for a in artifacts {
+                    self.artifact(a, false);
+                }
+            }
+        } else if let Some(m) = v.get("message") {
+            self.ids(m.get("taskId"), m.get("contextId"));
+            self.task.state = "completed".into();
+            self.task.message = parts(&m["parts"]);
+            self.done = true;
+        } else if let Some(u) = v.get("statusUpdate") {
+            self.ids(u.get("taskId"), u.get("contextId"));
+            self.status(&u["status"]);
+        } else if let Some(u) = v.get("artifactUpdate") {
+            self.ids(u.get("taskId"), u.get("contextId"));
+            let text: String = u["artifact"]["parts"]
+                .as_array()
+                .map(|p| p.iter().filter_map(|p| p["text"].as_str()).collect())
+                .unwrap_or_default();
+            if !text.is_empty() {
+                let _ = self.progress.send(text);
+            }
+            self.artifact(&u["artifact"], u["append"].as_bool() == Some(true));
+        } else {
+            return false;
+        }
+        if self.accepted_only {
+            self.done = true;
+        }
+        self.done
+    }
+
+    fn ids(&mut self, task: Option<&Value>, context: Option<&Value>) {
+        for (v, slot) in [
+            (task, &mut self.task.task_id),
+            (context, &mut self.task.context_id),
+        ] {
+            if let Some(s) = v.and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                *slot = s.to_string();
+            }
+        }
+    }
+
+    fn status(&mut self, status: &Value) {
+        if let Some(m) = status.get("message").filter(|m| m.is_object()) {
+            self.task.message = parts(&m["parts"]);
+        }
+        let Some(name) = status["state"].as_str() else {
+            return;
+        };
+        let state = name
+            .strip_prefix("TASK_STATE_")
+            .unwrap_or(name)
+            .to_ascii_lowercase()
+            .replace('_', "-");
+        let state = if state == "cancelled" {
+            "canceled".to_string()
+        } else {
+            state
+        };
+        self.done |= matches!(
+            state.as_str(),
+            "completed" | "failed" | "canceled" | "rejected" | "input-required" | "auth-required"
+        );
+        self.task.state = state;
+    }
+
+    fn artifact(&mut self, a: &Value, append: bool) {
+        let id = a["artifactId"].as_str().unwrap_or("answer").to_string();
+        let new = parts(&a["parts"]);
+        match self.artifacts.values_mut().find(|(have, _)| *have == id) {
+            Some((_, have)) if append => have.extend(new),
+            Some((_, have)) => *have = new,
+            None => {
+                let at = self.artifacts.len();
+                self.artifacts.insert(at, (id, new));
+            }
+        }
+    }
+
+    pub(super) fn finish(mut self) -> PeerTask {
+        self.task.artifacts = std::mem::take(&mut self.artifacts).into_values().collect();
+        self.task
+    }
+}
+
+fn parts(v: &Value) -> Vec<Value> {
+    v.as_array()
+        .map(|p| p.iter().filter_map(wire::part_v10).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    #[test]
+    fn a_follower_puts_chunks_together_and_stops_where_the_call_says() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = PeerCall {
+            op: PeerOp::Subscribe("t".into()),
+            accepted_only: false,
+            wait: Duration::from_secs(1),
+            traceparent: String::new(),
+        };
+        let mut f = Follow::new(&call, tx);
+        assert!(!f.take(&json!({"task": {"id": "t", "contextId": "c",
+            "status": {"state": "TASK_STATE_WORKING"}}})));
+        assert!(
+            !f.take(&json!({"artifactUpdate": {"artifact": {"artifactId": "a",
+            "parts": [{"text": "hel"}]}}}))
+        );
+        assert!(!f.take(
+            &json!({"artifactUpdate": {"append": true, "artifact": {"artifactId": "a",
+            "parts": [{"raw": "AAE=", "filename": "f"}]}}})
+        ));
+        assert!(f.take(
+            &json!({"statusUpdate": {"status": {"state": "TASK_STATE_COMPLETED",
+            "message": {"parts": [{"text": "done"}]}}}})
+        ));
+        let t = f.finish();
+        assert_eq!((t.task_id.as_str(), t.state.as_str()), ("t", "completed"));
+        assert_eq!(t.message, vec![json!({"text": "done"})]);
+        assert_eq!(
+            t.artifacts,
+            vec![(
+                "a".to_string(),
+                vec![
+                    json!({"text": "hel"}),
+                    json!({"raw": "AAE=", "filename": "f"})
+                ]
+            )]
+        );
+        assert_eq!(rx.try_recv().ok().as_deref(), Some("hel"));
+
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut first = Follow::new(
+            &PeerCall {
+                accepted_only: true,
+                ..call
+            },
+            tx,
+        );
+        assert!(
+            first.take(&json!({"task": {"id": "t", "status": {"state": "TASK_STATE_SUBMITTED"}}}))
+        );
+    }
+}
