@@ -33,7 +33,13 @@ impl Peers {
         call: PeerCall,
         progress: UnboundedSender<String>,
     ) -> Result<PeerTask, RemoteError> {
-        let token = self.token_for(&at.url);
+        // A gRPC interface is `host:port`: its credentials are configured
+        // by URL like the others'.
+        let token = if at.url.contains("://") {
+            self.token_for(&at.url)
+        } else {
+            self.token_for(&format!("http://{}", at.url))
+        };
         let authorization = token.as_deref().map(|t| format!("Bearer {t}"));
         let mut follow = Follow::new(&call, progress);
         let deadline = Instant::now() + call.wait;
@@ -56,6 +62,10 @@ impl Peers {
                 task_id: follow.task.task_id,
             }),
             Ok(Err(e)) => Err(e),
+            Ok(Ok(())) if follow.too_big => Err(RemoteError::NotAStream(format!(
+                "its task's artifacts grew past {} MiB; roostd stopped reading",
+                super::follow::MAX_HELD_BYTES >> 20
+            ))),
             Ok(Ok(())) if follow.done || follow.unary => Ok(follow.finish()),
             Ok(Ok(())) => Err(RemoteError::StreamEnded),
         }

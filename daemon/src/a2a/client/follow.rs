@@ -11,11 +11,18 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::super::wire;
 use crate::runtime::{PeerCall, PeerOp, PeerTask};
 
+/// Most a call holds of a peer's artifacts (what the guest gets).
+pub(super) const MAX_HELD_BYTES: usize = 4 << 20;
+
 /// What a peer's answers have said so far.
 pub(super) struct Follow {
     pub(super) task: PeerTask,
-    /// Each artifact's parts, in the order the artifacts came.
-    artifacts: BTreeMap<usize, (String, Vec<Value>)>,
+    /// Each artifact's parts and their size, in the order they came.
+    artifacts: BTreeMap<usize, (String, Vec<Value>, usize)>,
+    /// What the artifacts hold now, in bytes of JSON.
+    held: usize,
+    /// They would hold more than [`MAX_HELD_BYTES`]: the call is over.
+    pub(super) too_big: bool,
     accepted_only: bool,
     /// The call answers once (not a stream): its one answer is all.
     pub(super) unary: bool,
@@ -33,6 +40,8 @@ impl Follow {
         Self {
             task: PeerTask::default(),
             artifacts: BTreeMap::new(),
+            held: 0,
+            too_big: false,
             accepted_only: call.accepted_only,
             unary,
             done: false,
@@ -47,6 +56,7 @@ impl Follow {
             self.status(&t["status"]);
             if let Some(artifacts) = t["artifacts"].as_array() {
                 self.artifacts.clear();
+                self.held = 0;
                 for a in artifacts {
                     self.artifact(a, false);
                 }
@@ -116,18 +126,37 @@ impl Follow {
     fn artifact(&mut self, a: &Value, append: bool) {
         let id = a["artifactId"].as_str().unwrap_or("answer").to_string();
         let new = parts(&a["parts"]);
-        match self.artifacts.values_mut().find(|(have, _)| *have == id) {
-            Some((_, have)) if append => have.extend(new),
-            Some((_, have)) => *have = new,
+        let size: usize = new.iter().map(|p| p.to_string().len()).sum();
+        let before = self.held;
+        match self.artifacts.values_mut().find(|(have, ..)| *have == id) {
+            Some((_, have, bytes)) if append => {
+                have.extend(new);
+                *bytes += size;
+                self.held += size;
+            }
+            Some((_, have, bytes)) => {
+                self.held = self.held - *bytes + size;
+                *have = new;
+                *bytes = size;
+            }
             None => {
                 let at = self.artifacts.len();
-                self.artifacts.insert(at, (id, new));
+                self.artifacts.insert(at, (id, new, size));
+                self.held += size;
             }
+        }
+        // A peer that streams without end is cut off, not held in memory.
+        if self.held > MAX_HELD_BYTES && self.held > before {
+            self.too_big = true;
+            self.done = true;
         }
     }
 
     pub(super) fn finish(mut self) -> PeerTask {
-        self.task.artifacts = std::mem::take(&mut self.artifacts).into_values().collect();
+        self.task.artifacts = std::mem::take(&mut self.artifacts)
+            .into_values()
+            .map(|(id, parts, _)| (id, parts))
+            .collect();
         self.task
     }
 }
@@ -194,5 +223,34 @@ mod tests {
         assert!(
             first.take(&json!({"task": {"id": "t", "status": {"state": "TASK_STATE_SUBMITTED"}}}))
         );
+    }
+
+    #[test]
+    fn a_peer_that_streams_without_end_is_cut_off() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = PeerCall {
+            op: PeerOp::Subscribe("t".into()),
+            accepted_only: false,
+            wait: Duration::from_secs(1),
+            traceparent: String::new(),
+        };
+        let mut f = Follow::new(&call, tx);
+        let chunk = "x".repeat(64 * 1024);
+        let mut taken = 0;
+        while !f.take(&json!({"artifactUpdate": {"append": true,
+            "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}}))
+        {
+            taken += 1;
+            assert!(taken < 1000, "never cut off");
+        }
+        assert!(f.too_big);
+        // Replacing an artifact does not add up.
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut g = Follow::new(&call, tx);
+        for _ in 0..200 {
+            assert!(!g.take(&json!({"artifactUpdate": {
+                "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}})));
+        }
+        assert!(!g.too_big);
     }
 }
