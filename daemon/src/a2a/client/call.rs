@@ -284,20 +284,8 @@ async fn stream(
         if !sse {
             continue;
         }
-        // Each event ends with a blank line; its `data:` lines are the JSON.
-        while let Some(end) = find_blank_line(&pending) {
-            let block: Vec<u8> = pending.drain(..end.1).collect();
-            let text = String::from_utf8_lossy(&block[..end.0]).into_owned();
-            let data: Vec<&str> = text
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            if data.is_empty() {
-                continue;
-            }
-            let event: Value = serde_json::from_str(&data.join("\n"))
-                .map_err(|e| RemoteError::NotAStream(e.to_string()))?;
+        while let Some(event) = next_event(&mut pending) {
+            let event = event?;
             if let Some(error) = event.get("error") {
                 return Err(refusal(error));
             }
@@ -328,9 +316,31 @@ pub(super) fn refusal(error: &Value) -> RemoteError {
     }
 }
 
+/// The next whole server-sent event in `pending` (taken out of it), as the
+/// JSON its `data:` lines hold; `None` until one has arrived. Each event
+/// ends with a blank line; one without data is skipped.
+pub(super) fn next_event(pending: &mut Vec<u8>) -> Option<Result<Value, RemoteError>> {
+    while let Some(end) = find_blank_line(pending) {
+        let block: Vec<u8> = pending.drain(..end.1).collect();
+        let text = String::from_utf8_lossy(&block[..end.0]).into_owned();
+        let data: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        if !data.is_empty() {
+            return Some(
+                serde_json::from_str(&data.join("\n"))
+                    .map_err(|e| RemoteError::NotAStream(e.to_string())),
+            );
+        }
+    }
+    None
+}
+
 /// Where the first event of `buf` ends: (end of its text, end of its blank
 /// line), for `\n\n` or `\r\n\r\n`.
-pub(super) fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
+fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
     let lf = buf
         .windows(2)
         .position(|w| w == b"\n\n")

@@ -226,20 +226,8 @@ impl Ask<'_> {
                     "an answer over {MAX_EVENT_BYTES} bytes"
                 )));
             }
-            while sse && let Some(end) = super::call::find_blank_line(&pending) {
-                let block: Vec<u8> = pending.drain(..end.1).collect();
-                let text = String::from_utf8_lossy(&block[..end.0]).into_owned();
-                let data: Vec<&str> = text
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                let event: Value = serde_json::from_str(&data.join("\n"))
-                    .map_err(|e| RemoteError::NotAStream(e.to_string()))?;
-                if self.take(event, rpc, status, follow)? {
+            while sse && let Some(event) = super::call::next_event(&mut pending) {
+                if self.take(event?, rpc, status, follow)? {
                     return Ok(());
                 }
             }
@@ -293,48 +281,44 @@ impl Ask<'_> {
             .await
             .map_err(|e| RemoteError::Grpc(format!("cannot connect: {e}")))?;
         let mut params = self.params(false);
+        // The same calls on either version's generated client.
+        macro_rules! call {
+            ($client:expr, $subscribe:ident) => {{
+                let mut client = $client.max_decoding_message_size(MAX_EVENT_BYTES);
+                match self.op() {
+                    Op::Send => one(client.send_message(self.grpc_request(params)?).await),
+                    Op::Stream => {
+                        let r = client
+                            .send_streaming_message(self.grpc_request(params)?)
+                            .await;
+                        return self.follow_grpc(r, follow).await;
+                    }
+                    Op::Subscribe => {
+                        let r = client.$subscribe(self.grpc_request(params)?).await;
+                        return self.follow_grpc(r, follow).await;
+                    }
+                    Op::Get => one(client.get_task(self.grpc_request(params)?).await),
+                    _ => one(client.cancel_task(self.grpc_request(params)?).await),
+                }?
+            }};
+        }
         let answers: Vec<Value> = if self.at.v03 {
+            // 0.3 names a task by its resource name.
             if let Some(id) = self.task_id() {
                 params = json!({ "name": format!("tasks/{id}") });
             }
-            let mut client = pb03::a2a_service_client::A2aServiceClient::new(channel)
-                .max_decoding_message_size(MAX_EVENT_BYTES);
-            match self.op() {
-                Op::Send => one(client.send_message(self.grpc_request(params)?).await),
-                Op::Stream => {
-                    let r = client
-                        .send_streaming_message(self.grpc_request(params)?)
-                        .await;
-                    return self.follow_grpc(r, follow).await;
-                }
-                Op::Subscribe => {
-                    let r = client.task_subscription(self.grpc_request(params)?).await;
-                    return self.follow_grpc(r, follow).await;
-                }
-                Op::Get => one(client.get_task(self.grpc_request(params)?).await),
-                _ => one(client.cancel_task(self.grpc_request(params)?).await),
-            }?
+            call!(
+                pb03::a2a_service_client::A2aServiceClient::new(channel),
+                task_subscription
+            )
         } else {
             if let Some(tenant) = &self.at.tenant {
                 params["tenant"] = json!(tenant);
             }
-            let mut client = pb::a2a_service_client::A2aServiceClient::new(channel)
-                .max_decoding_message_size(MAX_EVENT_BYTES);
-            match self.op() {
-                Op::Send => one(client.send_message(self.grpc_request(params)?).await),
-                Op::Stream => {
-                    let r = client
-                        .send_streaming_message(self.grpc_request(params)?)
-                        .await;
-                    return self.follow_grpc(r, follow).await;
-                }
-                Op::Subscribe => {
-                    let r = client.subscribe_to_task(self.grpc_request(params)?).await;
-                    return self.follow_grpc(r, follow).await;
-                }
-                Op::Get => one(client.get_task(self.grpc_request(params)?).await),
-                _ => one(client.cancel_task(self.grpc_request(params)?).await),
-            }?
+            call!(
+                pb::a2a_service_client::A2aServiceClient::new(channel),
+                subscribe_to_task
+            )
         };
         for answer in answers {
             follow.take(&self.read(answer, false));

@@ -117,26 +117,10 @@ impl GuestState {
             wait: wait(secs),
             traceparent: traceparent.clone(),
         };
-        let (progress, mut streamed) = tokio::sync::mpsc::unbounded_channel();
-        let exchange = outbox.exchange(&at, call, progress);
-        tokio::pin!(exchange);
-        // The peer's streamed text reaches the caller's own task as it comes.
-        let answer = loop {
-            tokio::select! {
-                biased;
-                Some(text) = streamed.recv() => {
-                    if let Some(task) = &self.task {
-                        task.chunk(&text, true).await;
-                    }
-                }
-                answer = &mut exchange => break answer,
-            }
-        };
-        while let Ok(text) = streamed.try_recv() {
-            if let Some(task) = &self.task {
-                task.chunk(&text, true).await;
-            }
-        }
+        let (progress, streamed) = tokio::sync::mpsc::unbounded_channel();
+        let answer = self
+            .passing_on(outbox.exchange(&at, call, progress), streamed)
+            .await;
         if let Err(error) = &answer {
             span.fail(error.to_string());
         }

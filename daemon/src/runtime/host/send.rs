@@ -65,6 +65,34 @@ impl GuestState {
 
     /// Logs a send (or why it failed) and notes it for the trace, with
     /// the caller's task; the outcome, with the error as the guest sees it.
+    /// Waits for `call`; the text the peer streams meanwhile reaches the
+    /// caller's own task as it comes, and what came with the end before the
+    /// answer.
+    pub(super) async fn passing_on<T>(
+        &mut self,
+        call: impl std::future::Future<Output = T>,
+        mut streamed: tokio::sync::mpsc::UnboundedReceiver<String>,
+    ) -> T {
+        tokio::pin!(call);
+        let answer = loop {
+            tokio::select! {
+                biased;
+                Some(text) = streamed.recv() => {
+                    if let Some(task) = &self.task {
+                        task.chunk(&text, true).await;
+                    }
+                }
+                answer = &mut call => break answer,
+            }
+        };
+        while let Ok(text) = streamed.try_recv() {
+            if let Some(task) = &self.task {
+                task.chunk(&text, true).await;
+            }
+        }
+        answer
+    }
+
     pub(super) fn record<T>(
         &self,
         what: &'static str,
@@ -148,32 +176,14 @@ impl murmur::peer0_1_0::call::Host for GuestState {
             0 => DEFAULT_CALL,
             n => n.min(MAX_CALL),
         };
-        let (progress, mut streamed) = tokio::sync::mpsc::unbounded_channel();
+        let (progress, streamed) = tokio::sync::mpsc::unbounded_channel();
         let call = outbox.call(
             &peer_url,
             message,
             std::time::Duration::from_secs(u64::from(secs)),
             progress,
         );
-        tokio::pin!(call);
-        // The peer's streamed text reaches the caller's own task as it comes.
-        let answer = loop {
-            tokio::select! {
-                biased;
-                Some(text) = streamed.recv() => {
-                    if let Some(task) = &self.task {
-                        task.chunk(&text, true).await;
-                    }
-                }
-                answer = &mut call => break answer,
-            }
-        };
-        // What came with the end is passed on too, before the answer.
-        while let Ok(text) = streamed.try_recv() {
-            if let Some(task) = &self.task {
-                task.chunk(&text, true).await;
-            }
-        }
+        let answer = self.passing_on(call, streamed).await;
         if let Err(error) = &answer {
             span.fail(error.to_string());
         }
