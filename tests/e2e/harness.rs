@@ -84,6 +84,35 @@ pub fn conformance_wasm() -> PathBuf {
         .clone()
 }
 
+/// The ITK agent capsule's component (`examples/itk-agent`), built once.
+pub fn itk_wasm() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let manifest = repo().join("examples").join("itk-agent").join("Cargo.toml");
+            build_wasm(&manifest, "the ITK agent capsule").join("itk_agent.wasm")
+        })
+        .clone()
+}
+
+/// A capsule dir running the ITK agent capsule as `name`, with the
+/// example's manifest.
+pub fn itk_agent(root: &Path, name: &str) -> PathBuf {
+    let dir = root.join(format!("capsule-{name}-{}", unique()));
+    std::fs::create_dir_all(&dir).expect("capsule dir");
+    let component = inside(&dir, &itk_wasm());
+    let example = std::fs::read_to_string(repo().join("examples/itk-agent/murmur.yaml"))
+        .expect("the example's manifest");
+    let manifest = example
+        .replace("name: itk\n", &format!("name: {name}\n"))
+        .replace(
+            "component: component.wasm",
+            &format!("component: {component}"),
+        );
+    std::fs::write(dir.join("murmur.yaml"), manifest).expect("write manifest");
+    dir
+}
+
 /// A capsule dir running the conformance capsule as `name`: the example's
 /// lifecycle, then `extra` manifest lines.
 pub fn conformance(root: &Path, name: &str, lifecycle: &str, extra: &str) -> PathBuf {

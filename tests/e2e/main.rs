@@ -5,6 +5,7 @@
 mod a2a;
 mod a2a_card;
 mod a2a_grpc;
+mod a2a_itk;
 mod a2a_parts;
 mod a2a_peer2;
 mod a2a_peers;
