@@ -11,6 +11,7 @@
 //! a push config is `{name: "tasks/T/pushNotificationConfigs/C",
 //! pushNotificationConfig: {…}}`.
 
+use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use super::envelope::Op;
@@ -120,6 +121,11 @@ fn part_in(p: Value) -> Value {
             ("name", "filename"),
         ] {
             if let Some(v) = file.remove(from) {
+                let v = if from == "fileWithBytes" {
+                    sdk_bytes_in(v)
+                } else {
+                    v
+                };
                 out.insert(to.into(), v);
             }
         }
@@ -333,6 +339,7 @@ fn part_out(p: Value) -> Value {
             ("filename", "name"),
         ] {
             if let Some(v) = p.remove(from) {
+                let v = if from == "raw" { sdk_bytes_out(v) } else { v };
                 file.insert(to.into(), v);
             }
         }
@@ -343,6 +350,40 @@ fn part_out(p: Value) -> Value {
     }
     Value::Object(out)
 }
+
+/// 0.3's reference SDK (a2a-sdk 0.3.x) keeps a file's bytes as base64 text
+/// and puts that text, not the bytes, in the proto's `file_with_bytes`: on
+/// its ProtoJSON wire the bytes are base64 twice. A file's `fileWithBytes`
+/// is read as the SDK writes it — decoded once, it is the base64 of the
+/// file — and, from a writer that sent the bytes themselves (decoded once,
+/// not base64 text), as those bytes.
+fn sdk_bytes_in(v: Value) -> Value {
+    let Some(once) = v.as_str().and_then(|s| B64.decode(s).ok()) else {
+        return v;
+    };
+    let base64_text = !once.is_empty()
+        && once.len() % 4 == 0
+        && once
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+        && B64.decode(&once).is_ok();
+    if base64_text {
+        Value::String(String::from_utf8_lossy(&once).into_owned())
+    } else {
+        Value::String(B64.encode(once))
+    }
+}
+
+/// A file's base64 bytes as 0.3's reference SDK reads `fileWithBytes`: the
+/// base64 text, base64 again ([`sdk_bytes_in`]).
+fn sdk_bytes_out(v: Value) -> Value {
+    match v.as_str() {
+        Some(text) => Value::String(B64.encode(text.as_bytes())),
+        None => v,
+    }
+}
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 fn push_out(c: Value) -> Value {
     let task = c["taskId"].as_str().unwrap_or_default().to_string();
@@ -416,6 +457,20 @@ mod tests {
             json!([{"text": "hi"}])
         );
         assert!(out["task"]["history"][0].get("parts").is_none());
+    }
+
+    #[test]
+    fn file_bytes_are_read_as_0_3s_sdk_writes_them_and_written_as_it_reads_them() {
+        // The SDK's double base64 (`AAE=` as text, base64 again) and a
+        // writer's single one read alike; written back as the SDK reads.
+        for sent in ["QUFFPQ==", "AAE="] {
+            let read = part_in(json!({"file": {"fileWithBytes": sent}}));
+            assert_eq!(read["raw"], "AAE=", "{sent}");
+        }
+        assert_eq!(
+            part_out(json!({"raw": "AAE="}))["file"]["fileWithBytes"],
+            "QUFFPQ=="
+        );
     }
 
     #[test]

@@ -139,15 +139,19 @@ fn call_agent(c: &Call) -> Result<Vec<String>, String> {
         return Ok(said(&sent.message));
     }
     // Disconnected after the first event: subscribe again until a status
-    // message says the work is done, then cancel what still runs.
+    // message says the work is done, then cancel what still runs. A task
+    // that has ended meanwhile cannot be subscribed to: it is read.
     for _ in 0..100 {
-        let now = call::subscribe(&peer, &sent.task_id, Until::Accepted, 30)?;
+        let now = match call::subscribe(&peer, &sent.task_id, Until::Accepted, 30) {
+            Ok(now) => now,
+            Err(_) => call::get(&peer, &sent.task_id)?,
+        };
         let texts = said(&now.message);
-        if texts.iter().any(|t| t.contains("task-finished")) {
-            let ended = matches!(
-                now.state.as_str(),
-                "completed" | "failed" | "canceled" | "rejected"
-            );
+        let ended = matches!(
+            now.state.as_str(),
+            "completed" | "failed" | "canceled" | "rejected"
+        );
+        if ended || texts.iter().any(|t| t.contains("task-finished")) {
             if !ended {
                 call::cancel(&peer, &sent.task_id)?;
             }

@@ -145,7 +145,8 @@ mod tests {
         let proto = send_v03_proto(&m, true, Some(&json!({"url": "http://h/n"})));
         assert_eq!(
             proto["message"]["content"][1],
-            json!({"file": {"fileWithBytes": "AAE=", "mimeType": "application/x-protobuf", "name": "i.bin"}})
+            // 0.3's reference SDK reads `fileWithBytes` as base64 text.
+            json!({"file": {"fileWithBytes": "QUFFPQ==", "mimeType": "application/x-protobuf", "name": "i.bin"}})
         );
         assert_eq!(proto["configuration"]["blocking"], json!(false));
         assert_eq!(
