@@ -192,6 +192,59 @@ async fn a_capsule_gets_every_part_and_answers_with_parts_on_every_binding() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_to_an_input_request_reaches_the_capsule_with_every_part() {
+    let (daemon, addr) = daemon().await;
+    let asked = send(&addr, Some("1.0"), "a-1", "ask").await["task"].clone();
+    assert_eq!(
+        asked["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let prompt = &asked["status"]["message"]["parts"];
+    assert_eq!(prompt[0]["text"], "send the rest", "{asked}");
+    assert_eq!(prompt.as_array().map(Vec::len), Some(4), "{asked}");
+    // The answer: every payload part, on the task.
+    let mut answer = json!({"messageId": "a-2", "role": "ROLE_USER", "parts": payload(),
+        "taskId": asked["id"], "contextId": asked["contextId"]});
+    answer["parts"]
+        .as_array_mut()
+        .expect("parts")
+        .insert(0, json!({"text": "here"}));
+    let done = rpc(
+        &addr,
+        "parts",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": answer}),
+    )
+    .await;
+    let task = &done["result"]["task"];
+    let what = format!("{task}\n{}", daemon.log());
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{what}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"], "got 4 parts back",
+        "{what}"
+    );
+    let mut sent = vec![json!({"text": "here"})];
+    sent.extend(payload());
+    assert_eq!(task["artifacts"][0]["parts"], json!(sent), "{what}");
+    // The history keeps the answer as sent.
+    let got = rpc(
+        &addr,
+        "parts",
+        Some("1.0"),
+        "GetTask",
+        json!({"id": task["id"]}),
+    )
+    .await;
+    let history = got["result"]["history"].as_array().expect("history");
+    let answered = history
+        .iter()
+        .find(|m| m["messageId"] == "a-2")
+        .unwrap_or_else(|| panic!("the answer in the history: {got}"));
+    assert_eq!(answered["parts"], json!(sent), "{got}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_task_streams_its_working_message_and_ends_when_canceled() {
     let (daemon, addr) = daemon().await;
     let blocking =

@@ -502,7 +502,14 @@ async fn resume(
     // Where the log stands before the answer: a stream replays what follows.
     let after = broker.events(&t.id, 0).await?.last().map_or(0, |e| e.seq);
     let task = broker
-        .resume(&t.id, &m.message_id, &m.text)
+        .resume(
+            &t.id,
+            &m.message_id,
+            (
+                &m.text,
+                m.canonical["parts"].as_array().map_or(&[], Vec::as_slice),
+            ),
+        )
         .await
         .map_err(|e| match e {
             ResumeError::Log(s) => A2aError::from(s),

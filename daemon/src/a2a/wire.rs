@@ -337,8 +337,12 @@ fn history(t: &A2aTask, log: &[TaskEvent], d: Dialect) -> Vec<Value> {
                 (m, parts.as_deref()),
                 d,
             )),
-            EventKind::Input { message_id, text } => {
-                h.push(user_message(t, message_id, (text, None), d));
+            EventKind::Input {
+                message_id,
+                text,
+                parts,
+            } => {
+                h.push(user_message(t, message_id, (text, parts.as_deref()), d));
             }
             EventKind::Reply { text, parts } => {
                 h.push(agent_message(t, "reply", (text, parts.as_deref()), d));

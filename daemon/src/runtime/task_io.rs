@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Reply {
     pub message_id: String,
     pub text: String,
+    /// Its parts (1.0 Part objects).
+    pub parts: Vec<serde_json::Value>,
 }
 
 /// What a request for input asks: text, or parts (1.0 Part objects).

@@ -78,7 +78,7 @@ impl Broker {
         &self,
         task_id: &TaskId,
         message_id: &str,
-        text: &str,
+        (text, parts): (&str, &[serde_json::Value]),
     ) -> Result<A2aTask, ResumeError> {
         let not_waiting = || ResumeError::NotWaiting {
             task_id: task_id.to_string(),
@@ -89,10 +89,12 @@ impl Broker {
         let reply = Reply {
             message_id: message_id.to_string(),
             text: text.to_string(),
+            parts: parts.to_vec(),
         };
         let input = EventKind::Input {
             message_id: message_id.to_string(),
             text: text.to_string(),
+            parts: (!parts.is_empty()).then(|| parts.to_vec()),
         };
         let written = self.publish_all(task_id, vec![input, working()]).await?;
         if !written.iter().all(Option::is_some) {

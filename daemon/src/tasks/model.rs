@@ -87,8 +87,15 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         parts: Option<Vec<serde_json::Value>>,
     },
-    /// A follow-up message from the client (the answer to an input request).
-    Input { message_id: String, text: String },
+    /// A follow-up message from the client (the answer to an input request),
+    /// with its parts (1.0 Part objects; absent in logs written before they
+    /// were kept).
+    Input {
+        message_id: String,
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parts: Option<Vec<serde_json::Value>>,
+    },
 }
 
 /// One entry of a task's event log.

@@ -118,14 +118,18 @@ impl io::Host for GuestState {
         prompt: Vec<types::Part>,
     ) -> wasmtime::Result<types::Message> {
         let reply = self.ask(Prompt::Parts(all_to_json(prompt))).await?;
-        Ok(types::Message {
-            message_id: reply.message_id,
-            parts: vec![types::Part {
+        let mut parts: Vec<types::Part> = reply.parts.iter().filter_map(from_json).collect();
+        if parts.is_empty() {
+            parts.push(types::Part {
                 content: types::Content::Text(reply.text),
                 media_type: None,
                 filename: None,
                 metadata: None,
-            }],
+            });
+        }
+        Ok(types::Message {
+            message_id: reply.message_id,
+            parts,
             metadata: None,
         })
     }

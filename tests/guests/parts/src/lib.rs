@@ -8,7 +8,9 @@
 //! - `reply`: a message reply of the echoed parts;
 //! - `hold`: a working status message (`held`, then the echoed parts), then
 //!   waits until the task is canceled;
-//! - `fail`: fails with `failed on purpose`.
+//! - `fail`: fails with `failed on purpose`;
+//! - `ask`: asks for input (`send the rest`, then the echoed parts) and
+//!   completes with an `echo` artifact of every part of the answer.
 
 wit_bindgen::generate!({
     path: "../../../wit",
@@ -68,6 +70,13 @@ impl Guest for Parts {
                 }
             }
             "fail" => Outcome::Failed(vec![text("failed on purpose")]),
+            "ask" => {
+                let answer = io::request_input(&with("send the rest", &echoed));
+                Outcome::Completed(Answer {
+                    message: vec![text(&format!("got {} parts back", answer.parts.len()))],
+                    artifacts: vec![artifact(answer.parts)],
+                })
+            }
             _ => Outcome::Completed(Answer {
                 message: with(&said, &echoed),
                 artifacts: vec![artifact(echoed)],
