@@ -87,9 +87,12 @@ pub fn grpc_request_in(op: Op, v: Value) -> Value {
 /// it names its own).
 pub fn push_create_in(body: Value) -> Value {
     let config_id = body.get("configId").cloned();
+    // The proto's HTTP mapping makes `config` the body; a client that puts
+    // the whole request there is read too.
     let mut inner = body
         .get("config")
         .and_then(|c| c.get("pushNotificationConfig"))
+        .or_else(|| body.get("pushNotificationConfig"))
         .cloned()
         .unwrap_or_else(|| json!({}));
     if let (Some(inner), Some(id)) = (inner.as_object_mut(), config_id) {

@@ -33,13 +33,25 @@ impl Peers {
         call: PeerCall,
         progress: UnboundedSender<String>,
     ) -> Result<PeerTask, RemoteError> {
-        // A gRPC interface is `host:port`: its credentials are configured
-        // by URL like the others'.
-        let token = if at.url.contains("://") {
-            self.token_for(&at.url)
-        } else {
-            self.token_for(&format!("http://{}", at.url))
+        // gRPC reaches the whole origin (a path in its URL goes nowhere,
+        // and the tenant is the caller's): it gets only a token configured
+        // for the origin itself, never one scoped to a path under it.
+        let token = match at.binding {
+            PeerBinding::Grpc => self.token_for(&origin(&at.url)),
+            _ => self.token_for(&at.url),
         };
+        // A task id goes into HTTP+JSON's path: one that could reshape it
+        // (another path, a query, a fragment) is refused.
+        if let PeerOp::Subscribe(id) | PeerOp::Get(id) | PeerOp::Cancel(id) = &call.op
+            && !sendable_task_id(id)
+        {
+            return Err(RemoteError::Refused {
+                code: 0,
+                message: format!(
+                    "'{id}' is not a task id roostd sends (no /, ?, #, %, \\, .., spaces)"
+                ),
+            });
+        }
         let authorization = token.as_deref().map(|t| format!("Bearer {t}"));
         let mut follow = Follow::new(&call, progress);
         let deadline = Instant::now() + call.wait;
@@ -66,6 +78,10 @@ impl Peers {
                 "its task's artifacts grew past {} MiB; roostd stopped reading",
                 super::follow::MAX_HELD_BYTES >> 20
             ))),
+            // An answer that named no task and said no message.
+            Ok(Ok(())) if follow.task.state.is_empty() => {
+                Err(RemoteError::NoTask(http::StatusCode::OK))
+            }
             Ok(Ok(())) if follow.done || follow.unary => Ok(follow.finish()),
             Ok(Ok(())) => Err(RemoteError::StreamEnded),
         }
@@ -362,6 +378,22 @@ impl Ask<'_> {
     }
 }
 
+/// Whether a task id can go into a URL's path as one segment, as it is.
+fn sendable_task_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.contains("..")
+        && !id.chars().any(|c| {
+            matches!(c, '/' | '?' | '#' | '%' | '\\') || c.is_whitespace() || c.is_control()
+        })
+}
+
+/// A URL's origin (`scheme://host:port`); `host:port` as `http://host:port`.
+fn origin(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    format!("{scheme}://{authority}")
+}
+
 /// A unary gRPC answer as JSON.
 fn one<R: serde::Serialize>(
     answer: Result<tonic::Response<R>, tonic::Status>,
@@ -382,5 +414,26 @@ fn grpc_refusal(status: tonic::Status) -> RemoteError {
     RemoteError::Refused {
         code: status.code() as i64,
         message: status.message().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_id_that_could_reshape_a_path_is_not_sent_and_grpc_tokens_go_by_origin() {
+        assert!(sendable_task_id("tsk_01a2-b3"));
+        for bad in [
+            "", "x/../y", "a/b", "t?x=1", "t#frag", "%2e%2e", "a b", "..", "a\\b",
+        ] {
+            assert!(!sendable_task_id(bad), "{bad:?}");
+        }
+        assert_eq!(
+            origin("http://gw.example:80/a2a/agentA"),
+            "http://gw.example:80"
+        );
+        assert_eq!(origin("127.0.0.1:9000"), "http://127.0.0.1:9000");
+        assert_eq!(origin("https://h/x?y#z"), "https://h");
     }
 }

@@ -3,7 +3,7 @@
 //! ids, state, latest status message, artifacts put together from their
 //! chunks — until the call has what it asked for.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -11,14 +11,24 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::super::wire;
 use crate::runtime::{PeerCall, PeerOp, PeerTask};
 
-/// Most a call holds of a peer's artifacts (what the guest gets).
+/// Most a call holds of a peer's artifacts (what the guest gets), ids
+/// included.
 pub(super) const MAX_HELD_BYTES: usize = 4 << 20;
+/// Most artifacts a call holds.
+const MAX_ARTIFACTS: usize = 256;
+/// Most text of a peer's stream a call passes on to the caller's own task
+/// (as working status messages); the rest still reaches the answer.
+const MAX_PASSED_ON_BYTES: usize = 1 << 20;
 
 /// What a peer's answers have said so far.
 pub(super) struct Follow {
     pub(super) task: PeerTask,
-    /// Each artifact's parts and their size, in the order they came.
-    artifacts: BTreeMap<usize, (String, Vec<Value>, usize)>,
+    /// Each artifact's id, parts and size, in the order they came.
+    artifacts: Vec<(String, Vec<Value>, usize)>,
+    /// Where each artifact is in `artifacts`, by id.
+    index: HashMap<String, usize>,
+    /// Text passed on so far.
+    passed_on: usize,
     /// What the artifacts hold now, in bytes of JSON.
     held: usize,
     /// They would hold more than [`MAX_HELD_BYTES`]: the call is over.
@@ -39,7 +49,9 @@ impl Follow {
         };
         Self {
             task: PeerTask::default(),
-            artifacts: BTreeMap::new(),
+            artifacts: Vec::new(),
+            index: HashMap::new(),
+            passed_on: 0,
             held: 0,
             too_big: false,
             accepted_only: call.accepted_only,
@@ -56,6 +68,7 @@ impl Follow {
             self.status(&t["status"]);
             if let Some(artifacts) = t["artifacts"].as_array() {
                 self.artifacts.clear();
+                self.index.clear();
                 self.held = 0;
                 for a in artifacts {
                     self.artifact(a, false);
@@ -75,7 +88,8 @@ impl Follow {
                 .as_array()
                 .map(|p| p.iter().filter_map(|p| p["text"].as_str()).collect())
                 .unwrap_or_default();
-            if !text.is_empty() {
+            if !text.is_empty() && self.passed_on + text.len() <= MAX_PASSED_ON_BYTES {
+                self.passed_on += text.len();
                 let _ = self.progress.send(text);
             }
             self.artifact(&u["artifact"], u["append"].as_bool() == Some(true));
@@ -128,7 +142,11 @@ impl Follow {
         let new = parts(&a["parts"]);
         let size: usize = new.iter().map(|p| p.to_string().len()).sum();
         let before = self.held;
-        match self.artifacts.values_mut().find(|(have, ..)| *have == id) {
+        match self
+            .index
+            .get(&id)
+            .and_then(|&at| self.artifacts.get_mut(at))
+        {
             Some((_, have, bytes)) if append => {
                 have.extend(new);
                 *bytes += size;
@@ -140,13 +158,15 @@ impl Follow {
                 *bytes = size;
             }
             None => {
-                let at = self.artifacts.len();
-                self.artifacts.insert(at, (id, new, size));
-                self.held += size;
+                self.held += id.len() + size;
+                self.index.insert(id.clone(), self.artifacts.len());
+                self.artifacts.push((id, new, size));
             }
         }
         // A peer that streams without end is cut off, not held in memory.
-        if self.held > MAX_HELD_BYTES && self.held > before {
+        if (self.held > MAX_HELD_BYTES && self.held > before)
+            || self.artifacts.len() > MAX_ARTIFACTS
+        {
             self.too_big = true;
             self.done = true;
         }
@@ -154,7 +174,7 @@ impl Follow {
 
     pub(super) fn finish(mut self) -> PeerTask {
         self.task.artifacts = std::mem::take(&mut self.artifacts)
-            .into_values()
+            .into_iter()
             .map(|(id, parts, _)| (id, parts))
             .collect();
         self.task
@@ -252,5 +272,39 @@ mod tests {
                 "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}})));
         }
         assert!(!g.too_big);
+    }
+
+    #[test]
+    fn a_peer_that_sends_artifact_after_artifact_or_streams_text_without_end_is_bounded() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = PeerCall {
+            op: PeerOp::Subscribe("t".into()),
+            accepted_only: false,
+            wait: Duration::from_secs(1),
+            traceparent: String::new(),
+        };
+        let mut f = Follow::new(&call, tx);
+        let mut n = 0;
+        while !f.take(&json!({"artifactUpdate": {
+            "artifact": {"artifactId": format!("a{n}"), "parts": []}}}))
+        {
+            n += 1;
+            assert!(n < 10_000, "never cut off");
+        }
+        assert!(f.too_big && n <= MAX_ARTIFACTS, "{n}");
+        // Replaced text is passed on only up to its bound.
+        let (tx, mut rx2) = tokio::sync::mpsc::unbounded_channel();
+        let mut g = Follow::new(&call, tx);
+        let chunk = "y".repeat(64 * 1024);
+        for _ in 0..100 {
+            g.take(&json!({"artifactUpdate": {
+                "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}}));
+        }
+        let mut passed = 0;
+        while let Ok(t) = rx2.try_recv() {
+            passed += t.len();
+        }
+        assert!(passed <= MAX_PASSED_ON_BYTES, "{passed}");
+        assert!(rx.try_recv().is_err());
     }
 }
