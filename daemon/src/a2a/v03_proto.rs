@@ -237,11 +237,6 @@ fn status_out(s: &mut Value) {
     }
 }
 
-/// A 1.0 message as 0.3's (`content`, 0.3's parts), for a call to a peer.
-pub fn message_to_v03(m: &mut Value) {
-    message_out(m);
-}
-
 /// A 0.3 answer (a `Task` when `task`, else a `SendMessageResponse` or
 /// `StreamResponse`) as 1.0's: what a peer said, read.
 pub fn answer_to_v10(mut v: Value, task: bool) -> Value {
@@ -300,7 +295,9 @@ fn artifact_in(a: &mut Value) {
     }
 }
 
-fn message_out(m: &mut Value) {
+/// A 1.0 message as 0.3's (`content`, 0.3's parts): an answer's, or a
+/// call's to a peer.
+pub fn message_out(m: &mut Value) {
     let Some(obj) = m.as_object_mut() else {
         return;
     };

@@ -102,15 +102,10 @@ pub fn part_v03(p: &Value) -> Value {
     part("", Some(p), Dialect::V03)
 }
 
-/// A part of either dialect as a 1.0 Part object, as [`normal_part`].
-pub fn part_v10(p: &Value) -> Option<Value> {
-    normal_part(p)
-}
-
 /// A part of either dialect as a 1.0 Part object (`None`: nothing this
 /// agent can read): text, data, or a file's bytes or URL, with its media
 /// type, filename and metadata.
-fn normal_part(part: &Value) -> Option<Value> {
+pub fn normal_part(part: &Value) -> Option<Value> {
     let file = part.get("file").unwrap_or(part);
     fn first<'a>(from: &'a Value, keys: &[&str]) -> Option<&'a str> {
         keys.iter().find_map(|k| from.get(*k)?.as_str())

@@ -183,7 +183,7 @@ impl Follow {
 
 fn parts(v: &Value) -> Vec<Value> {
     v.as_array()
-        .map(|p| p.iter().filter_map(wire::part_v10).collect())
+        .map(|p| p.iter().filter_map(wire::normal_part).collect())
         .unwrap_or_default()
 }
 
@@ -193,15 +193,20 @@ mod tests {
     use serde_json::json;
     use std::time::Duration;
 
-    #[test]
-    fn a_follower_puts_chunks_together_and_stops_where_the_call_says() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let call = PeerCall {
+    /// A call that follows task `t` to its end.
+    fn subscription() -> PeerCall {
+        PeerCall {
             op: PeerOp::Subscribe("t".into()),
             accepted_only: false,
             wait: Duration::from_secs(1),
             traceparent: String::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn a_follower_puts_chunks_together_and_stops_where_the_call_says() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let call = subscription();
         let mut f = Follow::new(&call, tx);
         assert!(!f.take(&json!({"task": {"id": "t", "contextId": "c",
             "status": {"state": "TASK_STATE_WORKING"}}})));
@@ -248,12 +253,7 @@ mod tests {
     #[test]
     fn a_peer_that_streams_without_end_is_cut_off() {
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let call = PeerCall {
-            op: PeerOp::Subscribe("t".into()),
-            accepted_only: false,
-            wait: Duration::from_secs(1),
-            traceparent: String::new(),
-        };
+        let call = subscription();
         let mut f = Follow::new(&call, tx);
         let chunk = "x".repeat(64 * 1024);
         let mut taken = 0;
@@ -277,12 +277,7 @@ mod tests {
     #[test]
     fn a_peer_that_sends_artifact_after_artifact_or_streams_text_without_end_is_bounded() {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let call = PeerCall {
-            op: PeerOp::Subscribe("t".into()),
-            accepted_only: false,
-            wait: Duration::from_secs(1),
-            traceparent: String::new(),
-        };
+        let call = subscription();
         let mut f = Follow::new(&call, tx);
         let mut n = 0;
         while !f.take(&json!({"artifactUpdate": {

@@ -39,7 +39,7 @@ pub fn send_v03_rpc(message: &Value, accepted_only: bool, push: Option<&Value>) 
 /// 0.3 ProtoJSON's `SendMessageRequest` (HTTP+JSON under `/v1/`, gRPC).
 pub fn send_v03_proto(message: &Value, accepted_only: bool, push: Option<&Value>) -> Value {
     let mut m = message.clone();
-    v03_proto::message_to_v03(&mut m);
+    v03_proto::message_out(&mut m);
     let mut configuration = json!({ "blocking": !accepted_only });
     if let Some(push) = push {
         configuration["pushNotification"] = push.clone();
@@ -88,7 +88,7 @@ fn parts_v03(parts: &Value) -> Value {
     Value::Array(
         parts
             .as_array()
-            .map(|ps| ps.iter().filter_map(wire::part_v10).collect())
+            .map(|ps| ps.iter().filter_map(wire::normal_part).collect())
             .unwrap_or_default(),
     )
 }

@@ -163,27 +163,28 @@ async fn attempt(broker: &Broker, policy: &PushPolicy, d: &PushDelivery) -> Outc
         Ok(None) => return Outcome::Dropped("the task is gone".into()),
         Err(e) => return Outcome::Retry(e.to_string()),
     };
-    let events = match broker.events(task_id, d.event_seq.saturating_sub(1)).await {
+    // A 0.3 receiver is sent the whole task as of the event: its log up to
+    // there; a 1.0 one the event alone.
+    let after = match d.config.version {
+        PushVersion::V10 => d.event_seq.saturating_sub(1),
+        PushVersion::V03 => 0,
+    };
+    let mut events = match broker.events(task_id, after).await {
         Ok(events) => events,
         Err(e) => return Outcome::Retry(e.to_string()),
     };
-    let Some(event) = events.into_iter().find(|e| e.seq == d.event_seq) else {
+    events.retain(|e| e.seq <= d.event_seq);
+    let Some(event) = events.iter().find(|e| e.seq == d.event_seq) else {
         return Outcome::Dropped("the event is gone".into());
     };
     // A client's own input is not news to it. A 1.0 receiver reads the
     // event; a 0.3 one the whole task after it, in 0.3's shape.
-    let Some(body) = wire::event(&task, &event, Dialect::V10) else {
+    let Some(body) = wire::event(&task, event, Dialect::V10) else {
         return Outcome::Delivered;
     };
     let body = match d.config.version {
         PushVersion::V10 => body,
-        PushVersion::V03 => match broker.events(task_id, 0).await {
-            Ok(mut log) => {
-                log.retain(|e| e.seq <= d.event_seq);
-                wire::task_with_log(&task, &log, Dialect::V03, Shape::default())
-            }
-            Err(e) => return Outcome::Retry(e.to_string()),
-        },
+        PushVersion::V03 => wire::task_with_log(&task, &events, Dialect::V03, Shape::default()),
     };
     let target = match policy.check(&d.config.url).await {
         Ok(Some(t)) => t,

@@ -25,38 +25,7 @@ fn wait(secs: u32) -> Duration {
     }))
 }
 
-/// The URL a policy check reads for an interface: gRPC's `host:port` as
-/// `http://host:port`.
-fn policy_url(url: &str) -> String {
-    if url.contains("://") {
-        url.to_string()
-    } else {
-        format!("http://{url}")
-    }
-}
-
 impl GuestState {
-    /// Whether the capsule may reach `url` (`capabilities.network.allow`);
-    /// a refusal is logged and noted as the other sends' are.
-    fn may_reach(&mut self, url: &str) -> Result<(), String> {
-        let uri: http::Uri = policy_url(url)
-            .parse()
-            .map_err(|_| format!("'{url}' is not a URL; give the peer's card or A2A URL"))?;
-        if uri.host().is_none() {
-            return Err(format!("'{url}' names no host"));
-        }
-        if self.hooks.allowed(&uri) {
-            return Ok(());
-        }
-        let target = crate::policy::redact_url(url);
-        tracing::warn!(session_id = %self.hooks.session_id, peer = %target,
-            "A2A call denied: not in capabilities.network.allow");
-        self.hooks.denied(&target);
-        Err(format!(
-            "network policy: '{target}' is not in capabilities.network.allow"
-        ))
-    }
-
     /// The interface a guest's peer names, every URL it goes to allowed.
     async fn interface(
         &mut self,

@@ -13,20 +13,30 @@ use super::GuestState;
 impl GuestState {
     /// The peer a guest named, as a URL the network policy allows (else the
     /// error the guest gets, logged and noted as a denial).
+    /// Whether the capsule may reach `url` (`capabilities.network.allow`);
+    /// a refusal is logged and noted as the other sends' are.
+    pub(super) fn may_reach(&mut self, url: &str) -> Result<(), String> {
+        let uri: http::Uri = policy_url(url).parse().map_err(|_| {
+            format!("'{url}' is not a URL; give the peer's A2A URL (or its card's)")
+        })?;
+        if uri.host().is_none() {
+            return Err(format!("'{url}' names no host"));
+        }
+        if self.hooks.allowed(&uri) {
+            return Ok(());
+        }
+        let target = crate::policy::redact_url(url);
+        tracing::warn!(session_id = %self.hooks.session_id, peer = %target,
+            "A2A send or call denied: not in capabilities.network.allow");
+        self.hooks.denied(&target);
+        Err(format!(
+            "network policy: '{target}' is not in capabilities.network.allow"
+        ))
+    }
+
     fn allowed_peer(&mut self, given: &str) -> Result<String, String> {
         let peer_url = peer_address(given)?;
-        let uri: http::Uri = peer_url
-            .parse()
-            .map_err(|_| format!("'{peer_url}' is not a URL; give the peer's A2A base URL"))?;
-        if !self.hooks.allowed(&uri) {
-            let target = crate::policy::redact_url(&peer_url);
-            tracing::warn!(session_id = %self.hooks.session_id, peer = %target,
-                "A2A send denied: not in capabilities.network.allow");
-            self.hooks.denied(&target);
-            return Err(format!(
-                "network policy: '{peer_url}' is not in capabilities.network.allow"
-            ));
-        }
+        self.may_reach(&peer_url)?;
         Ok(peer_url)
     }
 
@@ -213,6 +223,16 @@ pub(super) fn traceparent(task: Option<&Arc<dyn TaskIo>>, session_id: &str) -> S
     // The last 16 hex digits of a v7 uuid are random.
     let span = uuid::Uuid::now_v7().simple().to_string();
     format!("00-{trace_id}-{}-01", &span[16..])
+}
+
+/// The URL a policy check reads for an interface: gRPC's `host:port` as
+/// `http://host:port`.
+fn policy_url(url: &str) -> String {
+    if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("http://{url}")
+    }
 }
 
 /// The URL a guest names a peer by: an `http://` or `https://` URL as it
