@@ -96,6 +96,11 @@ pub trait Claims: Send + Sync + 'static {
     /// cannot be written yet).
     async fn claim(&self, claim: Claim, resumed: bool) -> Result<(), ClaimError>;
 
+    /// The session has ended: what this node reads says so at once (a
+    /// request for its route must not find it still live here while
+    /// [`Claims::release`] writes the end). Called before `release`.
+    fn ended(&self, route: &str, id: &SessionId);
+
     /// The session has ended: its route takes no new tasks (its tasks
     /// stay readable where they are).
     async fn release(&self, route: &str, id: &SessionId);

@@ -325,6 +325,18 @@ impl Table {
             .then_some((entry.revision, held))
     }
 
+    /// The copy's record of `route`, if it is session `id`'s live one on
+    /// node `node`, is marked ended now (the watch brings the bucket's
+    /// word, written by [`Table::release`], after).
+    pub(super) fn ended_here(&self, route: &str, id: &str, node: &str) {
+        if let Some(record) = write(&self.by_name)
+            .get_mut(route)
+            .filter(|r| r.session_id == id && r.node == node)
+        {
+            record.live = false;
+        }
+    }
+
     /// Marks the route of session `id` on node `node` ended (unless it has
     /// since been claimed by another).
     pub(super) async fn release(&self, route: &str, id: &str, node: &str) {
@@ -413,6 +425,13 @@ impl crate::a2a::routing::Claims for super::Cluster {
             self.mine.add(record);
         }
         claimed
+    }
+
+    fn ended(&self, route: &str, id: &SessionId) {
+        self.mine.remove(route, id.as_str());
+        if let Some(joined) = self.joined.get() {
+            joined.routes.ended_here(route, id.as_str(), &self.node);
+        }
     }
 
     async fn release(&self, route: &str, id: &SessionId) {

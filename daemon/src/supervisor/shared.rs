@@ -181,6 +181,7 @@ impl Shared {
     pub(super) fn remove_route(&self, id: &SessionId, name: &str) {
         self.routes.remove(id, name);
         if let Some(claims) = &self.claims {
+            claims.ended(name, id);
             let (claims, id, name) = (Arc::clone(claims), id.clone(), name.to_string());
             tokio::spawn(async move { claims.release(&name, &id).await });
         }
