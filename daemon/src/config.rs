@@ -24,7 +24,8 @@ pub use retention::{KeepBytes, KeepSessions, KeepTasks, Retention};
 #[cfg(test)]
 mod shipped;
 pub use a2a::{
-    A2aConfig, CorsSettings, GrpcSettings, LegacyTaskRetention, PushSettings, RouteAccessConfig,
+    A2aConfig, ClientAuth, CorsSettings, GrpcSettings, LegacyTaskRetention, OAuth2Settings,
+    PeerConfig, PushSettings, RouteAccessConfig, TlsSettings, api_key_header_allowed,
 };
 
 /// What is wrong with a configuration, naming the file and the field.

@@ -55,6 +55,8 @@ pub enum DaemonError {
     #[error("tls.ca_file: {0}")]
     CaFile(#[from] crate::http_client::CaFileError),
     #[error(transparent)]
+    GatewayTls(#[from] crate::api::tls::TlsError),
+    #[error(transparent)]
     Telemetry(#[from] crate::telemetry::TelemetryError),
     #[error("cannot listen for {what} on {addr}: {source}")]
     Bind {
@@ -76,12 +78,15 @@ async fn bind(what: &'static str, addr: std::net::SocketAddr) -> Result<TcpListe
 /// CA file, the control group. Binds and opens nothing. Answers the
 /// warnings roostd would log at start-up.
 pub fn check(config: &DaemonConfig) -> Result<Vec<String>, DaemonError> {
+    if let Some(path) = &config.tls.ca_file {
+        crate::http_client::trust_ca_file(path)?;
+    }
     Tokens::read(config)?;
     if let Some(path) = &config.telemetry.headers_file {
         crate::telemetry::read_headers(path)?;
     }
-    if let Some(path) = &config.tls.ca_file {
-        crate::http_client::trust_ca_file(path)?;
+    if let Some(tls) = &config.a2a.tls {
+        crate::api::tls::ServerTls::load(tls)?;
     }
     unix::PeerPolicy::new(config.control.group.as_deref())
         .map_err(|e| DaemonError::Control(e.to_string()))?;
@@ -134,6 +139,17 @@ pub async fn run(
         },
         Arc::clone(&metrics),
     )?;
+    // The gateway's certificate is read before it listens: a bad one
+    // stops start-up with the reason.
+    let gateway_tls = match &config.a2a.tls {
+        Some(tls) => Some(Arc::new(crate::api::tls::ServerTls::load(tls)?)),
+        None => None,
+    };
+    let a2a_scheme = if gateway_tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let a2a_listener = TcpListener::bind(config.a2a_listen)
         .await
         .map_err(|source| DaemonError::A2aBind {
@@ -179,7 +195,11 @@ pub async fn run(
         ..
     } = tokens;
     let ui_token = ui_token.map(|token| Arc::new(api::TokenCell::new(token)));
-    let a2a_base = crate::a2a::card::PublicBase::new(config.a2a.public_url.as_deref(), a2a_addr);
+    let a2a_base = crate::a2a::card::PublicBase::new(
+        config.a2a.public_url.as_deref(),
+        a2a_addr,
+        gateway_tls.is_some(),
+    );
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
     let card_compat = config.a2a.card_compat;
     let http = config.http.clone();
@@ -220,7 +240,7 @@ pub async fn run(
                         .a2a
                         .public_url
                         .clone()
-                        .unwrap_or_else(|| format!("http://{a2a_addr}")),
+                        .unwrap_or_else(|| format!("{a2a_scheme}://{a2a_addr}")),
                     capacity: u64::from(config.pool.max_instances),
                     labels: config.cluster.labels.clone(),
                     version: env!("CARGO_PKG_VERSION").into(),
@@ -248,7 +268,7 @@ pub async fn run(
         store.clone(),
         runtime,
         metrics,
-        format!("http://{a2a_addr}"),
+        format!("{a2a_scheme}://{a2a_addr}"),
         peer_tokens,
         log,
     );
@@ -329,6 +349,7 @@ pub async fn run(
             retention,
             supervisor: supervisor.clone(),
             cluster_registry: cluster_registry.clone(),
+            gateway_tls: gateway_tls.clone(),
         },
         running,
     ));
@@ -433,6 +454,7 @@ pub async fn run(
         a2a_listener,
         gateway,
         rules,
+        gateway_tls,
         servers.clone(),
     ));
 
@@ -516,7 +538,7 @@ pub fn wire(
     runtime: crate::runtime::Runtime,
     metrics: Arc<crate::metrics::Metrics>,
     a2a_base: String,
-    peer_tokens: Vec<(String, Arc<str>)>,
+    peer_tokens: Vec<Arc<crate::a2a::client::PeerCredential>>,
     log: Arc<dyn crate::tasks::log::TaskLog>,
 ) -> (
     crate::supervisor::SharedParts,

@@ -26,7 +26,9 @@ mod pool;
 pub use body::ResponseBody;
 use body::framing;
 use connect::connect;
-pub use connect::{CaFileError, trust_ca_file};
+pub use connect::{
+    CaFileError, ClientTls, ClientTlsError, connect_h2, read_ca_file, trust_ca_file,
+};
 
 /// Longest wait to connect, for the head, and between two reads of an
 /// `exchange`; its whole deadline grows with what it may read
@@ -124,14 +126,26 @@ pub struct HttpReply {
     pub body: Vec<u8>,
 }
 
-/// Sends one request to `url` (`http://` only) and reads at most `max_bytes`
-/// of the answer. The error says what went wrong, without the URL.
+/// Sends one request to `url` (`http://` or `https://`) and reads at most
+/// `max_bytes` of the answer. The error says what went wrong, without the URL.
 pub async fn exchange(
     method: Method,
     url: &str,
     headers: &[(&str, &str)],
     body: Vec<u8>,
     max_bytes: u64,
+) -> Result<HttpReply, HttpError> {
+    exchange_as(method, url, headers, body, max_bytes, None).await
+}
+
+/// [`exchange`] with a peer's TLS settings (`identity`).
+pub async fn exchange_as(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+    max_bytes: u64,
+    identity: Option<&ClientTls>,
 ) -> Result<HttpReply, HttpError> {
     let uri: http::Uri = url.parse().map_err(|_| HttpError::Uri("cannot parse it"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
@@ -143,6 +157,9 @@ pub async fn exchange(
         .header(http::header::USER_AGENT, "roostd");
     for (name, value) in headers {
         request = request.header(*name, *value);
+    }
+    if let Some(identity) = identity {
+        request = request.extension(identity.clone());
     }
     let request = request
         .body(Full::new(Bytes::from(body)))
@@ -228,19 +245,24 @@ where
     // once written: what stays while the answer is awaited is small.
     // An idle connection to the same server is reused (never for a
     // caller-checked address: that check is per request).
+    // A peer's TLS settings ride on the request (`a2a.peers[]`).
+    let identity = parts.extensions.get::<ClientTls>().cloned();
     let server = addr.is_none().then(|| pool::Server {
         tls,
         host: host.to_string(),
         port,
+        identity: identity.as_ref().map_or(0, |i| i.id),
     });
     let proxy = connect::plain_proxy(host, tls, addr);
     let mut conn = match server.as_ref().and_then(pool::take) {
         Some(conn) => conn,
         None => {
-            let stream =
-                tokio::time::timeout(timeouts.connect, Box::pin(connect(host, port, tls, addr)))
-                    .await
-                    .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
+            let stream = tokio::time::timeout(
+                timeouts.connect,
+                Box::pin(connect(host, port, tls, addr, identity.as_ref())),
+            )
+            .await
+            .map_err(|_| HttpError::ConnectTimeout(timeouts.connect))??;
             Conn {
                 stream,
                 buf: BytesMut::new(),

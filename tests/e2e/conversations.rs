@@ -169,3 +169,68 @@ async fn per_task_agents_start_every_task_fresh() {
     let (answer, _) = send(&addr, "keeper", "k-1", "elsewhere", Some(&ctx)).await;
     assert_eq!(answer, "heard: elsewhere");
 }
+
+/// Each user message as the model got it: `text`, or its content parts'
+/// types joined by `+`.
+fn shapes(seen: &Seen) -> Reply {
+    let users: Vec<String> = seen
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| match m["content"].as_array() {
+            Some(parts) => parts
+                .iter()
+                .map(|p| p["type"].as_str().unwrap_or("?").to_string())
+                .collect::<Vec<_>>()
+                .join("+"),
+            None => "text".into(),
+        })
+        .collect();
+    Reply::text(&users.join(" | "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_is_sent_a_tasks_images_and_pdfs_and_later_tasks_read_their_names() {
+    let (daemon, addr) = daemon().await;
+    let mock = MockLlm::start(shapes).await;
+    start(&daemon, &mock, "looker", "", "").await;
+    let message = json!({"messageId": "look-1", "role": "ROLE_USER", "parts": [
+        {"text": "what is in these?"},
+        {"raw": "iVBORw0KGgo=", "mediaType": "image/png", "filename": "a.png"},
+        {"raw": "JVBERi0xLjQ=", "mediaType": "application/pdf", "filename": "r.pdf"},
+        {"raw": "YSxiCg==", "mediaType": "text/csv", "filename": "c.csv"},
+    ]});
+    let r = rpc(
+        &addr,
+        "looker",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message}),
+    )
+    .await;
+    let task = &r["result"]["task"];
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "text+image_url+file",
+        "{r}"
+    );
+    let first = mock.seen()[0].messages();
+    let content = &first.iter().find(|m| m["role"] == "user").expect("user")["content"];
+    assert_eq!(
+        content[1]["image_url"]["url"],
+        "data:image/png;base64,iVBORw0KGgo="
+    );
+    assert_eq!(
+        content[2]["file"],
+        json!({"filename": "r.pdf", "file_data": "data:application/pdf;base64,JVBERi0xLjQ="})
+    );
+    // The CSV, which the API does not take, is named in the text.
+    let text = content[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("what is in these?") && text.contains("[file c.csv (text/csv), 8 base64"),
+        "{text}"
+    );
+    // The next task of the context reads the earlier message's text only.
+    let context = task["contextId"].as_str().expect("context");
+    let (answer, _) = send(&addr, "looker", "look-2", "and now?", Some(context)).await;
+    assert_eq!(answer, "text | text");
+}

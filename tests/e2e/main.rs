@@ -11,6 +11,7 @@ mod a2a_peer2;
 mod a2a_peers;
 mod a2a_push;
 mod a2a_script;
+mod a2a_tls;
 mod a2a_v03;
 mod agent_paths;
 mod agents;

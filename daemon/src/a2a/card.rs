@@ -22,13 +22,16 @@ use crate::manifest::a2a::{CardCompat, Skill};
 pub struct PublicBase {
     configured: Option<String>,
     listen: SocketAddr,
+    /// `http` or `https` (the gateway serves TLS itself, `a2a.tls`).
+    scheme: &'static str,
 }
 
 impl PublicBase {
-    pub fn new(public_url: Option<&str>, listen: SocketAddr) -> Self {
+    pub fn new(public_url: Option<&str>, listen: SocketAddr, tls: bool) -> Self {
         Self {
             configured: public_url.map(|u| u.trim_end_matches('/').to_string()),
             listen,
+            scheme: if tls { "https" } else { "http" },
         }
     }
 
@@ -51,7 +54,7 @@ impl PublicBase {
             return (url.clone(), false);
         }
         if !self.listen.ip().is_unspecified() {
-            return (format!("http://{}", self.listen), false);
+            return (format!("{}://{}", self.scheme, self.listen), false);
         }
         let host = headers
             .get(header::HOST)
@@ -63,13 +66,13 @@ impl PublicBase {
                         .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
             });
         match host {
-            Some(h) => (format!("http://{h}"), true),
+            Some(h) => (format!("{}://{h}", self.scheme), true),
             None => {
                 let loopback = match self.listen {
                     SocketAddr::V4(a) => format!("127.0.0.1:{}", a.port()),
                     SocketAddr::V6(a) => format!("[::1]:{}", a.port()),
                 };
-                (format!("http://{loopback}"), true)
+                (format!("{}://{loopback}", self.scheme), true)
             }
         }
     }
@@ -398,17 +401,17 @@ mod tests {
     #[test]
     fn the_card_url_is_the_configured_one_else_the_listen_address_else_the_host_asked_for() {
         let wildcard: SocketAddr = "0.0.0.0:7420".parse().expect("addr");
-        let configured = PublicBase::new(Some("https://agents.example/"), wildcard);
+        let configured = PublicBase::new(Some("https://agents.example/"), wildcard, false);
         assert_eq!(
             configured.resolve(&headers("evil.example")),
             ("https://agents.example".to_string(), false)
         );
-        let bound = PublicBase::new(None, "127.0.0.1:7420".parse().expect("addr"));
+        let bound = PublicBase::new(None, "127.0.0.1:7420".parse().expect("addr"), false);
         assert_eq!(
             bound.resolve(&headers("x")),
             ("http://127.0.0.1:7420".to_string(), false)
         );
-        let any = PublicBase::new(None, wildcard);
+        let any = PublicBase::new(None, wildcard, false);
         assert_eq!(
             any.resolve(&headers("host.lan:7420")),
             ("http://host.lan:7420".to_string(), true)

@@ -13,6 +13,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use serde_json::{Value, json};
 
+use credentials::Auth;
+pub use credentials::{ApiKey, OAuth2, PeerCredential};
+
 use super::wire::{self, Dialect};
 use crate::http_client::HttpError;
 use crate::runtime::{
@@ -23,6 +26,7 @@ use crate::supervisor::Routes;
 use crate::tasks::{Broker, NewTask};
 
 mod call;
+mod credentials;
 mod exchange;
 mod follow;
 mod normal;
@@ -65,6 +69,8 @@ pub enum RemoteError {
     Card(String),
     #[error("gRPC: {0}")]
     Grpc(String),
+    #[error("OAuth 2 (a2a.peers[].oauth2 in roostd's config): {0}")]
+    OAuth2(String),
 }
 
 /// Delivers guests' messages to peers.
@@ -74,9 +80,11 @@ pub struct Peers {
     /// Live sessions on this daemon, by route (no database read).
     routes: Arc<Routes>,
     broker: Arc<Broker>,
-    /// `a2a.peers`: (URL prefix, bearer token), longest prefix first
-    /// (replaced when roostd reloads its config).
-    credentials: std::sync::RwLock<Vec<(String, Arc<str>)>>,
+    /// `a2a.peers`, longest URL prefix first (replaced when roostd
+    /// reloads its config).
+    credentials: std::sync::RwLock<Vec<Arc<PeerCredential>>>,
+    /// The API-key header each entry's peer card names, once read.
+    api_key_headers: Mutex<HashMap<String, String>>,
     /// The dialect each peer speaks, once known (its card, or a 1.0 send it
     /// did not know).
     dialects: Mutex<HashMap<String, Dialect>>,
@@ -90,13 +98,14 @@ impl Peers {
         base: String,
         routes: Arc<Routes>,
         broker: Arc<Broker>,
-        credentials: Vec<(String, Arc<str>)>,
+        credentials: Vec<Arc<PeerCredential>>,
     ) -> Self {
         let peers = Self {
             base,
             routes,
             broker,
             credentials: std::sync::RwLock::default(),
+            api_key_headers: Mutex::default(),
             dialects: Mutex::default(),
         };
         peers.set_credentials(credentials);
@@ -104,28 +113,15 @@ impl Peers {
     }
 
     /// What roostd sends to peers from now on (`a2a.peers`, re-read on SIGHUP).
-    pub fn set_credentials(&self, mut credentials: Vec<(String, Arc<str>)>) {
-        credentials.sort_by_key(|(prefix, _)| std::cmp::Reverse(prefix.len()));
+    pub fn set_credentials(&self, mut credentials: Vec<Arc<PeerCredential>>) {
+        credentials.sort_by_key(|c| std::cmp::Reverse(c.prefix.len()));
         *self
             .credentials
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = credentials;
-    }
-
-    /// The token configured for `peer_url`: the longest `a2a.peers` URL it
-    /// starts with, at a path boundary (`https://a.example` is not a prefix
-    /// of `https://a.example.evil`).
-    fn token_for(&self, peer_url: &str) -> Option<Arc<str>> {
-        self.credentials
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .find(|(prefix, _)| {
-                peer_url.strip_prefix(prefix.as_str()).is_some_and(|rest| {
-                    prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?'])
-                })
-            })
-            .map(|(_, token)| Arc::clone(token))
+        if let Ok(mut headers) = self.api_key_headers.lock() {
+            headers.clear();
+        }
     }
 
     fn known_dialect(&self, peer_url: &str) -> Option<Dialect> {
@@ -138,7 +134,7 @@ impl Peers {
         match self.known_dialect(peer_url) {
             Some(d) => d,
             None => {
-                let d = card_dialect(peer_url).await.unwrap_or(Dialect::V10);
+                let d = self.card_dialect(peer_url).await.unwrap_or(Dialect::V10);
                 self.learn_dialect(peer_url, d);
                 d
             }
@@ -260,14 +256,13 @@ impl Peers {
     /// A message to a peer elsewhere, in the dialect it speaks: its card's,
     /// else 1.0, and 0.3 once a 1.0 `SendMessage` was unknown to it.
     async fn remote(&self, peer_url: &str, m: &OutMessage) -> Result<SentTask, RemoteError> {
-        let token = self.token_for(peer_url);
-        let token = token.as_deref();
         let dialect = self.dialect_of(peer_url).await;
-        let sent = match remote(peer_url, m, dialect, token).await {
+        let auth = self.auth_for(peer_url).await?;
+        let sent = match remote(peer_url, m, dialect, &auth).await {
             Err(RemoteError::Refused { code, .. }) if dialect == Dialect::V10 && code == -32601 => {
                 tracing::info!(peer = %peer_url, "the peer does not know A2A 1.0's SendMessage; sending 0.3's message/send");
                 self.learn_dialect(peer_url, Dialect::V03);
-                (Dialect::V03, remote(peer_url, m, Dialect::V03, token).await)
+                (Dialect::V03, remote(peer_url, m, Dialect::V03, &auth).await)
             }
             other => (dialect, other),
         };
@@ -276,63 +271,72 @@ impl Peers {
                 Dialect::V10 => "1.0",
                 Dialect::V03 => "0.3",
             };
-            tracing::debug!(peer = %peer_url, dialect, task_id = %task.task_id, credentials = token.is_some(), "A2A message taken by a peer elsewhere");
+            tracing::debug!(peer = %peer_url, dialect, task_id = %task.task_id, credentials = auth.configured(), "A2A message taken by a peer elsewhere");
         }
         sent.1
     }
 }
 
-/// The dialect a peer's agent card says it speaks (`None`: no card):
-/// 1.0 when an interface says 1.x, else 0.3 when the card is 0.3's.
-async fn card_dialect(peer_url: &str) -> Option<Dialect> {
-    let base = peer_url.trim_end_matches('/');
-    let origin_end = base
-        .find("://")
-        .map(|i| i + 3)
-        .and_then(|i| base[i..].find('/').map(|j| i + j))
-        .unwrap_or(base.len());
-    let mut urls = vec![format!("{base}{CARD_PATH}")];
-    if origin_end < base.len() {
-        urls.push(format!("{}{CARD_PATH}", &base[..origin_end]));
-    }
-    for url in urls {
-        let Ok(reply) =
-            crate::http_client::exchange(http::Method::GET, &url, &[], Vec::new(), MAX_REPLY_BYTES)
-                .await
-        else {
-            continue;
-        };
-        let Ok(card) = serde_json::from_slice::<Value>(&reply.body) else {
-            continue;
-        };
-        if !reply.status.is_success() {
-            continue;
+impl Peers {
+    /// The dialect a peer's agent card says it speaks (`None`: no card):
+    /// 1.0 when an interface says 1.x, else 0.3 when the card is 0.3's.
+    async fn card_dialect(&self, peer_url: &str) -> Option<Dialect> {
+        let base = peer_url.trim_end_matches('/');
+        let origin_end = base
+            .find("://")
+            .map(|i| i + 3)
+            .and_then(|i| base[i..].find('/').map(|j| i + j))
+            .unwrap_or(base.len());
+        let mut urls = vec![format!("{base}{CARD_PATH}")];
+        if origin_end < base.len() {
+            urls.push(format!("{}{CARD_PATH}", &base[..origin_end]));
         }
-        let says_1x = card["supportedInterfaces"].as_array().is_some_and(|i| {
-            i.iter().any(|i| {
-                i["protocolVersion"]
-                    .as_str()
-                    .is_some_and(|v| v.starts_with("1."))
-            })
-        });
-        let says_03 = card["protocolVersion"]
-            .as_str()
-            .is_some_and(|v| v.starts_with("0."))
-            || card["supportedInterfaces"].as_array().is_some_and(|i| {
-                !i.is_empty()
-                    && i.iter().all(|i| {
-                        i["protocolVersion"]
-                            .as_str()
-                            .is_some_and(|v| v.starts_with("0."))
-                    })
+        for url in urls {
+            let Ok(reply) = crate::http_client::exchange_as(
+                http::Method::GET,
+                &url,
+                &[],
+                Vec::new(),
+                MAX_REPLY_BYTES,
+                self.tls_for(&url).as_ref(),
+            )
+            .await
+            else {
+                continue;
+            };
+            let Ok(card) = serde_json::from_slice::<Value>(&reply.body) else {
+                continue;
+            };
+            if !reply.status.is_success() {
+                continue;
+            }
+            self.learn_card(&url, &card);
+            let says_1x = card["supportedInterfaces"].as_array().is_some_and(|i| {
+                i.iter().any(|i| {
+                    i["protocolVersion"]
+                        .as_str()
+                        .is_some_and(|v| v.starts_with("1."))
+                })
             });
-        return Some(if !says_1x && says_03 {
-            Dialect::V03
-        } else {
-            Dialect::V10
-        });
+            let says_03 = card["protocolVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("0."))
+                || card["supportedInterfaces"].as_array().is_some_and(|i| {
+                    !i.is_empty()
+                        && i.iter().all(|i| {
+                            i["protocolVersion"]
+                                .as_str()
+                                .is_some_and(|v| v.starts_with("0."))
+                        })
+                });
+            return Some(if !says_1x && says_03 {
+                Dialect::V03
+            } else {
+                Dialect::V10
+            });
+        }
+        None
     }
-    None
 }
 
 /// Where an agent card is, under an agent's URL or at its origin.
@@ -354,11 +358,7 @@ fn message_json(m: &OutMessage, dialect: Dialect) -> Value {
 }
 
 /// The headers of a JSON-RPC request to a peer.
-fn rpc_headers<'a>(
-    m: &'a OutMessage,
-    dialect: Dialect,
-    authorization: Option<&'a str>,
-) -> Vec<(&'static str, &'a str)> {
+fn rpc_headers<'a>(m: &'a OutMessage, dialect: Dialect, auth: &'a Auth) -> Vec<(&'a str, &'a str)> {
     let mut headers = vec![
         ("content-type", "application/json"),
         ("traceparent", m.traceparent.as_str()),
@@ -366,9 +366,7 @@ fn rpc_headers<'a>(
     if dialect == Dialect::V10 {
         headers.push(("a2a-version", "1.0"));
     }
-    if let Some(value) = authorization {
-        headers.push(("authorization", value));
-    }
+    headers.extend(auth.pairs());
     headers
 }
 
@@ -379,7 +377,7 @@ async fn remote(
     peer_url: &str,
     m: &OutMessage,
     dialect: Dialect,
-    token: Option<&str>,
+    auth: &Auth,
 ) -> Result<SentTask, RemoteError> {
     let (method, configuration) = match dialect {
         Dialect::V10 => ("SendMessage", json!({"returnImmediately": true})),
@@ -389,21 +387,21 @@ async fn remote(
         "jsonrpc": "2.0", "id": 1, "method": method,
         "params": {"message": message_json(m, dialect), "configuration": configuration},
     });
-    let authorization = token.map(|t| format!("Bearer {t}"));
-    let headers = rpc_headers(m, dialect, authorization.as_deref());
-    let reply = crate::http_client::exchange(
+    let headers = rpc_headers(m, dialect, auth);
+    let reply = crate::http_client::exchange_as(
         http::Method::POST,
         peer_url,
         &headers,
         request.to_string().into_bytes(),
         MAX_REPLY_BYTES,
+        auth.tls.as_ref(),
     )
     .await?;
     if reply.status == http::StatusCode::UNAUTHORIZED || reply.status == http::StatusCode::FORBIDDEN
     {
         return Err(RemoteError::Unauthorized {
             status: reply.status,
-            configured: token.is_some(),
+            configured: auth.configured(),
         });
     }
     let body: Value =

@@ -124,13 +124,15 @@ pub fn listen_rules(parts: &GatewayParts) -> ListenRules {
 }
 
 /// Serves `app` (the gateway [`app`] made) on `listener` until `stop`.
+/// `tls`: HTTPS (and gRPC over TLS), `a2a.tls`.
 pub async fn listen(
     listener: tokio::net::TcpListener,
     app: Router,
     rules: ListenRules,
+    tls: Option<Arc<crate::api::tls::ServerTls>>,
     stop: tokio_util::sync::CancellationToken,
 ) -> std::io::Result<()> {
-    crate::api::listen::serve(listener, app, "a2a", rules.limits, rules.hosts, stop).await
+    crate::api::listen::serve(listener, app, "a2a", rules.limits, rules.hosts, tls, stop).await
 }
 
 /// The gateway; on a route that needs a token (`access`), every request

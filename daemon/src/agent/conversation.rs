@@ -56,6 +56,11 @@ impl AgentRun<'_> {
             .continuation
             .active(context_id)
             .map(|(id, acked)| (id.to_string(), acked as u64));
+        // A file is the task's: later tasks of the context read its name
+        // in the message's text, not its bytes again.
+        for message in &mut messages {
+            message.attachments.clear();
+        }
         if trim(&mut messages) {
             // The driver's count of what it saw no longer matches.
             continuation = None;

@@ -18,6 +18,46 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The files a user's message carried (an A2A task's `raw` and `url`
+    /// parts), for a model API that takes them; `content` names each too,
+    /// so a driver that ignores them still tells the model it was sent one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
+}
+
+/// A file of a user's message: its bytes (`data`, base64) or its `url`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub media_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl Attachment {
+    /// The files among an A2A message's parts (1.0 Part objects); one
+    /// without a media type is `application/octet-stream`.
+    pub fn of_parts(parts: &[serde_json::Value]) -> Vec<Self> {
+        parts
+            .iter()
+            .filter_map(|p| {
+                let data = p["raw"].as_str().map(str::to_string);
+                let url = p["url"].as_str().map(str::to_string);
+                (data.is_some() || url.is_some()).then(|| Self {
+                    media_type: p["mediaType"]
+                        .as_str()
+                        .unwrap_or("application/octet-stream")
+                        .to_string(),
+                    filename: p["filename"].as_str().map(str::to_string),
+                    data,
+                    url,
+                })
+            })
+            .collect()
+    }
 }
 
 impl Message {
@@ -28,6 +68,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
+            attachments: Vec::new(),
         }
     }
 
@@ -38,6 +79,7 @@ impl Message {
             tool_calls,
             tool_call_id: None,
             name: None,
+            attachments: Vec::new(),
         }
     }
 
@@ -48,6 +90,7 @@ impl Message {
             tool_calls: Vec::new(),
             tool_call_id: Some(call.id.clone()),
             name: Some(call.name.clone()),
+            attachments: Vec::new(),
         }
     }
 

@@ -9,6 +9,8 @@ use crate::telemetry::{Kind, Span};
 /// Where a task came from.
 struct TaskInput {
     text: String,
+    /// The files an A2A task's message carried, for the driver.
+    attachments: Vec<super::driver::Attachment>,
     source: &'static str,
     /// An A2A task's ids (its row exists) and the token that cancels it.
     a2a: Option<(TaskId, String, CancellationToken)>,
@@ -135,6 +137,7 @@ impl AgentRun<'_> {
             if let Some(text) = text {
                 let input = TaskInput {
                     text,
+                    attachments: Vec::new(),
                     source: "task_md",
                     a2a: None,
                 };
@@ -219,6 +222,7 @@ impl AgentRun<'_> {
                 Some(&self.task_slot),
                 |link, incoming| async move {
                     let input = TaskInput {
+                        attachments: super::driver::Attachment::of_parts(&incoming.parts),
                         text: incoming.text,
                         source: "a2a",
                         a2a: Some((link.task_id, link.context_id, link.cancel)),
@@ -287,7 +291,7 @@ impl AgentRun<'_> {
         state.task_used = Usage::default();
         state.task_turns = 0;
         let result = tokio::select! {
-            result = Box::pin(self.turns(state, tools, &ids, input.text)) => result,
+            result = Box::pin(self.turns(state, tools, &ids, input.text, input.attachments)) => result,
             () = self.stop.cancelled() => Err(TaskFailure::Stopped),
             () = cancel.cancelled() => Err(TaskFailure::Canceled),
         };

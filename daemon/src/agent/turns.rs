@@ -41,13 +41,17 @@ impl AgentRun<'_> {
         tools: &[ToolDef],
         ids: &TaskIds<'_>,
         task: String,
+        attachments: Vec<super::driver::Attachment>,
     ) -> Result<Option<String>, TaskFailure> {
         let spec = &self.plan.spec;
         let fail = |e: TurnError| Err(TaskFailure::Failed(e.to_string()));
         // The context's earlier messages (none unless its conversation is
         // kept), then the task.
         let mut messages = std::mem::take(&mut state.history);
-        messages.push(Message::user(task.clone()));
+        messages.push(Message {
+            attachments,
+            ..Message::user(task.clone())
+        });
         let mut context_tokens = state.history_tokens;
         loop {
             // A spent budget stops the session before it pays for another call.

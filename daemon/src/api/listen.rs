@@ -3,7 +3,9 @@
 //! connections one listener holds, a deadline for each request head (and so
 //! for an idle keep-alive connection), and, on a loopback address, only
 //! requests whose `Host` names loopback (a DNS-rebinding page names its own
-//! host). One accept loop, so no listener can forget a rule.
+//! host); TLS, for a listener that has it (the gateway's `a2a.tls`), in
+//! the same deadline as the head. One accept loop, so no listener can
+//! forget a rule.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -39,13 +41,15 @@ impl From<&crate::config::HttpConfig> for Limits {
 
 /// Serves `router` on `listener` until `stop`, as the module says. `name`
 /// is the listener's, for the log; `hosts` are names besides loopback that
-/// a loopback listener answers to (the host of `a2a.public_url`).
+/// a loopback listener answers to (the host of `a2a.public_url`); `tls`:
+/// connections are TLS, accepted with its config of the moment.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     name: &'static str,
     limits: Limits,
     hosts: Vec<String>,
+    tls: Option<Arc<super::tls::ServerTls>>,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let local = listener.local_addr()?;
@@ -93,6 +97,7 @@ pub async fn serve(
         let deadline = limits.header_read_timeout;
         let builder = builder.clone();
         let watcher = graceful.watcher();
+        let acceptor = tls.as_ref().map(|t| t.acceptor());
         tokio::spawn(async move {
             // A client that sends nothing at all is not seen by hyper's
             // head deadline (it waits to tell HTTP/1 from HTTP/2 first).
@@ -101,10 +106,29 @@ pub async fn serve(
                 Ok(Ok(n)) if n > 0 => {}
                 _ => return drop(permit),
             }
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            let _ = watcher.watch(connection).await;
+            match acceptor {
+                None => {
+                    let connection = builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .into_owned();
+                    let _ = watcher.watch(connection).await;
+                }
+                Some(acceptor) => {
+                    let stream = match tokio::time::timeout(deadline, acceptor.accept(stream)).await
+                    {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(error)) => {
+                            tracing::debug!(listener = name, %peer, %error, "TLS handshake refused");
+                            return drop(permit);
+                        }
+                        Err(_) => return drop(permit),
+                    };
+                    let connection = builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .into_owned();
+                    let _ = watcher.watch(connection).await;
+                }
+            }
             drop(permit);
         });
     }

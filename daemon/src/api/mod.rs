@@ -12,6 +12,7 @@ mod observe;
 mod policy;
 mod registry;
 mod sessions;
+pub mod tls;
 pub mod ui;
 pub mod unix;
 mod uploads;
@@ -115,7 +116,7 @@ pub async fn serve_tcp(
     stop: CancellationToken,
 ) -> std::io::Result<()> {
     let app = tcp_app(state, token);
-    listen::serve(listener, app, "control", limits, Vec::new(), stop).await
+    listen::serve(listener, app, "control", limits, Vec::new(), None, stop).await
 }
 
 /// The control API over TCP: the same routes, every request needing

@@ -41,7 +41,7 @@ pub async fn serve_metrics(
                 "this listener serves /metrics, /healthz and /readyz\n",
             )
         });
-    super::listen::serve(listener, app, "metrics", limits, Vec::new(), stop).await
+    super::listen::serve(listener, app, "metrics", limits, Vec::new(), None, stop).await
 }
 
 async fn scrape(State(state): State<MetricsState>) -> Response {

@@ -57,19 +57,90 @@ pub struct A2aConfig {
     /// members beside 1.0's, for 0.3 clients. A capsule's `a2a.card_compat`
     /// overrides it for its route.
     pub card_compat: crate::manifest::a2a::CardCompat,
+    /// The gateway serves HTTPS (and gRPC over TLS) itself with this
+    /// certificate; its cards then say `https`. Re-read on SIGHUP.
+    pub tls: Option<TlsSettings>,
+}
+
+/// `a2a.tls`: the gateway's certificate, and whether it asks clients for
+/// theirs (mutual TLS).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSettings {
+    /// PEM certificate chain, the gateway's own certificate first.
+    pub cert_file: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1), not readable by other
+    /// users (the same rules as a token file).
+    pub key_file: PathBuf,
+    /// PEM CA certificates a client certificate must chain to: set, the
+    /// gateway asks every client for one.
+    #[serde(default)]
+    pub client_ca_file: Option<PathBuf>,
+    /// With `client_ca_file`: `required` (default), a client without a
+    /// certificate the CA signed is refused in the handshake; `optional`,
+    /// one without any certificate is let through (one with a bad
+    /// certificate is still refused).
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+}
+
+/// `a2a.tls.client_auth`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    #[default]
+    Required,
+    Optional,
 }
 
 /// `a2a.peers[]`: what roostd sends to one peer (never a capsule's own
-/// secret: capsules name the peer, roostd adds its credentials).
+/// secret: capsules name the peer, roostd adds its credentials). Secret
+/// files follow the rules of `a2a.token_file`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     /// The peer's A2A URL, or a prefix of such URLs ending in `/`
     /// (`https://agents.example.com/`).
     pub url: String,
-    /// File holding the bearer token sent as `Authorization: Bearer …`
-    /// (the same rules as `a2a.token_file`).
-    pub token_file: PathBuf,
+    /// File holding the bearer token sent as `Authorization: Bearer …`.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// File holding an API key, sent in the header the peer's card names
+    /// (its API-key security scheme, `location: header`), else in
+    /// `api_key_header`, else in `X-API-Key`.
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    /// The header the API key goes in, whatever the card says.
+    #[serde(default)]
+    pub api_key_header: Option<String>,
+    /// OAuth 2 client credentials: a token fetched from `token_url` (never
+    /// from a URL the peer's card names: the secret goes only where the
+    /// operator said) and sent as a bearer token until it expires.
+    #[serde(default)]
+    pub oauth2: Option<OAuth2Settings>,
+    /// PEM CA certificates trusted for this peer besides roostd's store.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// PEM client certificate chain presented to the peer (mutual TLS),
+    /// with `client_key_file`.
+    #[serde(default)]
+    pub client_cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub client_key_file: Option<PathBuf>,
+}
+
+/// `a2a.peers[].oauth2`: the client-credentials grant (RFC 6749 §4.4).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuth2Settings {
+    /// The authorization server's token endpoint.
+    pub token_url: String,
+    pub client_id: String,
+    /// File holding the client secret (sent with HTTP Basic, as RFC 6749
+    /// requires every server to accept).
+    pub client_secret_file: PathBuf,
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 impl Default for A2aConfig {
@@ -87,6 +158,7 @@ impl Default for A2aConfig {
             retention: None,
             idle_timeout_secs: 30,
             card_compat: Default::default(),
+            tls: None,
         }
     }
 }
@@ -229,9 +301,19 @@ impl A2aConfig {
                 ));
             }
         }
-        for peer in &self.peers {
-            crate::manifest::a2a::url(&peer.url)
-                .map_err(|m| ConfigError::invalid("a2a.peers", format!("a2a.peers: url {m}")))?;
+        for (i, peer) in self.peers.iter().enumerate() {
+            peer.validate(i)?;
+        }
+        if let Some(tls) = &self.tls
+            && tls.client_ca_file.is_none()
+            && tls.client_auth == ClientAuth::Optional
+        {
+            return Err(ConfigError::invalid(
+                "a2a.tls.client_auth",
+                "a2a.tls.client_auth needs a2a.tls.client_ca_file (the CA client certificates \
+                 must chain to)"
+                    .into(),
+            ));
         }
         for (name, route) in &self.routes {
             crate::manifest::validate_name(name).map_err(|m| {
@@ -270,6 +352,78 @@ impl A2aConfig {
     }
 }
 
+impl PeerConfig {
+    fn validate(&self, i: usize) -> Result<(), ConfigError> {
+        let at = format!("a2a.peers[{i}]");
+        let invalid = |m: String| ConfigError::invalid(&at, format!("{at}: {m}"));
+        crate::manifest::a2a::url(&self.url).map_err(|m| invalid(format!("url {m}")))?;
+        let bearers = usize::from(self.token_file.is_some()) + usize::from(self.oauth2.is_some());
+        if bearers > 1 {
+            return Err(invalid(
+                "token_file and oauth2 both make the Authorization header: give one".into(),
+            ));
+        }
+        if bearers == 0
+            && self.api_key_file.is_none()
+            && self.client_cert_file.is_none()
+            && self.ca_file.is_none()
+        {
+            return Err(invalid(
+                "gives no credential: set token_file, api_key_file, oauth2, \
+                 client_cert_file with client_key_file, or ca_file"
+                    .into(),
+            ));
+        }
+        if self.client_cert_file.is_some() != self.client_key_file.is_some() {
+            return Err(invalid(
+                "client_cert_file and client_key_file go together (mutual TLS)".into(),
+            ));
+        }
+        if let Some(header) = &self.api_key_header
+            && !api_key_header_allowed(header)
+        {
+            return Err(invalid(format!(
+                "api_key_header '{header}' cannot carry a key: name a header such as X-API-Key \
+                 (not one HTTP itself or the bearer token uses)"
+            )));
+        }
+        if let Some(oauth2) = &self.oauth2 {
+            crate::manifest::a2a::url(&oauth2.token_url)
+                .map_err(|m| invalid(format!("oauth2.token_url {m}")))?;
+            if oauth2.client_id.is_empty() {
+                return Err(invalid("oauth2.client_id is empty".into()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether an API key may go in header `name`: a header token, and not one
+/// that frames the request, names its host or carries the bearer token
+/// (a card that names such a header gets `X-API-Key` instead).
+pub fn api_key_header_allowed(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    http::HeaderName::from_bytes(name.as_bytes()).is_ok()
+        && !matches!(
+            lower.as_str(),
+            "host"
+                | "content-length"
+                | "content-type"
+                | "transfer-encoding"
+                | "connection"
+                | "keep-alive"
+                | "te"
+                | "trailer"
+                | "upgrade"
+                | "proxy-authorization"
+                | "authorization"
+                | "cookie"
+                | "a2a-version"
+                | "a2a-extensions"
+        )
+        && !lower.starts_with(':')
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::DaemonConfig;
@@ -299,5 +453,47 @@ mod tests {
             assert!(e.contains(says), "{yaml}: {e}");
         }
         assert!(DaemonConfig::from_yaml("a2a: {routes: {b: {token: x}}}").is_err());
+    }
+
+    #[test]
+    fn peers_and_tls_are_checked() {
+        for (yaml, says) in [
+            (
+                "a2a: {peers: [{url: 'https://p.example/'}]}",
+                "gives no credential",
+            ),
+            (
+                "a2a: {peers: [{url: 'https://p.example/', token_file: /t, oauth2: \
+                 {token_url: 'https://auth.example/token', client_id: c, client_secret_file: /s}}]}",
+                "both make the Authorization",
+            ),
+            (
+                "a2a: {peers: [{url: 'https://p.example/', client_cert_file: /c}]}",
+                "go together",
+            ),
+            (
+                "a2a: {peers: [{url: 'https://p.example/', api_key_file: /k, api_key_header: Host}]}",
+                "cannot carry a key",
+            ),
+            (
+                "a2a: {tls: {cert_file: /c, key_file: /k, client_auth: optional}}",
+                "needs a2a.tls.client_ca_file",
+            ),
+        ] {
+            let config = DaemonConfig::from_yaml(yaml).expect("parses");
+            let e = config.validate().expect_err(yaml).to_string();
+            assert!(e.contains(says), "{yaml}: {e}");
+        }
+        let ok = DaemonConfig::from_yaml(
+            "a2a: {tls: {cert_file: /c, key_file: /k, client_ca_file: /ca}, peers: \
+             [{url: 'https://p.example/', api_key_file: /k, ca_file: /ca, \
+             client_cert_file: /c, client_key_file: /k}]}",
+        )
+        .expect("parses");
+        ok.validate().expect("valid");
+        assert_eq!(
+            ok.a2a.tls.map(|t| t.client_auth),
+            Some(super::ClientAuth::Required)
+        );
     }
 }

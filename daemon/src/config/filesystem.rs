@@ -63,10 +63,23 @@ impl super::DaemonConfig {
             }
         }
         for peer in &self.a2a.peers {
-            own.push((
-                peer.token_file.clone(),
-                "a token file of roostd's a2a.peers".into(),
-            ));
+            let oauth2 = peer.oauth2.as_ref().map(|o| &o.client_secret_file);
+            for file in [
+                peer.token_file.as_ref(),
+                peer.api_key_file.as_ref(),
+                peer.client_key_file.as_ref(),
+                peer.client_cert_file.as_ref(),
+                oauth2,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                own.push((file.clone(), "a secret file of roostd's a2a.peers".into()));
+            }
+        }
+        if let Some(tls) = &self.a2a.tls {
+            own.push((tls.key_file.clone(), "roostd's a2a.tls.key_file".into()));
+            own.push((tls.cert_file.clone(), "roostd's a2a.tls.cert_file".into()));
         }
         let cluster = &self.cluster;
         let tls = cluster.tls.as_ref();

@@ -25,6 +25,8 @@ pub struct Handles {
     /// The cluster's artifact registry, behind which a reloaded registry
     /// is layered (a node of a cluster).
     pub cluster_registry: Option<Arc<dyn crate::registry::Registry>>,
+    /// The gateway's TLS (`a2a.tls`), whose files are read again.
+    pub gateway_tls: Option<Arc<crate::api::tls::ServerTls>>,
 }
 
 /// Applies each config the binary sends until it stops sending.
@@ -48,6 +50,7 @@ const RELOADED: &[&str] = &[
     "a2a.token_file",
     "a2a.routes",
     "a2a.peers",
+    "a2a.tls",
     "control.token_file",
     "ui.token_file",
 ];
@@ -75,6 +78,26 @@ fn apply(h: &Handles, mut running: DaemonConfig, new: DaemonConfig) -> DaemonCon
         Err(error) => {
             tracing::error!(%error, "tokens not reloaded: the running ones stay");
         }
+    }
+    // The gateway's certificate: read again whenever roostd reloads (a
+    // renewed file at the same path included); new connections use it.
+    // Turning TLS on or off needs a restart.
+    match (&h.gateway_tls, &new.a2a.tls) {
+        (Some(serving), Some(tls)) => match serving.reload(tls) {
+            Ok(()) => {
+                running.a2a.tls = Some(tls.clone());
+                applied.push("a2a.tls (re-read)".into());
+            }
+            Err(error) => {
+                tracing::error!(%error, "a2a.tls not reloaded: the running certificate stays")
+            }
+        },
+        (None, None) => {}
+        (serving, _) => tracing::warn!(
+            serving_tls = serving.is_some(),
+            "a2a.tls was turned {}: that takes effect when roostd restarts",
+            if serving.is_some() { "off" } else { "on" }
+        ),
     }
     let retention = Retention {
         trace: running.retention.trace.clone(),

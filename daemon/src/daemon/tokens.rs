@@ -1,6 +1,7 @@
 //! The bearer tokens roostd reads from files: the TCP control API's, the
-//! A2A gateway's and its routes', what it sends to peers, the dashboard's. Read at
-//! start-up, by `roostd --check-config`, and again on SIGHUP.
+//! A2A gateway's and its routes', what it sends to peers (tokens, API keys,
+//! OAuth 2 secrets, TLS settings), the dashboard's. Read at start-up, by
+//! `roostd --check-config`, and again on SIGHUP.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,8 +18,8 @@ pub struct Tokens {
     pub a2a: Option<Arc<str>>,
     /// `a2a.routes.<name>.token_file`.
     pub routes: HashMap<String, crate::a2a::access::RouteToken>,
-    /// `a2a.peers[i]`: (URL, token).
-    pub peers: Vec<(String, Arc<str>)>,
+    /// `a2a.peers[i]`, its secrets read.
+    pub peers: Vec<Arc<crate::a2a::client::PeerCredential>>,
     /// `ui.token_file`, when `ui.listen` is set.
     pub ui: Option<Arc<str>>,
 }
@@ -71,8 +72,7 @@ impl Tokens {
         }
         let mut peers = Vec::new();
         for (i, peer) in config.a2a.peers.iter().enumerate() {
-            let what = format!("a2a.peers[{i}].token_file");
-            peers.push((peer.url.clone(), read_token(Some(&peer.token_file), &what)?));
+            peers.push(Arc::new(peer_credential(peer, i)?));
         }
         let ui = match &config.ui.listen {
             Some(_) => Some(read_token(
@@ -89,6 +89,68 @@ impl Tokens {
             ui,
         })
     }
+}
+
+/// One `a2a.peers[]` entry's secrets and TLS settings, read and checked.
+fn peer_credential(
+    peer: &crate::config::PeerConfig,
+    i: usize,
+) -> Result<crate::a2a::client::PeerCredential, DaemonError> {
+    use crate::a2a::client::{ApiKey, OAuth2, PeerCredential};
+    let at = |field: &str| format!("a2a.peers[{i}].{field}");
+    let token = match &peer.token_file {
+        Some(file) => Some(read_token(Some(file), &at("token_file"))?),
+        None => None,
+    };
+    let api_key = match &peer.api_key_file {
+        Some(file) => Some(ApiKey {
+            header: peer.api_key_header.as_ref().map(|h| h.to_ascii_lowercase()),
+            key: read_secret(file, &at("api_key_file"))?,
+        }),
+        None => None,
+    };
+    let oauth2 = match &peer.oauth2 {
+        Some(o) => Some(OAuth2::new(
+            o.token_url.clone(),
+            o.client_id.clone(),
+            read_secret(&o.client_secret_file, &at("oauth2.client_secret_file"))?,
+            o.scopes.clone(),
+        )),
+        None => None,
+    };
+    let identity = peer
+        .client_cert_file
+        .as_deref()
+        .zip(peer.client_key_file.as_deref());
+    let tls = match (&peer.ca_file, identity) {
+        (None, None) => None,
+        (ca, identity) => Some(
+            crate::http_client::ClientTls::build(ca.as_deref(), identity)
+                .map_err(|e| DaemonError::Control(format!("{}: {e}", at("tls"))))?,
+        ),
+    };
+    Ok(PeerCredential {
+        prefix: peer.url.clone(),
+        token,
+        api_key,
+        oauth2,
+        tls,
+    })
+}
+
+/// A secret (an API key, a client secret) from a file other users cannot
+/// read, as [`read_token`] checks it, of any length but not empty and
+/// fit for a header.
+fn read_secret(path: &std::path::Path, what: &str) -> Result<Arc<str>, DaemonError> {
+    let fail = |why: String| DaemonError::Control(format!("{what} {}: {why}", path.display()));
+    let text = crate::secrets::read_private(path).map_err(fail)?;
+    let secret = text.trim();
+    if secret.is_empty() || http::HeaderValue::from_str(secret).is_err() {
+        return Err(fail(
+            "holds no secret, or one with characters a header cannot carry".into(),
+        ));
+    }
+    Ok(Arc::from(secret))
 }
 
 /// A bearer token from a file other users cannot read: no access for

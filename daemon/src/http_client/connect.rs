@@ -133,12 +133,15 @@ const MAX_CONNECT_HEAD: usize = 8 * 1024;
 
 /// A connection to `host:port` (to `addr` when the caller resolved and
 /// checked it: then never through a proxy, which would resolve the host
-/// again), through the proxy [`plain_proxy`] names for plain HTTP.
+/// again), through the proxy [`plain_proxy`] names for plain HTTP; `tls`:
+/// HTTPS, trusting and presenting what `identity` says (roostd's default
+/// trust store and no client certificate when `None`).
 pub(super) async fn connect(
     host: &str,
     port: u16,
     tls: bool,
     addr: Option<std::net::SocketAddr>,
+    identity: Option<&ClientTls>,
 ) -> Result<Socket, HttpError> {
     let proxy = match addr {
         Some(_) => None,
@@ -155,17 +158,154 @@ pub(super) async fn connect(
     if !tls {
         return Ok(Socket::Plain(tcp));
     }
+    let config = identity.map_or_else(tls_config, |i| Arc::clone(&i.http1));
+    Ok(Socket::Tls(Box::new(
+        handshake(tcp, host, port, proxy, config).await?,
+    )))
+}
+
+/// A TLS connection to `host:port` that speaks HTTP/2 (ALPN `h2`), for a
+/// gRPC client: through `HTTPS_PROXY` unless `NO_PROXY` lists the host.
+pub async fn connect_h2(
+    host: &str,
+    port: u16,
+    identity: Option<&ClientTls>,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, HttpError> {
+    let proxy = proxies().for_target(host, true);
+    let tcp = match proxy {
+        Some(p) => TcpStream::connect((p.host.as_str(), p.port)).await,
+        None => TcpStream::connect((host, port)).await,
+    }
+    .map_err(HttpError::Connect)?;
+    let _ = tcp.set_nodelay(true);
+    let config = match identity {
+        Some(i) => Arc::clone(&i.h2),
+        None => ClientTls::default_h2(),
+    };
+    handshake(tcp, host, port, proxy, config).await
+}
+
+async fn handshake(
+    tcp: TcpStream,
+    host: &str,
+    port: u16,
+    proxy: Option<&Proxy>,
+    config: Arc<rustls::ClientConfig>,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, HttpError> {
     let tcp = match proxy {
         Some(p) => tunnel(tcp, host, port, p).await?,
         None => tcp,
     };
     let name = rustls::pki_types::ServerName::try_from(host.to_string())
         .map_err(|_| HttpError::ServerName(host.to_string()))?;
-    let stream = tokio_rustls::TlsConnector::from(tls_config())
+    tokio_rustls::TlsConnector::from(config)
         .connect(name, tcp)
         .await
-        .map_err(HttpError::Tls)?;
-    Ok(Socket::Tls(Box::new(stream)))
+        .map_err(HttpError::Tls)
+}
+
+/// What one peer's HTTPS connections trust and present (`a2a.peers[]`:
+/// `ca_file`, `client_cert_file` and `client_key_file`): roostd's trust
+/// store plus the peer's CA, and its client certificate for mutual TLS.
+/// Connections made with one are pooled apart from every other's, so a
+/// request without it (a guest's, say) never rides a connection that
+/// presented it.
+#[derive(Clone)]
+pub struct ClientTls {
+    pub(super) id: u64,
+    http1: Arc<rustls::ClientConfig>,
+    h2: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls").field("id", &self.id).finish()
+    }
+}
+
+/// Why a peer's TLS settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientTlsError {
+    #[error(transparent)]
+    Ca(#[from] CaFileError),
+    #[error("client certificate {path}: {why}")]
+    Certificate { path: String, why: String },
+    #[error("client key {path}: {why}")]
+    Key { path: String, why: String },
+}
+
+impl ClientTls {
+    /// Trusts `ca_file`'s certificates besides roostd's store, and presents
+    /// `identity` (certificate chain file, private key file) when a server
+    /// asks for a client certificate.
+    pub fn build(
+        ca_file: Option<&std::path::Path>,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<Self, ClientTlsError> {
+        use rustls::pki_types::pem::PemObject;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let mut roots = default_roots();
+        if let Some(path) = ca_file {
+            let certs = read_ca_file(path)?;
+            roots.add_parsable_certificates(certs);
+        }
+        let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+        let config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let shown = |p: &std::path::Path| p.display().to_string();
+                let pem = std::fs::read(cert).map_err(|e| ClientTlsError::Certificate {
+                    path: shown(cert),
+                    why: e.to_string(),
+                })?;
+                let chain = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| ClientTlsError::Certificate {
+                        path: shown(cert),
+                        why: e.to_string(),
+                    })?;
+                if chain.is_empty() {
+                    return Err(ClientTlsError::Certificate {
+                        path: shown(cert),
+                        why: "holds no PEM certificate".into(),
+                    });
+                }
+                let text =
+                    crate::secrets::read_private(key).map_err(|why| ClientTlsError::Key {
+                        path: shown(key),
+                        why,
+                    })?;
+                let key_der = rustls::pki_types::PrivateKeyDer::from_pem_slice(text.as_bytes())
+                    .map_err(|e| ClientTlsError::Key {
+                        path: shown(key),
+                        why: format!("no PEM private key: {e}"),
+                    })?;
+                builder
+                    .with_client_auth_cert(chain, key_der)
+                    .map_err(|e| ClientTlsError::Key {
+                        path: shown(key),
+                        why: format!("does not go with the certificate: {e}"),
+                    })?
+            }
+        };
+        let mut h2 = config.clone();
+        h2.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Self {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            http1: Arc::new(config),
+            h2: Arc::new(h2),
+        })
+    }
+
+    /// roostd's default trust, speaking HTTP/2.
+    fn default_h2() -> Arc<rustls::ClientConfig> {
+        static H2: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+        Arc::clone(H2.get_or_init(|| {
+            let mut config = (*tls_config()).clone();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            Arc::new(config)
+        }))
+    }
 }
 
 /// Asks the proxy for a tunnel to `host:port` (`CONNECT`).
@@ -235,6 +375,16 @@ pub enum CaFileError {
 /// HTTPS connection, besides the system's store and the web roots (call
 /// once, before the first connection); answers how many.
 pub fn trust_ca_file(path: &std::path::Path) -> Result<usize, CaFileError> {
+    let certs = read_ca_file(path)?;
+    let added = certs.len();
+    let _ = EXTRA_ROOTS.set(certs);
+    Ok(added)
+}
+
+/// The parsable CA certificates of the PEM file at `path` (at least one).
+pub fn read_ca_file(
+    path: &std::path::Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, CaFileError> {
     use rustls::pki_types::pem::PemObject;
     let shown = path.display().to_string();
     let pem = std::fs::read(path).map_err(|source| CaFileError::Read {
@@ -252,8 +402,7 @@ pub fn trust_ca_file(path: &std::path::Path) -> Result<usize, CaFileError> {
     if added == 0 {
         return Err(CaFileError::Empty { path: shown });
     }
-    let _ = EXTRA_ROOTS.set(certs);
-    Ok(added)
+    Ok(certs)
 }
 
 /// What outgoing HTTPS trusts, built once: the web PKI roots, the system's
@@ -262,27 +411,37 @@ pub fn trust_ca_file(path: &std::path::Path) -> Result<usize, CaFileError> {
 fn tls_config() -> Arc<rustls::ClientConfig> {
     static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
     Arc::clone(CONFIG.get_or_init(|| {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        let system = rustls_native_certs::load_native_certs();
-        for error in &system.errors {
-            tracing::debug!(%error, "a certificate of the system's store was not read");
-        }
-        let (added, _) = roots.add_parsable_certificates(system.certs);
-        let (extra, _) =
-            roots.add_parsable_certificates(EXTRA_ROOTS.get().cloned().unwrap_or_default());
-        tracing::debug!(
-            system = added,
-            ca_file = extra,
-            "outgoing HTTPS trust store built"
-        );
         Arc::new(
             rustls::ClientConfig::builder()
-                .with_root_certificates(roots)
+                .with_root_certificates(default_roots())
                 .with_no_client_auth(),
         )
     }))
+}
+
+/// The certificates every outgoing HTTPS connection trusts (read once).
+fn default_roots() -> rustls::RootCertStore {
+    static ROOTS: OnceLock<rustls::RootCertStore> = OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let mut roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+            };
+            let system = rustls_native_certs::load_native_certs();
+            for error in &system.errors {
+                tracing::debug!(%error, "a certificate of the system's store was not read");
+            }
+            let (added, _) = roots.add_parsable_certificates(system.certs);
+            let (extra, _) =
+                roots.add_parsable_certificates(EXTRA_ROOTS.get().cloned().unwrap_or_default());
+            tracing::debug!(
+                system = added,
+                ca_file = extra,
+                "outgoing HTTPS trust store built"
+            );
+            roots
+        })
+        .clone()
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ pub(super) struct Server {
     pub(super) tls: bool,
     pub(super) host: String,
     pub(super) port: u16,
+    /// The peer TLS settings its connections were made with (0: roostd's
+    /// default trust, no client certificate).
+    pub(super) identity: u64,
 }
 
 type Idle = HashMap<Server, Vec<(Conn, Instant)>>;

@@ -394,6 +394,7 @@ async fn a_connection_read_to_the_end_serves_the_next_request_to_its_server() {
             .next()
             .and_then(|p| p.parse().ok())
             .expect("port"),
+        identity: 0,
     };
     assert_eq!(pool::idle(&server), 0);
 }

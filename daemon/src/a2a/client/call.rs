@@ -81,13 +81,12 @@ impl Peers {
         wait: Duration,
         progress: UnboundedSender<String>,
     ) -> Result<PeerAnswer, RemoteError> {
-        let token = self.token_for(peer_url);
-        let token = token.as_deref();
         let dialect = self.dialect_of(peer_url).await;
-        match stream(peer_url, m, dialect, token, wait, &progress).await {
+        let auth = self.auth_for(peer_url).await?;
+        match stream(peer_url, m, dialect, &auth, wait, &progress).await {
             Err(RemoteError::Refused { code, .. }) if dialect == Dialect::V10 && code == -32601 => {
                 self.learn_dialect(peer_url, Dialect::V03);
-                stream(peer_url, m, Dialect::V03, token, wait, &progress).await
+                stream(peer_url, m, Dialect::V03, &auth, wait, &progress).await
             }
             other => other,
         }
@@ -212,7 +211,7 @@ async fn stream(
     peer_url: &str,
     m: &OutMessage,
     dialect: Dialect,
-    token: Option<&str>,
+    auth: &super::Auth,
     wait: Duration,
     progress: &UnboundedSender<String>,
 ) -> Result<PeerAnswer, RemoteError> {
@@ -225,15 +224,15 @@ async fn stream(
         "jsonrpc": "2.0", "id": 1, "method": method,
         "params": {"message": message_json(m, dialect)},
     });
-    let authorization = token.map(|t| format!("Bearer {t}"));
     let mut request = http::Request::builder()
         .method(http::Method::POST)
         .uri(peer_url)
         .header(http::header::USER_AGENT, "roostd")
         .header(http::header::ACCEPT, "text/event-stream");
-    for (name, value) in rpc_headers(m, dialect, authorization.as_deref()) {
+    for (name, value) in rpc_headers(m, dialect, &super::Auth::default()) {
         request = request.header(name, value);
     }
+    let request = auth.apply(request);
     let request = request
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| RemoteError::Http(crate::http_client::HttpError::Request(e)))?;
@@ -256,7 +255,7 @@ async fn stream(
     if status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN {
         return Err(RemoteError::Unauthorized {
             status,
-            configured: token.is_some(),
+            configured: auth.configured(),
         });
     }
     let sse = response

@@ -36,9 +36,9 @@ impl Peers {
         // gRPC reaches the whole origin (a path in its URL goes nowhere,
         // and the tenant is the caller's): it gets only a token configured
         // for the origin itself, never one scoped to a path under it.
-        let token = match at.binding {
-            PeerBinding::Grpc => self.token_for(&origin(&at.url)),
-            _ => self.token_for(&at.url),
+        let auth = match at.binding {
+            PeerBinding::Grpc => self.auth_for(&origin(&at.url)).await?,
+            _ => self.auth_for(&at.url).await?,
         };
         // A task id goes into HTTP+JSON's path: one that could reshape it
         // (another path, a query, a fragment) is refused.
@@ -52,13 +52,12 @@ impl Peers {
                 ),
             });
         }
-        let authorization = token.as_deref().map(|t| format!("Bearer {t}"));
         let mut follow = Follow::new(&call, progress);
         let deadline = Instant::now() + call.wait;
         let ask = Ask {
             at,
             call: &call,
-            authorization: authorization.as_deref(),
+            auth: &auth,
             wait: call.wait,
         };
         let ran = tokio::time::timeout_at(deadline, async {
@@ -92,7 +91,7 @@ impl Peers {
 struct Ask<'a> {
     at: &'a PeerInterface,
     call: &'a PeerCall,
-    authorization: Option<&'a str>,
+    auth: &'a super::Auth,
     wait: Duration,
 }
 
@@ -134,7 +133,7 @@ impl Ask<'_> {
         }
     }
 
-    fn headers(&self) -> Vec<(&'static str, &str)> {
+    fn headers(&self) -> Vec<(&str, &str)> {
         let mut headers = vec![
             ("content-type", "application/json"),
             ("traceparent", self.call.traceparent.as_str()),
@@ -142,9 +141,7 @@ impl Ask<'_> {
         if !self.at.v03 {
             headers.push(("a2a-version", "1.0"));
         }
-        if let Some(value) = self.authorization {
-            headers.push(("authorization", value));
-        }
+        headers.extend(self.auth.pairs());
         headers
     }
 
@@ -208,6 +205,9 @@ impl Ask<'_> {
         for (name, value) in self.headers() {
             request = request.header(name, value);
         }
+        if let Some(tls) = &self.auth.tls {
+            request = request.extension(tls.clone());
+        }
         let bytes = body.map(|b| b.to_string()).unwrap_or_default();
         let request = request
             .body(Full::new(Bytes::from(bytes)))
@@ -223,7 +223,7 @@ impl Ask<'_> {
         if status == http::StatusCode::UNAUTHORIZED || status == http::StatusCode::FORBIDDEN {
             return Err(RemoteError::Unauthorized {
                 status,
-                configured: self.authorization.is_some(),
+                configured: self.auth.configured(),
             });
         }
         let sse = response
@@ -290,12 +290,29 @@ impl Ask<'_> {
         } else {
             format!("http://{}", self.at.url)
         };
-        let channel = tonic::transport::Channel::from_shared(target)
+        let endpoint = tonic::transport::Channel::from_shared(target.clone())
             .map_err(|e| RemoteError::Grpc(format!("not a gRPC target: {e}")))?
-            .connect_timeout(crate::http_client::TIMEOUT)
-            .connect()
-            .await
-            .map_err(|e| RemoteError::Grpc(format!("cannot connect: {e}")))?;
+            .connect_timeout(crate::http_client::TIMEOUT);
+        let channel = if target.starts_with("https://") {
+            // TLS by roostd's own client (its trust store, the peer's CA
+            // and client certificate), speaking h2.
+            let tls = self.auth.tls.clone();
+            endpoint
+                .connect_with_connector(tower::service_fn(move |uri: http::Uri| {
+                    let tls = tls.clone();
+                    async move {
+                        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']);
+                        let port = uri.port_u16().unwrap_or(443);
+                        crate::http_client::connect_h2(host, port, tls.as_ref())
+                            .await
+                            .map(hyper_util::rt::TokioIo::new)
+                    }
+                }))
+                .await
+        } else {
+            endpoint.connect().await
+        }
+        .map_err(|e| RemoteError::Grpc(format!("cannot connect: {}", causes(&e))))?;
         let mut params = self.params(false);
         // The same calls on either version's generated client.
         macro_rules! call {
@@ -354,8 +371,11 @@ impl Ask<'_> {
             if name == "content-type" {
                 continue;
             }
-            if let Ok(value) = value.parse() {
-                request.metadata_mut().insert(name, value);
+            if let (Ok(key), Ok(value)) = (
+                tonic::metadata::MetadataKey::from_bytes(name.as_bytes()),
+                value.parse(),
+            ) {
+                request.metadata_mut().insert(key, value);
             }
         }
         Ok(request)
@@ -376,6 +396,19 @@ impl Ask<'_> {
         }
         Ok(())
     }
+}
+
+/// An error and each of its causes, `: `-joined (tonic's "transport
+/// error" says nothing alone).
+fn causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }
 
 /// Whether a task id can go into a URL's path as one segment, as it is.

@@ -29,9 +29,15 @@ impl Peers {
         } else {
             format!("{}{CARD_PATH}", target.url.trim_end_matches('/'))
         };
-        let reply =
-            crate::http_client::exchange(http::Method::GET, &url, &[], Vec::new(), MAX_REPLY_BYTES)
-                .await?;
+        let reply = crate::http_client::exchange_as(
+            http::Method::GET,
+            &url,
+            &[],
+            Vec::new(),
+            MAX_REPLY_BYTES,
+            self.tls_for(&url).as_ref(),
+        )
+        .await?;
         if !reply.status.is_success() {
             return Err(RemoteError::Card(format!(
                 "{url} answered {} instead of an agent card",
@@ -40,7 +46,17 @@ impl Peers {
         }
         let card: Value = serde_json::from_slice(&reply.body)
             .map_err(|e| RemoteError::Card(format!("{url} is not JSON: {e}")))?;
+        self.learn_card(&url, &card);
         let mut found = interfaces(&card);
+        // A gRPC interface a card names as `host:port` (no scheme, as A2A
+        // writes it) is reached over TLS when the card came over HTTPS.
+        if url.starts_with("https://") {
+            for i in &mut found {
+                if i.binding == PeerBinding::Grpc && !i.url.contains("://") {
+                    i.url = format!("https://{}", i.url);
+                }
+            }
+        }
         // Newest first, otherwise in the card's order.
         found.sort_by_key(|i| i.v03);
         let wanted = |i: &&PeerInterface| {

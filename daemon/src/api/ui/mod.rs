@@ -130,7 +130,16 @@ pub async fn serve_ui(
     limits: super::listen::Limits,
     stop: CancellationToken,
 ) -> std::io::Result<()> {
-    super::listen::serve(listener, app(state), "dashboard", limits, Vec::new(), stop).await
+    super::listen::serve(
+        listener,
+        app(state),
+        "dashboard",
+        limits,
+        Vec::new(),
+        None,
+        stop,
+    )
+    .await
 }
 
 /// The dashboard's router (tests drive it without a socket).

@@ -43,6 +43,74 @@ pub struct Message {
     pub tool_calls: Vec<ToolCall>,
     #[serde(default)]
     pub tool_call_id: Option<String>,
+    /// Files the user's message carried; `content` names each as well.
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+}
+
+/// A file of a user's message: base64 `data` or a `url`.
+#[derive(Debug, Deserialize)]
+pub struct Attachment {
+    pub media_type: String,
+    #[serde(default)]
+    pub filename: Option<String>,
+    #[serde(default)]
+    pub data: Option<String>,
+    #[serde(default)]
+    pub url: Option<String>,
+}
+
+impl Attachment {
+    /// A `data:` URL of its bytes, else its URL.
+    fn href(&self) -> Option<String> {
+        match (&self.data, &self.url) {
+            (Some(data), _) => Some(format!("data:{};base64,{data}", self.media_type)),
+            (None, url) => url.clone(),
+        }
+    }
+
+    fn image(&self) -> bool {
+        matches!(
+            self.media_type.to_ascii_lowercase().as_str(),
+            "image/png" | "image/jpeg" | "image/gif" | "image/webp"
+        )
+    }
+
+    fn pdf(&self) -> bool {
+        self.media_type.eq_ignore_ascii_case("application/pdf")
+    }
+
+    /// Chat Completions' content part for it: an image (bytes or URL), or
+    /// a PDF's bytes; `None` for what the API does not take (the message's
+    /// text names it).
+    fn chat_part(&self) -> Option<Value> {
+        if self.image() {
+            return Some(json!({"type": "image_url", "image_url": {"url": self.href()?}}));
+        }
+        if self.pdf() && self.data.is_some() {
+            return Some(json!({"type": "file", "file": {
+                "filename": self.filename.as_deref().unwrap_or("document.pdf"),
+                "file_data": self.href()?,
+            }}));
+        }
+        None
+    }
+
+    /// The Responses API's input part for it, as [`Attachment::chat_part`].
+    fn response_part(&self) -> Option<Value> {
+        if self.image() {
+            return Some(json!({"type": "input_image", "image_url": self.href()?}));
+        }
+        if self.pdf() {
+            return Some(match (&self.data, &self.url) {
+                (Some(_), _) => json!({"type": "input_file",
+                    "filename": self.filename.as_deref().unwrap_or("document.pdf"),
+                    "file_data": self.href()?}),
+                (None, url) => json!({"type": "input_file", "file_url": url.as_deref()?}),
+            });
+        }
+        None
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -183,6 +251,11 @@ fn chat_message(message: &Message) -> Value {
             "tool_call_id": message.tool_call_id.as_deref().unwrap_or_default(),
             "content": content.unwrap_or_default(),
         }),
+        "user" if message.attachments.iter().any(|a| a.chat_part().is_some()) => {
+            let text = json!({"type": "text", "text": content.unwrap_or_default()});
+            let files = message.attachments.iter().filter_map(Attachment::chat_part);
+            json!({"role": "user", "content": std::iter::once(text).chain(files).collect::<Vec<_>>()})
+        }
         role => json!({"role": role, "content": content.unwrap_or_default()}),
     }
 }
@@ -208,6 +281,14 @@ fn response_items(message: &Message) -> Vec<Value> {
                     })
                 }))
                 .collect()
+        }
+        "user" if message.attachments.iter().any(|a| a.response_part().is_some()) => {
+            let text = json!({"type": "input_text", "text": content});
+            let files = message
+                .attachments
+                .iter()
+                .filter_map(Attachment::response_part);
+            vec![json!({"role": "user", "content": std::iter::once(text).chain(files).collect::<Vec<_>>()})]
         }
         role => vec![json!({"role": role, "content": content})],
     }
@@ -307,6 +388,40 @@ mod tests {
         assert_eq!(body["previous_response_id"], "resp_7");
         assert_eq!(body["stream"], false);
         assert!(body.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn images_and_pdfs_go_as_content_parts_and_other_files_stay_named_in_the_text() {
+        let request = DriverRequest::parse(Some(
+            r#"{"messages": [{"role": "user", "content": "look\n\n[file a.png (image/png), 8 base64 characters]",
+              "attachments": [
+                {"media_type": "image/png", "filename": "a.png", "data": "iVBORw0K"},
+                {"media_type": "application/pdf", "filename": "r.pdf", "data": "JVBERi0x"},
+                {"media_type": "text/csv", "data": "YSxi"},
+                {"media_type": "image/jpeg", "url": "https://img.example/x.jpg"}]}]}"#,
+        ))
+        .expect("valid");
+        let chat = request.chat_body("m", &DriverConfig::default(), false);
+        assert_eq!(
+            chat["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "look\n\n[file a.png (image/png), 8 base64 characters]"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}},
+                {"type": "file", "file": {"filename": "r.pdf", "file_data": "data:application/pdf;base64,JVBERi0x"}},
+                {"type": "image_url", "image_url": {"url": "https://img.example/x.jpg"}}
+            ])
+        );
+        let responses = request.responses_body("m", &DriverConfig::default());
+        assert_eq!(responses["input"][0]["content"][1]["type"], "input_image");
+        assert_eq!(responses["input"][0]["content"][2]["type"], "input_file");
+        assert_eq!(responses["input"][0]["content"].as_array().map(Vec::len), Some(4));
+        // Only files no API here takes: the text alone, as before.
+        let plain = DriverRequest::parse(Some(
+            r#"{"messages": [{"role": "user", "content": "t", "attachments": [{"media_type": "text/csv", "data": "YSxi"}]}]}"#,
+        ))
+        .expect("valid");
+        let chat = plain.chat_body("m", &DriverConfig::default(), false);
+        assert_eq!(chat["messages"][0]["content"], "t");
     }
 
     #[test]

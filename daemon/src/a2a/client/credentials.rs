@@ -1,0 +1,295 @@
+//! What roostd presents to a peer elsewhere (`a2a.peers`), never a
+//! capsule's own secret: a bearer token, an API key in the header the
+//! peer's card names, an OAuth 2 client-credentials token (fetched from the
+//! operator's token URL and kept until it expires), and the TLS settings
+//! (CA, client certificate) its connections are made with. One lookup per
+//! call ([`Peers::auth_for`]); the longest configured URL prefix decides.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use serde_json::Value;
+
+use super::{MAX_REPLY_BYTES, Peers, RemoteError};
+use crate::http_client::ClientTls;
+
+/// One `a2a.peers[]` entry, its secrets read.
+pub struct PeerCredential {
+    /// The URL prefix it is for.
+    pub prefix: String,
+    pub token: Option<Arc<str>>,
+    pub api_key: Option<ApiKey>,
+    pub oauth2: Option<OAuth2>,
+    pub tls: Option<ClientTls>,
+}
+
+pub struct ApiKey {
+    /// `api_key_header`: wins over what the card says.
+    pub header: Option<String>,
+    pub key: Arc<str>,
+}
+
+/// The client-credentials grant, and the token it last got.
+pub struct OAuth2 {
+    pub token_url: String,
+    pub client_id: String,
+    pub secret: Arc<str>,
+    pub scopes: Vec<String>,
+    held: tokio::sync::Mutex<Option<(Arc<str>, Instant)>>,
+}
+
+impl OAuth2 {
+    pub fn new(
+        token_url: String,
+        client_id: String,
+        secret: Arc<str>,
+        scopes: Vec<String>,
+    ) -> Self {
+        Self {
+            token_url,
+            client_id,
+            secret,
+            scopes,
+            held: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// A token still good for a while, fetched when there is none (one
+    /// fetch at a time: calls that need it meanwhile wait for it).
+    async fn token(&self, tls: Option<&ClientTls>) -> Result<Arc<str>, RemoteError> {
+        let mut held = self.held.lock().await;
+        if let Some((token, until)) = held.as_ref()
+            && Instant::now() < *until
+        {
+            return Ok(Arc::clone(token));
+        }
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+            "{}:{}",
+            form(&self.client_id),
+            form(&self.secret)
+        ));
+        let mut body = "grant_type=client_credentials".to_string();
+        if !self.scopes.is_empty() {
+            body.push_str("&scope=");
+            body.push_str(&form(&self.scopes.join(" ")));
+        }
+        let authorization = format!("Basic {basic}");
+        let fail = |why: String| RemoteError::OAuth2(why);
+        let reply = crate::http_client::exchange_as(
+            http::Method::POST,
+            &self.token_url,
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("accept", "application/json"),
+                ("authorization", &authorization),
+            ],
+            body.into_bytes(),
+            MAX_REPLY_BYTES,
+            tls,
+        )
+        .await
+        .map_err(|e| fail(format!("the token URL: {e}")))?;
+        let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+        if !reply.status.is_success() {
+            return Err(fail(format!(
+                "the token URL answered {}: {}",
+                reply.status,
+                answer["error"].as_str().unwrap_or("no error named")
+            )));
+        }
+        let token = answer["access_token"]
+            .as_str()
+            .filter(|t| !t.is_empty() && http::HeaderValue::from_str(t).is_ok())
+            .ok_or_else(|| fail("the token URL's answer has no usable access_token".into()))?;
+        if let Some(kind) = answer["token_type"].as_str()
+            && !kind.eq_ignore_ascii_case("bearer")
+        {
+            return Err(fail(format!(
+                "the token URL gave a '{kind}' token; roostd sends bearer tokens"
+            )));
+        }
+        // Used until a little before it expires (an hour when unsaid).
+        let lifetime = answer["expires_in"].as_u64().unwrap_or(3600);
+        let margin = (lifetime / 10).clamp(1, 60);
+        let until = Instant::now() + Duration::from_secs(lifetime.saturating_sub(margin));
+        let token: Arc<str> = Arc::from(token);
+        *held = Some((Arc::clone(&token), until));
+        tracing::debug!(
+            token_url = %crate::policy::redact_url(&self.token_url),
+            expires_in = lifetime,
+            "OAuth 2 token fetched for a peer"
+        );
+        Ok(token)
+    }
+}
+
+/// `application/x-www-form-urlencoded` of one value.
+fn form(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// What one call presents: its headers, and the TLS settings its
+/// connection is made with.
+#[derive(Default, Clone)]
+pub struct Auth {
+    pub headers: Vec<(String, String)>,
+    pub tls: Option<ClientTls>,
+}
+
+impl Auth {
+    /// Whether roostd had anything for the peer (a refusal then names
+    /// `a2a.peers` as what it refused).
+    pub fn configured(&self) -> bool {
+        !self.headers.is_empty() || self.tls.is_some()
+    }
+
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+
+    /// `request` with these headers and TLS settings.
+    pub fn apply(&self, mut request: http::request::Builder) -> http::request::Builder {
+        for (name, value) in self.pairs() {
+            request = request.header(name, value);
+        }
+        match &self.tls {
+            Some(tls) => request.extension(tls.clone()),
+            None => request,
+        }
+    }
+}
+
+/// The header an API key goes in, as a card's security schemes name it:
+/// 1.0's `apiKeySecurityScheme` or 0.3's `type: apiKey`, in a header (a
+/// key for a query or a cookie is not sent there), one HTTP itself or the
+/// bearer token uses refused.
+pub fn card_api_key_header(card: &Value) -> Option<String> {
+    let schemes = card.get("securitySchemes")?.as_object()?;
+    schemes.values().find_map(|scheme| {
+        let (location, name) = match scheme.get("apiKeySecurityScheme") {
+            Some(s) => (s["location"].as_str()?, s["name"].as_str()?),
+            None if scheme["type"] == "apiKey" => {
+                (scheme["in"].as_str()?, scheme["name"].as_str()?)
+            }
+            None => return None,
+        };
+        (location.eq_ignore_ascii_case("header") && crate::config::api_key_header_allowed(name))
+            .then(|| name.to_ascii_lowercase())
+    })
+}
+
+impl Peers {
+    /// The configured entry for `peer_url`: the longest `a2a.peers` URL it
+    /// starts with, at a path boundary (`https://a.example` is not a prefix
+    /// of `https://a.example.evil`); `https://a.example/` covers the origin
+    /// `https://a.example` itself (gRPC's).
+    pub(super) fn credential_for(&self, peer_url: &str) -> Option<Arc<PeerCredential>> {
+        self.credentials
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|c| {
+                peer_url
+                    .strip_prefix(c.prefix.as_str())
+                    .is_some_and(|rest| {
+                        c.prefix.ends_with('/') || rest.is_empty() || rest.starts_with(['/', '?'])
+                    })
+                    || c.prefix.strip_suffix('/') == Some(peer_url)
+            })
+            .map(Arc::clone)
+    }
+
+    /// What a call to `peer_url` presents: the bearer (configured, or
+    /// OAuth 2's), the API key in the header the card read for this peer
+    /// names, the TLS settings.
+    pub(super) async fn auth_for(&self, peer_url: &str) -> Result<Auth, RemoteError> {
+        let Some(credential) = self.credential_for(peer_url) else {
+            return Ok(Auth::default());
+        };
+        let mut auth = Auth {
+            headers: Vec::new(),
+            tls: credential.tls.clone(),
+        };
+        if let Some(token) = &credential.token {
+            auth.headers
+                .push(("authorization".into(), format!("Bearer {token}")));
+        }
+        if let Some(oauth2) = &credential.oauth2 {
+            let token = oauth2.token(credential.tls.as_ref()).await?;
+            auth.headers
+                .push(("authorization".into(), format!("Bearer {token}")));
+        }
+        if let Some(key) = &credential.api_key {
+            let header = key
+                .header
+                .clone()
+                .or_else(|| self.card_header(&credential.prefix))
+                .unwrap_or_else(|| "x-api-key".into());
+            auth.headers.push((header, key.key.to_string()));
+        }
+        Ok(auth)
+    }
+
+    /// TLS settings alone, for reading a card (no secret goes with it).
+    pub(super) fn tls_for(&self, url: &str) -> Option<ClientTls> {
+        self.credential_for(url).and_then(|c| c.tls.clone())
+    }
+
+    /// Notes the API-key header a card read from `card_url` names, for the
+    /// configured entry that covers that URL.
+    pub(super) fn learn_card(&self, card_url: &str, card: &Value) {
+        let (Some(credential), Some(header)) =
+            (self.credential_for(card_url), card_api_key_header(card))
+        else {
+            return;
+        };
+        if credential
+            .api_key
+            .as_ref()
+            .is_some_and(|k| k.header.is_none())
+            && let Ok(mut headers) = self.api_key_headers.lock()
+        {
+            headers.insert(credential.prefix.clone(), header);
+        }
+    }
+
+    fn card_header(&self, prefix: &str) -> Option<String> {
+        self.api_key_headers.lock().ok()?.get(prefix).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_cards_api_key_header_is_read_in_either_version_and_refused_where_it_could_harm() {
+        let v10 = json!({"securitySchemes": {"k": {"apiKeySecurityScheme":
+            {"location": "header", "name": "X-Peer-Key"}}}});
+        assert_eq!(card_api_key_header(&v10).as_deref(), Some("x-peer-key"));
+        let v03 = json!({"securitySchemes": {"k": {"type": "apiKey", "in": "header", "name": "Api-Key"}}});
+        assert_eq!(card_api_key_header(&v03).as_deref(), Some("api-key"));
+        for refused in [
+            json!({"securitySchemes": {"k": {"type": "apiKey", "in": "query", "name": "key"}}}),
+            json!({"securitySchemes": {"k": {"type": "apiKey", "in": "header", "name": "Host"}}}),
+            json!({"securitySchemes": {"k": {"type": "apiKey", "in": "header", "name": "Content-Length"}}}),
+            json!({"securitySchemes": {"k": {"type": "apiKey", "in": "header", "name": "bad header"}}}),
+            json!({"securitySchemes": {"k": {"type": "http", "scheme": "bearer"}}}),
+        ] {
+            assert_eq!(card_api_key_header(&refused), None, "{refused}");
+        }
+        assert_eq!(form("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
+    }
+}

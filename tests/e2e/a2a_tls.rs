@@ -1,0 +1,472 @@
+//! The gateway over TLS (`a2a.tls`) and what roostd presents to peers
+//! (`a2a.peers`): two roostd's call each other over HTTPS with a CA the
+//! test makes — mutual TLS and a bearer token, on each binding — and the
+//! controls that show each rule holds: a peer whose CA roostd was not
+//! given is an unknown issuer; a client without a certificate is refused by
+//! a gateway that requires one; SIGHUP serves a renewed certificate to new
+//! connections while an open one keeps working. An API key goes in the
+//! header the peer's card names and an OAuth 2 token is fetched once and
+//! reused, only to the peer they are configured for.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::HeaderMap;
+use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, KeyPair};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::a2a::rpc;
+use crate::harness::{Daemon, TEST_CONFIG, capsule, conformance, free_port, request};
+
+const SERVE: &str = "{task_acceptance: queue, after_task: sleep, queue_depth: 64, concurrency: 16}";
+
+/// A CA made for one test, and the files it issues.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+    pem: String,
+}
+
+impl Pki {
+    fn new() -> Self {
+        let key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).expect("CA");
+        let pem = cert.pem();
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("ca.pem"), &pem).expect("CA file");
+        Self {
+            dir,
+            ca: cert,
+            ca_key: key,
+            pem,
+        }
+    }
+
+    fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A certificate for `names` (a server's, or with `client` a client's)
+    /// written as `<file>.pem` and `<file>.key` (mode 600); its DER.
+    fn issue(&self, file: &str, names: &[&str], client: bool) -> (PathBuf, PathBuf, Vec<u8>) {
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .expect("params");
+        params.extended_key_usages = vec![if client {
+            ExtendedKeyUsagePurpose::ClientAuth
+        } else {
+            ExtendedKeyUsagePurpose::ServerAuth
+        }];
+        let cert = params
+            .signed_by(&key, &self.ca, &self.ca_key)
+            .expect("certificate");
+        let (cert_file, key_file) = (
+            self.dir.path().join(format!("{file}.pem")),
+            self.dir.path().join(format!("{file}.key")),
+        );
+        std::fs::write(&cert_file, cert.pem()).expect("cert");
+        std::fs::write(&key_file, key.serialize_pem()).expect("key");
+        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        (cert_file, key_file, cert.der().to_vec())
+    }
+}
+
+fn secret(dir: &Path, name: &str, value: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, value).expect("secret");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    path
+}
+
+/// The relay's task for one call it is told to make.
+async fn relay(addr: &str, lines: &str) -> Value {
+    let message = json!({"messageId": uuid::Uuid::now_v7().to_string(), "role": "ROLE_USER",
+        "parts": [{"text": lines}]});
+    let r = rpc(
+        addr,
+        "relay",
+        Some("1.0"),
+        "SendMessage",
+        json!({"message": message}),
+    )
+    .await;
+    r["result"]["task"].clone()
+}
+
+fn said(task: &Value) -> String {
+    task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn answer_text(task: &Value) -> String {
+    task["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["artifactId"] == "answer")
+        .flat_map(|a| a["parts"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// A TLS client of the test's own: trusts `ca`, presents `identity` if
+/// given; answers the server's certificate and the stream.
+async fn tls_connect(
+    port: u16,
+    ca: &str,
+    identity: Option<(&Path, &Path)>,
+) -> std::io::Result<(
+    Vec<u8>,
+    tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+)> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.expect("CA pem")).expect("root");
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => builder
+            .with_client_auth_cert(
+                rustls::pki_types::CertificateDer::pem_file_iter(cert)
+                    .expect("cert")
+                    .collect::<Result<Vec<_>, _>>()
+                    .expect("cert"),
+                rustls::pki_types::PrivateKeyDer::from_pem_file(key).expect("key"),
+            )
+            .expect("client config"),
+    };
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await?;
+    let presented = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
+    Ok((presented, stream))
+}
+
+/// One keep-alive GET of the route's card on `stream`: its status line.
+async fn get_card<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+) -> std::io::Result<String> {
+    stream
+        .write_all(
+            b"GET /a2a/conformance/.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        )
+        .await?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    // The head, then as many body bytes as it says.
+    loop {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            if body.len() >= length {
+                return Ok(head.lines().next().unwrap_or_default().to_string());
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
+    let pki = Pki::new();
+    let (b_cert, b_key, b_der) = pki.issue("b", &["localhost", "127.0.0.1"], false);
+    let (a_cert, a_key, _) = pki.issue("a", &["roostd-a"], true);
+    let token = "b-gateway-token-0123456789";
+
+    // B serves HTTPS itself and asks every client for a certificate.
+    let port = free_port();
+    let b_token = secret(pki.dir.path(), "b.token", token);
+    let b = Daemon::start_with(
+        &format!(
+            "a2a_listen: 127.0.0.1:{port}\npool: {{max_instances: 300, max_memory_mb: 256}}\n\
+             shutdown_grace_secs: 5\na2a: {{public_url: 'https://localhost:{port}', token_file: \
+             '{}', tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}'}}}}\n",
+            b_token.display(),
+            b_cert.display(),
+            b_key.display(),
+            pki.ca_file().display()
+        ),
+        &[],
+    )
+    .await;
+    let dir = conformance(b.root.path(), "conformance", SERVE, "");
+    b.client.start(&request(&dir)).await.expect("start on b");
+
+    // A has B's CA, its own client certificate and B's token for
+    // `localhost`; for `127.0.0.1` (the same B) only the token.
+    let a_token = secret(pki.dir.path(), "a-to-b.token", token);
+    let a = Daemon::start_with(
+        &format!(
+            "{TEST_CONFIG}a2a: {{peers: [{{url: 'https://localhost:{port}/', token_file: '{}', \
+             ca_file: '{}', client_cert_file: '{}', client_key_file: '{}'}}, {{url: \
+             'https://127.0.0.1:{port}/', token_file: '{}'}}]}}\n",
+            a_token.display(),
+            pki.ca_file().display(),
+            a_cert.display(),
+            a_key.display(),
+            a_token.display(),
+        ),
+        &[],
+    )
+    .await;
+    let a_addr = a.client.health().await.expect("health").a2a_addr;
+    let relay_dir = capsule(
+        a.root.path(),
+        "relay",
+        "relay",
+        &format!(
+            "lifecycle: {SERVE}\ncapabilities:\n  network:\n    allow: \
+             [\"https://localhost:{port}\", \"https://127.0.0.1:{port}\"]\n"
+        ),
+    );
+    a.client.start(&request(&relay_dir)).await.expect("relay");
+
+    let card = format!("https://localhost:{port}/a2a/conformance");
+    let ask = |binding: &str| format!("url={card}\nbinding={binding}\nversion=1.0\ntext=hello");
+    for binding in ["jsonrpc", "http-json", "grpc"] {
+        let task = relay(&a_addr, &ask(binding)).await;
+        let what = format!("{binding}: {task}\n{}\n{}", a.log(), b.log());
+        assert!(said(&task).starts_with("completed tsk_"), "{what}");
+        assert_eq!(answer_text(&task), "echo: hello", "{what}");
+    }
+    // B's card says https, on every interface.
+    let (_, mut stream) = tls_connect(port, &pki.pem, Some((&a_cert, &a_key)))
+        .await
+        .expect("with a client certificate");
+    assert_eq!(
+        get_card(&mut stream).await.expect("card"),
+        "HTTP/1.1 200 OK"
+    );
+
+    // The control: the same B by an address whose entry has no CA: the
+    // certificate's issuer is unknown and nothing is sent.
+    let task = relay(
+        &a_addr,
+        &format!("url=https://127.0.0.1:{port}/a2a/conformance\nbinding=jsonrpc\ntext=hello"),
+    )
+    .await;
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert!(said(&task).contains("UnknownIssuer"), "{task}");
+
+    // Without a client certificate, B refuses the handshake; with one
+    // (above) it answers.
+    let refused = match tls_connect(port, &pki.pem, None).await {
+        Err(e) => e.to_string(),
+        Ok((_, mut s)) => match get_card(&mut s).await {
+            Err(e) => e.to_string(),
+            Ok(status) => panic!("answered without a client certificate: {status}"),
+        },
+    };
+    assert!(
+        refused.contains("CertificateRequired") || refused.contains("certificate"),
+        "{refused}"
+    );
+
+    // SIGHUP: a renewed certificate at the same paths; the open connection
+    // keeps working, new ones get the new certificate.
+    let (_, mut open) = tls_connect(port, &pki.pem, Some((&a_cert, &a_key)))
+        .await
+        .expect("connect");
+    assert_eq!(get_card(&mut open).await.expect("card"), "HTTP/1.1 200 OK");
+    let (_, _, renewed) = pki.issue("b", &["localhost", "127.0.0.1"], false);
+    assert_ne!(renewed, b_der);
+    // SAFETY: kill(2) with a pid we own.
+    assert_eq!(unsafe { libc::kill(b.pid() as i32, libc::SIGHUP) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (presented, _) = tls_connect(port, &pki.pem, Some((&a_cert, &a_key)))
+            .await
+            .expect("connect");
+        if presented == renewed {
+            break;
+        }
+        assert_eq!(presented, b_der, "one of the two certificates");
+        assert!(
+            Instant::now() < deadline,
+            "no new certificate:\n{}",
+            b.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        get_card(&mut open).await.expect("the open connection"),
+        "HTTP/1.1 200 OK"
+    );
+    let task = relay(&a_addr, &ask("jsonrpc")).await;
+    assert_eq!(
+        answer_text(&task),
+        "echo: hello",
+        "after the renewal: {task}"
+    );
+}
+
+/// A peer that wants an API key (its card names the header) or an OAuth 2
+/// token, and says what it was sent; and the token endpoint.
+#[derive(Clone, Default)]
+struct KeyedPeer {
+    token_calls: Arc<Mutex<Vec<String>>>,
+}
+
+async fn keyed_peer(peer: KeyedPeer) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    let card = json!({
+        "name": "keyed", "description": "wants a key", "version": "1",
+        "supportedInterfaces": [{"url": format!("{base}/rpc"), "protocolBinding": "JSONRPC",
+            "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": [],
+        "securitySchemes": {"key": {"apiKeySecurityScheme":
+            {"location": "header", "name": "X-Peer-Key"}}},
+    });
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/agent-card.json",
+            axum::routing::get(move || {
+                let card = card.clone();
+                async move { axum::Json(card) }
+            }),
+        )
+        .route(
+            "/token",
+            axum::routing::post(
+                |axum::extract::State(p): axum::extract::State<KeyedPeer>,
+                 headers: HeaderMap,
+                 body: String| async move {
+                    let basic = headers
+                        .get("authorization")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string();
+                    p.token_calls
+                        .lock()
+                        .expect("lock")
+                        .push(format!("{basic} {body}"));
+                    axum::Json(json!({"access_token": "oauth-token-1",
+                        "token_type": "Bearer", "expires_in": 3600}))
+                },
+            ),
+        )
+        .route(
+            "/rpc",
+            axum::routing::post(|headers: HeaderMap, body: String| async move {
+                let get = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("none")
+                        .to_string()
+                };
+                let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                let seen = format!("key={} auth={}", get("x-peer-key"), get("authorization"));
+                axum::Json(
+                    json!({"jsonrpc": "2.0", "id": request["id"], "result": {"task": {
+                    "id": "tsk_keyed1", "contextId": "ctx-keyed",
+                    "status": {"state": "TASK_STATE_COMPLETED"},
+                    "artifacts": [{"artifactId": "answer", "parts": [{"text": seen}]}]}}}),
+                )
+            }),
+        )
+        .with_state(peer);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    base
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_and_an_oauth2_token_go_only_to_the_peer_they_are_for() {
+    let (keyed, oauth, bare) = (
+        KeyedPeer::default(),
+        KeyedPeer::default(),
+        KeyedPeer::default(),
+    );
+    let keyed_url = keyed_peer(keyed.clone()).await;
+    let oauth_url = keyed_peer(oauth.clone()).await;
+    let bare_url = keyed_peer(bare.clone()).await;
+    let secrets = tempfile::tempdir().expect("tempdir");
+    let key = secret(secrets.path(), "key", "the-api-key");
+    let client_secret = secret(secrets.path(), "secret", "s3cret:&");
+    let daemon = Daemon::start_with(
+        &format!(
+            "{TEST_CONFIG}a2a: {{peers: [{{url: '{keyed_url}/', api_key_file: '{}'}}, \
+             {{url: '{oauth_url}/', oauth2: {{token_url: '{oauth_url}/token', client_id: \
+             client-1, client_secret_file: '{}', scopes: [a2a, tasks]}}}}]}}\n",
+            key.display(),
+            client_secret.display(),
+        ),
+        &[],
+    )
+    .await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    let allow = [&keyed_url, &oauth_url, &bare_url]
+        .map(|u| format!("\"{u}\""))
+        .join(", ");
+    let dir = capsule(
+        daemon.root.path(),
+        "relay",
+        "relay",
+        &format!("lifecycle: {SERVE}\ncapabilities:\n  network:\n    allow: [{allow}]\n"),
+    );
+    daemon.client.start(&request(&dir)).await.expect("relay");
+
+    let addr = addr.as_str();
+    let seen = |url: &str| {
+        let lines = format!("url={url}\nbinding=jsonrpc\ntext=hello");
+        async move { answer_text(&relay(addr, &lines).await) }
+    };
+    // The key, in the header the card names.
+    assert_eq!(seen(&keyed_url).await, "key=the-api-key auth=none");
+    // The token, fetched once (HTTP Basic, the scopes asked for) and
+    // reused for the next call.
+    for _ in 0..2 {
+        assert_eq!(seen(&oauth_url).await, "key=none auth=Bearer oauth-token-1");
+    }
+    let calls = oauth.token_calls.lock().expect("lock").clone();
+    use base64::Engine;
+    let basic = base64::engine::general_purpose::STANDARD.encode("client-1:s3cret%3A%26");
+    assert_eq!(
+        calls,
+        vec![format!(
+            "Basic {basic} grant_type=client_credentials&scope=a2a+tasks"
+        )]
+    );
+    // The control: a peer roostd has nothing for gets nothing.
+    assert_eq!(seen(&bare_url).await, "key=none auth=none");
+    assert!(keyed.token_calls.lock().expect("lock").is_empty());
+}
