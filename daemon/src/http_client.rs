@@ -16,12 +16,13 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 mod body;
 mod connect;
+mod exchange;
 mod pool;
 pub use body::ResponseBody;
 use body::framing;
@@ -29,6 +30,7 @@ use connect::connect;
 pub use connect::{
     CaFileError, ClientTls, ClientTlsError, connect_h2, read_ca_file, trust_ca_file,
 };
+pub use exchange::{HttpReply, deadline_for, exchange, exchange_as};
 
 /// Longest wait to connect, for the head, and between two reads of an
 /// `exchange`; its whole deadline grows with what it may read
@@ -118,88 +120,6 @@ pub struct Timeouts {
     pub connect: Duration,
     pub first_byte: Duration,
     pub between_bytes: Duration,
-}
-
-/// What an `exchange` returned.
-pub struct HttpReply {
-    pub status: StatusCode,
-    pub body: Vec<u8>,
-}
-
-/// Sends one request to `url` (`http://` or `https://`) and reads at most
-/// `max_bytes` of the answer. The error says what went wrong, without the URL.
-pub async fn exchange(
-    method: Method,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Vec<u8>,
-    max_bytes: u64,
-) -> Result<HttpReply, HttpError> {
-    exchange_as(method, url, headers, body, max_bytes, None).await
-}
-
-/// [`exchange`] with a peer's TLS settings (`identity`).
-pub async fn exchange_as(
-    method: Method,
-    url: &str,
-    headers: &[(&str, &str)],
-    body: Vec<u8>,
-    max_bytes: u64,
-    identity: Option<&ClientTls>,
-) -> Result<HttpReply, HttpError> {
-    let uri: http::Uri = url.parse().map_err(|_| HttpError::Uri("cannot parse it"))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err(HttpError::NotHttp);
-    }
-    let mut request = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(http::header::USER_AGENT, "roostd");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    if let Some(identity) = identity {
-        request = request.extension(identity.clone());
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .map_err(HttpError::Request)?;
-    let exchange = async {
-        let timeouts = Timeouts {
-            connect: TIMEOUT,
-            first_byte: TIMEOUT,
-            between_bytes: TIMEOUT,
-        };
-        let response = send(request, timeouts).await?;
-        let status = response.status();
-        let mut body = response.into_body();
-        let mut out = Vec::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame?;
-            if let Ok(data) = frame.into_data() {
-                if (out.len() + data.len()) as u64 > max_bytes {
-                    return Err(HttpError::TooLarge(max_bytes));
-                }
-                out.extend_from_slice(&data);
-            }
-        }
-        Ok(HttpReply { status, body: out })
-    };
-    let deadline = deadline_for(max_bytes);
-    tokio::time::timeout(deadline, exchange)
-        .await
-        .map_err(|_| HttpError::Timeout(deadline))?
-}
-
-/// The slowest transfer an `exchange` waits for to the end: a deadline of
-/// [`TIMEOUT`] plus the time `max_bytes` take at this rate (besides the
-/// [`TIMEOUT`] between any two reads).
-const MIN_RATE: u64 = 512 * 1024;
-
-/// How long an `exchange` reading at most `max_bytes` may take in all: a
-/// 1 GiB bundle gets 35 minutes, a 1 MiB answer 32 s.
-pub fn deadline_for(max_bytes: u64) -> Duration {
-    TIMEOUT + Duration::from_secs(max_bytes / MIN_RATE)
 }
 
 /// Sends `request` (an absolute `http://` or `https://` URI) on a new

@@ -3,7 +3,7 @@
 use super::*;
 use std::sync::Arc;
 
-use http_body_util::{Empty, StreamBody};
+use http_body_util::{Empty, Full, StreamBody};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
