@@ -85,6 +85,8 @@ pub struct Peers {
     credentials: std::sync::RwLock<Vec<Arc<PeerCredential>>>,
     /// The API-key header each entry's peer card names, once read.
     api_key_headers: Mutex<HashMap<String, String>>,
+    /// The peer tasks each session sent with roostd's credentials.
+    owned: Mutex<credentials::Owned>,
     /// The dialect each peer speaks, once known (its card, or a 1.0 send it
     /// did not know).
     dialects: Mutex<HashMap<String, Dialect>>,
@@ -106,6 +108,7 @@ impl Peers {
             broker,
             credentials: std::sync::RwLock::default(),
             api_key_headers: Mutex::default(),
+            owned: Mutex::default(),
             dialects: Mutex::default(),
         };
         peers.set_credentials(credentials);

@@ -106,6 +106,9 @@ pub struct PeerCall {
     pub wait: std::time::Duration,
     /// The W3C `traceparent` of the call.
     pub traceparent: String,
+    /// The session that calls: with roostd's credentials for the peer, it
+    /// follows, continues or cancels only tasks it sent there itself.
+    pub caller: String,
 }
 
 /// Delivers guests' A2A messages (the gateway's client; peers hosted by this

@@ -189,7 +189,53 @@ pub fn card_api_key_header(card: &Value) -> Option<String> {
     })
 }
 
+/// The peer tasks each session sent with roostd's credentials (session,
+/// the peer's origin, task id), newest last; at most [`OWNED_MOST`] (the
+/// oldest forgotten first). Kept in memory: after a restart a session
+/// follows its earlier peer tasks only where roostd has no credentials.
+#[derive(Default)]
+pub struct Owned {
+    keys: std::collections::HashSet<(String, String, String)>,
+    order: std::collections::VecDeque<(String, String, String)>,
+}
+
+const OWNED_MOST: usize = 65_536;
+
+impl Owned {
+    fn add(&mut self, key: (String, String, String)) {
+        if self.keys.contains(&key) {
+            return;
+        }
+        if self.order.len() >= OWNED_MOST
+            && let Some(old) = self.order.pop_front()
+        {
+            self.keys.remove(&old);
+        }
+        self.keys.insert(key.clone());
+        self.order.push_back(key);
+    }
+}
+
 impl Peers {
+    /// Notes that session `caller` sent task `task_id` to `origin`.
+    pub(super) fn owns(&self, caller: &str, origin: &str, task_id: &str) {
+        if let Ok(mut owned) = self.owned.lock() {
+            owned.add((caller.into(), origin.into(), task_id.into()));
+        }
+    }
+
+    /// Whether session `caller` may act on task `task_id` at `origin` with
+    /// roostd's credentials: only one it sent there itself (credentials
+    /// shared by every capsule must not let one follow, continue or cancel
+    /// another's task).
+    pub(super) fn may_act_on(&self, caller: &str, origin: &str, task_id: &str) -> bool {
+        self.owned.lock().is_ok_and(|owned| {
+            owned
+                .keys
+                .contains(&(caller.into(), origin.into(), task_id.into()))
+        })
+    }
+
     /// The configured entry for `peer_url`: the longest `a2a.peers` URL it
     /// starts with, at a path boundary (`https://a.example` is not a prefix
     /// of `https://a.example.evil`); `https://a.example/` covers the origin

@@ -40,6 +40,26 @@ impl Peers {
             PeerBinding::Grpc => self.auth_for(&origin(&at.url)).await?,
             _ => self.auth_for(&at.url).await?,
         };
+        // With roostd's credentials, a session acts only on peer tasks it
+        // sent there itself (a message naming a task continues it).
+        let peer = origin(&at.url);
+        let named = match &call.op {
+            PeerOp::Subscribe(id) | PeerOp::Get(id) | PeerOp::Cancel(id) => Some(id.as_str()),
+            PeerOp::Send { message, .. } => message["taskId"].as_str(),
+        };
+        if let Some(id) = named
+            && auth.configured()
+            && !self.may_act_on(&call.caller, &peer, id)
+        {
+            return Err(RemoteError::Refused {
+                code: 0,
+                message: format!(
+                    "task '{id}' was not sent to this peer by this session: roostd's \
+                     credentials for it (a2a.peers) follow, continue and cancel only the \
+                     tasks a session sent itself"
+                ),
+            });
+        }
         // A task id goes into HTTP+JSON's path: one that could reshape it
         // (another path, a query, a fragment) is refused.
         if let PeerOp::Subscribe(id) | PeerOp::Get(id) | PeerOp::Cancel(id) = &call.op
@@ -68,6 +88,14 @@ impl Peers {
             }
         })
         .await;
+        // The task a send made is this session's, however the call ends
+        // (it may subscribe to it again after a cut-off stream).
+        if auth.configured()
+            && matches!(call.op, PeerOp::Send { .. })
+            && !follow.task.task_id.is_empty()
+        {
+            self.owns(&call.caller, &peer, &follow.task.task_id);
+        }
         match ran {
             Err(_) => Err(RemoteError::Deadline {
                 task_id: follow.task.task_id,

@@ -200,6 +200,7 @@ mod tests {
             accepted_only: false,
             wait: Duration::from_secs(1),
             traceparent: String::new(),
+            caller: String::new(),
         }
     }
 

@@ -85,6 +85,7 @@ impl GuestState {
             accepted_only,
             wait: wait(secs),
             traceparent: traceparent.clone(),
+            caller: self.hooks.session_id.to_string(),
         };
         let (progress, streamed) = tokio::sync::mpsc::unbounded_channel();
         let answer = self

@@ -11,6 +11,9 @@
 //! - `cancel`: sends, returns after the first event, cancels the task;
 //! - `get`: sends, returns after the first event, waits a second, reads it.
 //!
+//! With `task=<id>`, `get`, `cancel` and `resubscribe` act on that task of
+//! the peer's at once, sending nothing.
+//!
 //! It completes with a status message of `<state> <peer task id>` and the
 //! peer's status message parts, and the peer's artifacts; a call's error
 //! fails the task with it.
@@ -66,6 +69,15 @@ fn run(task: Task) -> Result<call::Answer, String> {
         tenant: get("tenant"),
     };
     let op = get("op").unwrap_or_else(|| "send".into());
+    // `task=<id>`: act on a task this relay did not just send.
+    if let Some(id) = get("task") {
+        return match op.as_str() {
+            "get" => call::get(&peer, &id),
+            "cancel" => call::cancel(&peer, &id),
+            "resubscribe" => call::subscribe(&peer, &id, Until::Done, 60),
+            other => Err(format!("op={other} with task=?")),
+        };
+    }
     let mut parts = vec![text(&get("text").unwrap_or_else(|| "hello".into()))];
     parts.extend(rest);
     let request = Request {
