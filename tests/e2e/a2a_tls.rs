@@ -170,11 +170,17 @@ async fn tls_connect(
 async fn get_card<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     stream: &mut S,
 ) -> std::io::Result<String> {
-    stream
-        .write_all(
-            b"GET /a2a/conformance/.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\n\r\n",
-        )
-        .await?;
+    let request =
+        b"GET /a2a/conformance/.well-known/agent-card.json HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    Ok(exchange_on(stream, request).await?.0)
+}
+
+/// One request on a kept-alive `stream`: the answer's status line and body.
+async fn exchange_on<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: &mut S,
+    request: &[u8],
+) -> std::io::Result<(String, String)> {
+    stream.write_all(request).await?;
     let mut got = Vec::new();
     let mut buf = [0u8; 8192];
     // The head, then as many body bytes as it says.
@@ -195,46 +201,108 @@ async fn get_card<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
                 })
                 .unwrap_or(0);
             if body.len() >= length {
-                return Ok(head.lines().next().unwrap_or_default().to_string());
+                let status = head.lines().next().unwrap_or_default().to_string();
+                return Ok((status, body.to_string()));
             }
         }
     }
+}
+
+/// One JSON-RPC `SendMessage` of `text` to `route` over TLS (`identity`,
+/// `token` as the gateway asks): the task it answers.
+async fn send_tls(
+    port: u16,
+    pki: &Pki,
+    identity: Option<(&Path, &Path)>,
+    token: Option<&str>,
+    route: &str,
+    text: &str,
+) -> Value {
+    let message = json!({"messageId": uuid::Uuid::now_v7().to_string(), "role": "ROLE_USER",
+        "parts": [{"text": text}]});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message}})
+    .to_string();
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    let head = format!(
+        "POST /a2a/{route} HTTP/1.1\r\nHost: localhost\r\nA2A-Version: 1.0\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n{auth}\r\n",
+        body.len()
+    );
+    let (_, mut stream) = tls_connect(port, &pki.pem, identity)
+        .await
+        .expect("connect");
+    let (status, answer) = exchange_on(&mut stream, format!("{head}{body}").as_bytes())
+        .await
+        .expect("answer");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{answer}");
+    let answer: Value = serde_json::from_str(&answer).expect("JSON");
+    answer["result"]["task"].clone()
+}
+
+/// A relay capsule that may reach `peers` (https origins).
+fn relay_capsule(daemon: &Daemon, name: &str, peers: &[String]) -> PathBuf {
+    let allow = peers
+        .iter()
+        .map(|p| format!("\"{p}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    capsule(
+        daemon.root.path(),
+        name,
+        "relay",
+        &format!("lifecycle: {SERVE}\ncapabilities:\n  network:\n    allow: [{allow}]\n"),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
     let pki = Pki::new();
     let (b_cert, b_key, b_der) = pki.issue("b", &["localhost", "127.0.0.1"], false);
+    let (a_server_cert, a_server_key, _) = pki.issue("a-server", &["localhost"], false);
     let (a_cert, a_key, _) = pki.issue("a", &["roostd-a"], true);
     let token = "b-gateway-token-0123456789";
+    let (port, a_port) = (free_port(), free_port());
+    let base = "pool: {max_instances: 300, max_memory_mb: 256}\nshutdown_grace_secs: 5\n";
 
-    // B serves HTTPS itself and asks every client for a certificate.
-    let port = free_port();
+    // B serves HTTPS itself, asks every client for a certificate, and
+    // knows A's CA.
     let b_token = secret(pki.dir.path(), "b.token", token);
     let b = Daemon::start_with(
         &format!(
-            "a2a_listen: 127.0.0.1:{port}\npool: {{max_instances: 300, max_memory_mb: 256}}\n\
-             shutdown_grace_secs: 5\na2a: {{public_url: 'https://localhost:{port}', token_file: \
-             '{}', tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}'}}}}\n",
+            "a2a_listen: 127.0.0.1:{port}\n{base}a2a: {{public_url: 'https://localhost:{port}', \
+             token_file: '{}', tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}'}}, \
+             peers: [{{url: 'https://localhost:{a_port}/', ca_file: '{}'}}]}}\n",
             b_token.display(),
             b_cert.display(),
             b_key.display(),
-            pki.ca_file().display()
+            pki.ca_file().display(),
+            pki.ca_file().display(),
         ),
         &[],
     )
     .await;
     let dir = conformance(b.root.path(), "conformance", SERVE, "");
     b.client.start(&request(&dir)).await.expect("start on b");
+    let b_relay = relay_capsule(&b, "relay", &[format!("https://localhost:{a_port}")]);
+    b.client
+        .start(&request(&b_relay))
+        .await
+        .expect("relay on b");
 
-    // A has B's CA, its own client certificate and B's token for
-    // `localhost`; for `127.0.0.1` (the same B) only the token.
+    // A serves HTTPS too. It has B's CA, its own client certificate and
+    // B's token for `localhost`; for `127.0.0.1` (the same B) only the
+    // token.
     let a_token = secret(pki.dir.path(), "a-to-b.token", token);
     let a = Daemon::start_with(
         &format!(
-            "{TEST_CONFIG}a2a: {{peers: [{{url: 'https://localhost:{port}/', token_file: '{}', \
-             ca_file: '{}', client_cert_file: '{}', client_key_file: '{}'}}, {{url: \
+            "a2a_listen: 127.0.0.1:{a_port}\n{base}a2a: {{public_url: \
+             'https://localhost:{a_port}', tls: {{cert_file: '{}', key_file: '{}'}}, peers: \
+             [{{url: 'https://localhost:{port}/', token_file: '{}', ca_file: '{}', \
+             client_cert_file: '{}', client_key_file: '{}'}}, {{url: \
              'https://127.0.0.1:{port}/', token_file: '{}'}}]}}\n",
+            a_server_cert.display(),
+            a_server_key.display(),
             a_token.display(),
             pki.ca_file().display(),
             a_cert.display(),
@@ -244,47 +312,55 @@ async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
         &[],
     )
     .await;
-    let a_addr = a.client.health().await.expect("health").a2a_addr;
-    let relay_dir = capsule(
-        a.root.path(),
+    let relay_dir = relay_capsule(
+        &a,
         "relay",
-        "relay",
-        &format!(
-            "lifecycle: {SERVE}\ncapabilities:\n  network:\n    allow: \
-             [\"https://localhost:{port}\", \"https://127.0.0.1:{port}\"]\n"
-        ),
+        &[
+            format!("https://localhost:{port}"),
+            format!("https://127.0.0.1:{port}"),
+        ],
     );
     a.client.start(&request(&relay_dir)).await.expect("relay");
+    let dir = conformance(a.root.path(), "conformance", SERVE, "");
+    a.client.start(&request(&dir)).await.expect("start on a");
+    let on_a = |text: String| {
+        let pki = &pki;
+        async move { send_tls(a_port, pki, None, None, "relay", &text).await }
+    };
 
+    // A calls B on each binding, with mutual TLS and B's token.
     let card = format!("https://localhost:{port}/a2a/conformance");
     let ask = |binding: &str| format!("url={card}\nbinding={binding}\nversion=1.0\ntext=hello");
     for binding in ["jsonrpc", "http-json", "grpc"] {
-        let task = relay(&a_addr, &ask(binding)).await;
+        let task = on_a(ask(binding)).await;
         let what = format!("{binding}: {task}\n{}\n{}", a.log(), b.log());
         assert!(said(&task).starts_with("completed tsk_"), "{what}");
         assert_eq!(answer_text(&task), "echo: hello", "{what}");
     }
-    // B's card says https, on every interface.
-    let (_, mut stream) = tls_connect(port, &pki.pem, Some((&a_cert, &a_key)))
-        .await
-        .expect("with a client certificate");
-    assert_eq!(
-        get_card(&mut stream).await.expect("card"),
-        "HTTP/1.1 200 OK"
-    );
+    // B calls A (B's client, A's CA; asked through B's gateway, which wants
+    // a client certificate and its token).
+    let back = send_tls(
+        port,
+        &pki,
+        Some((&a_cert, &a_key)),
+        Some(token),
+        "relay",
+        &format!("url=https://localhost:{a_port}/a2a/conformance\nbinding=jsonrpc\ntext=back"),
+    )
+    .await;
+    assert_eq!(answer_text(&back), "echo: back", "{back}\n{}", b.log());
 
     // The control: the same B by an address whose entry has no CA: the
     // certificate's issuer is unknown and nothing is sent.
-    let task = relay(
-        &a_addr,
-        &format!("url=https://127.0.0.1:{port}/a2a/conformance\nbinding=jsonrpc\ntext=hello"),
-    )
+    let task = on_a(format!(
+        "url=https://127.0.0.1:{port}/a2a/conformance\nbinding=jsonrpc\ntext=hello"
+    ))
     .await;
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
     assert!(said(&task).contains("UnknownIssuer"), "{task}");
 
-    // Without a client certificate, B refuses the handshake; with one
-    // (above) it answers.
+    // Without a client certificate, B refuses the handshake; with one it
+    // answers.
     let refused = match tls_connect(port, &pki.pem, None).await {
         Err(e) => e.to_string(),
         Ok((_, mut s)) => match get_card(&mut s).await {
@@ -327,12 +403,46 @@ async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
         get_card(&mut open).await.expect("the open connection"),
         "HTTP/1.1 200 OK"
     );
-    let task = relay(&a_addr, &ask("jsonrpc")).await;
+    let task = on_a(ask("jsonrpc")).await;
     assert_eq!(
         answer_text(&task),
         "echo: hello",
         "after the renewal: {task}"
     );
+
+    // roostd's credentials are shared by A's capsules, not their peer
+    // tasks: another capsule cannot read (or cancel) the relay's task at B
+    // by its id; the relay itself can (the control: the task and the call
+    // are real).
+    let peer_task = said(&task)
+        .strip_prefix("completed ")
+        .expect("the relay's answer names its peer task")
+        .to_string();
+    let other = relay_capsule(&a, "relay2", &[format!("https://localhost:{port}")]);
+    a.client
+        .start(&request(&other))
+        .await
+        .expect("another relay");
+    for (binding, op) in [("jsonrpc", "get"), ("http-json", "cancel"), ("grpc", "get")] {
+        let lines = format!("url={card}\nbinding={binding}\nop={op}\ntask={peer_task}");
+        let stolen = send_tls(a_port, &pki, None, None, "relay2", &lines).await;
+        assert_eq!(stolen["status"]["state"], "TASK_STATE_FAILED", "{stolen}");
+        assert!(
+            said(&stolen).contains("was not sent to this peer by this session"),
+            "{binding}: {stolen}"
+        );
+        // The relay itself reads it (a cancel of its ended task would be
+        // the peer's refusal, not roostd's).
+        let own = on_a(format!(
+            "url={card}\nbinding={binding}\nop=get\ntask={peer_task}"
+        ))
+        .await;
+        assert_eq!(
+            said(&own),
+            format!("completed {peer_task}"),
+            "{binding}: {own}"
+        );
+    }
 }
 
 /// A peer that wants an API key (its card names the header) or an OAuth 2

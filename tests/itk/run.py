@@ -2,7 +2,7 @@
 """Runs A2A ITK scenarios with roostd's ITK agent capsule among the kit's agents.
 
     run.py --itk DIR --roostd BIN --roostctl BIN --capsule DIR [--list]
-           [--only NAME[,NAME...]]
+           [--only NAME[,NAME...]] [--rust]
 
 DIR is a checkout of the A2A Integration Test Kit (a2aproject/a2a-itk) with
 its Python agents' environments made (scripts/itk does that). This adds an
@@ -10,7 +10,10 @@ agent 'roost' to the kit's agents — roostd with examples/itk-agent, started
 by tests/itk/roost_agent.py — and runs each scenario below with the kit's
 own cluster, traversal, runner and checks (testlib.start_itk_cluster,
 execute_itk_test). Each scenario prints PASSED or FAILED; the exit status
-is 0 only when all passed.
+is 0 only when all passed. With --rust, the kit's Rust v1.0 agent (built
+by scripts/itk from the Rust package registry) joins as a third peer of
+roostd's: first and last with it, and in the middle of rust -> roost ->
+python_v03.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ BEHAVIORS = [
 ]
 
 
-def scenarios() -> list[dict]:
+def scenarios(rust: bool = False) -> list[dict]:
     out = []
+    others = ['python_v10', 'python_v03'] + (['rust_v10'] if rust else [])
     for protocol in PROTOCOLS:
         for short, behavior, streaming in BEHAVIORS:
-            for other in ['python_v10', 'python_v03']:
+            for other in others:
                 # roost -> other -> roost: roost first and last.
                 out.append({
                     'name': f'roost-{other}-{protocol}-{short}',
@@ -58,6 +62,16 @@ def scenarios() -> list[dict]:
                 'behavior': behavior,
                 'streaming': streaming,
             })
+            if rust:
+                # rust_v10 -> roost -> python_v03 -> rust_v10.
+                out.append({
+                    'name': f'rust-roost-python-{protocol}-{short}',
+                    'sdks': ['rust_v10', 'roost', 'python_v03'],
+                    'edges': ['0->1', '1->2', '2->0'],
+                    'protocols': [protocol],
+                    'behavior': behavior,
+                    'streaming': streaming,
+                })
     return out
 
 
@@ -69,8 +83,9 @@ def main() -> int:
     p.add_argument('--capsule', required=True)
     p.add_argument('--only', default='')
     p.add_argument('--list', action='store_true')
+    p.add_argument('--rust', action='store_true')
     args = p.parse_args()
-    cases = scenarios()
+    cases = scenarios(args.rust)
     if args.list:
         for c in cases:
             print(c['name'])

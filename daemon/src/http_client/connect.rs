@@ -213,6 +213,8 @@ async fn handshake(
 #[derive(Clone)]
 pub struct ClientTls {
     pub(super) id: u64,
+    /// It presents a client certificate (an identity, not only trust).
+    pub presents: bool,
     http1: Arc<rustls::ClientConfig>,
     h2: Arc<rustls::ClientConfig>,
 }
@@ -250,6 +252,7 @@ impl ClientTls {
             roots.add_parsable_certificates(certs);
         }
         let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+        let presents = identity.is_some();
         let config = match identity {
             None => builder.with_no_client_auth(),
             Some((cert, key)) => {
@@ -292,6 +295,7 @@ impl ClientTls {
         h2.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Self {
             id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            presents,
             http1: Arc::new(config),
             h2: Arc::new(h2),
         })

@@ -154,6 +154,12 @@ impl Auth {
         !self.headers.is_empty() || self.tls.is_some()
     }
 
+    /// Whether it carries authority of roostd's (a secret, a client
+    /// certificate), not only trust in the peer's CA.
+    pub fn authorizes(&self) -> bool {
+        !self.headers.is_empty() || self.tls.as_ref().is_some_and(|t| t.presents)
+    }
+
     pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()))
     }

@@ -48,7 +48,7 @@ impl Peers {
             PeerOp::Send { message, .. } => message["taskId"].as_str(),
         };
         if let Some(id) = named
-            && auth.configured()
+            && auth.authorizes()
             && !self.may_act_on(&call.caller, &peer, id)
         {
             return Err(RemoteError::Refused {
@@ -90,7 +90,7 @@ impl Peers {
         .await;
         // The task a send made is this session's, however the call ends
         // (it may subscribe to it again after a cut-off stream).
-        if auth.configured()
+        if auth.authorizes()
             && matches!(call.op, PeerOp::Send { .. })
             && !follow.task.task_id.is_empty()
         {
