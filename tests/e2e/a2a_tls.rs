@@ -1,6 +1,6 @@
 //! The gateway over TLS (`a2a.tls`) and what roostd presents to peers
 //! (`a2a.peers`): two roostd's call each other over HTTPS with a CA the
-//! test makes — mutual TLS and a bearer token, on each binding — and the
+//! test makes — mutual TLS and an API key, on each binding — and the
 //! controls that show each rule holds: a peer whose CA roostd was not
 //! given is an unknown issuer; a client without a certificate is refused by
 //! a gateway that requires one; SIGHUP serves a renewed certificate to new
@@ -271,8 +271,9 @@ async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
     let b = Daemon::start_with(
         &format!(
             "a2a_listen: 127.0.0.1:{port}\n{base}a2a: {{public_url: 'https://localhost:{port}', \
-             token_file: '{}', tls: {{cert_file: '{}', key_file: '{}', client_ca_file: '{}'}}, \
-             peers: [{{url: 'https://localhost:{a_port}/', ca_file: '{}'}}]}}\n",
+             token_file: '{}', api_key_header: X-Roost-Key, tls: {{cert_file: '{}', key_file: \
+             '{}', client_ca_file: '{}'}}, peers: [{{url: 'https://localhost:{a_port}/', ca_file: \
+             '{}'}}]}}\n",
             b_token.display(),
             b_cert.display(),
             b_key.display(),
@@ -290,15 +291,16 @@ async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
         .await
         .expect("relay on b");
 
-    // A serves HTTPS too. It has B's CA, its own client certificate and
-    // B's token for `localhost`; for `127.0.0.1` (the same B) only the
-    // token.
+    // A serves HTTPS too. For `localhost` it has B's CA, its own client
+    // certificate and B's token as an API key (sent in the header B's card
+    // names, `X-Roost-Key`, not the default `X-API-Key`); for `127.0.0.1`
+    // (the same B) only the token.
     let a_token = secret(pki.dir.path(), "a-to-b.token", token);
     let a = Daemon::start_with(
         &format!(
             "a2a_listen: 127.0.0.1:{a_port}\n{base}a2a: {{public_url: \
              'https://localhost:{a_port}', tls: {{cert_file: '{}', key_file: '{}'}}, peers: \
-             [{{url: 'https://localhost:{port}/', token_file: '{}', ca_file: '{}', \
+             [{{url: 'https://localhost:{port}/', api_key_file: '{}', ca_file: '{}', \
              client_cert_file: '{}', client_key_file: '{}'}}, {{url: \
              'https://127.0.0.1:{port}/', token_file: '{}'}}]}}\n",
             a_server_cert.display(),
@@ -328,7 +330,8 @@ async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
         async move { send_tls(a_port, pki, None, None, "relay", &text).await }
     };
 
-    // A calls B on each binding, with mutual TLS and B's token.
+    // A calls B on each binding, with mutual TLS and B's token as an API
+    // key.
     let card = format!("https://localhost:{port}/a2a/conformance");
     let ask = |binding: &str| format!("url={card}\nbinding={binding}\nversion=1.0\ntext=hello");
     for binding in ["jsonrpc", "http-json", "grpc"] {
@@ -349,6 +352,34 @@ async fn two_roostds_call_each_other_over_https_with_mutual_tls() {
     )
     .await;
     assert_eq!(answer_text(&back), "echo: back", "{back}\n{}", b.log());
+
+    // B takes its token in the header its card names, and nowhere else
+    // but `Authorization`.
+    for (header, value, status) in [
+        ("X-Roost-Key", token, "HTTP/1.1 200 OK"),
+        (
+            "X-Roost-Key",
+            "not-the-token-0123456789",
+            "HTTP/1.1 401 Unauthorized",
+        ),
+        ("X-API-Key", token, "HTTP/1.1 401 Unauthorized"),
+    ] {
+        let (_, mut s) = tls_connect(port, &pki.pem, Some((&a_cert, &a_key)))
+            .await
+            .expect("connect");
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+            "params": {"id": "tsk_none"}})
+        .to_string();
+        let request = format!(
+            "POST /a2a/conformance HTTP/1.1\r\nHost: localhost\r\nA2A-Version: 1.0\r\n\
+             Content-Type: application/json\r\n{header}: {value}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let (got, answer) = exchange_on(&mut s, request.as_bytes())
+            .await
+            .expect("answer");
+        assert_eq!(got, status, "{header}: {answer}");
+    }
 
     // The control: the same B by an address whose entry has no CA: the
     // certificate's issuer is unknown and nothing is sent.

@@ -13,7 +13,7 @@ execute_itk_test). Each scenario prints PASSED or FAILED; the exit status
 is 0 only when all passed. With --rust, the kit's Rust v1.0 agent (built
 by scripts/itk from the Rust package registry) joins as a third peer of
 roostd's: first and last with it, and in the middle of rust -> roost ->
-python_v03.
+python_v10.
 """
 
 from __future__ import annotations
@@ -63,10 +63,11 @@ def scenarios(rust: bool = False) -> list[dict]:
                 'streaming': streaming,
             })
             if rust:
-                # rust_v10 -> roost -> python_v03 -> rust_v10.
+                # rust_v10 -> roost -> python_v10 -> rust_v10 (a 0.3
+                # agent cannot call the Rust agent: its card is 1.0's only).
                 out.append({
                     'name': f'rust-roost-python-{protocol}-{short}',
-                    'sdks': ['rust_v10', 'roost', 'python_v03'],
+                    'sdks': ['rust_v10', 'roost', 'python_v10'],
                     'edges': ['0->1', '1->2', '2->0'],
                     'protocols': [protocol],
                     'behavior': behavior,

@@ -301,6 +301,15 @@ fn card(gw: &Gateway, agent: &Agent, base: &str, extended: bool, d: Dialect) -> 
                     "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": what}}
                 });
                 card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+                // The same token as an API key, where a2a.api_key_header says.
+                if let Some(header) = &gw.api_key_header {
+                    card["securitySchemes"]["apiKey"] = json!({"apiKeySecurityScheme":
+                        {"location": "header", "name": header.as_str(), "description": what}});
+                    card["securityRequirements"] = json!([
+                        {"schemes": {"bearer": {"list": []}}},
+                        {"schemes": {"apiKey": {"list": []}}},
+                    ]);
+                }
             }
         }
         Dialect::V03 => {
@@ -325,6 +334,11 @@ fn card(gw: &Gateway, agent: &Agent, base: &str, extended: bool, d: Dialect) -> 
                     "bearer": {"type": "http", "scheme": "bearer", "description": what}
                 });
                 card["security"] = json!([{"bearer": []}]);
+                if let Some(header) = &gw.api_key_header {
+                    card["securitySchemes"]["apiKey"] = json!({"type": "apiKey", "in": "header",
+                        "name": header.as_str(), "description": what});
+                    card["security"] = json!([{"bearer": []}, {"apiKey": []}]);
+                }
             }
         }
     }

@@ -199,10 +199,7 @@ impl Grpc {
         let rules = self.gw.access.snapshot();
         let found = super::route_of(&self.gw, &name).await;
         let key = found.as_ref().map_or(name.as_str(), |r| r.name.as_str());
-        let given = meta
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+        let given = self.gw.given_token(meta.as_ref());
         let Some(owner) = rules.caller(key, given) else {
             tracing::warn!(route = %key, "A2A gRPC request without a valid bearer token");
             return Err(Status::unauthenticated(

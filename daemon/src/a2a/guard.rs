@@ -54,7 +54,7 @@ pub(super) async fn auth(State(gw): State<Gateway>, mut request: Request, next: 
         }
     };
     if let (Some(origin), &Method::OPTIONS) = (&origin, request.method()) {
-        return preflight(origin);
+        return preflight(origin, gw.api_key_header.as_ref());
     }
     let response = checked(&gw, &mut request).await;
     let mut response = match response {
@@ -126,11 +126,7 @@ async fn checked(gw: &Gateway, request: &mut Request) -> Result<(), Response> {
     // Tokens are keyed by name; a route named by its session's id is
     // checked as the session's name.
     let route = found.as_ref().map_or(named.as_str(), |r| r.name.as_str());
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+    let given = gw.given_token(request.headers());
     let Some(owner) = rules.caller(route, given) else {
         tracing::warn!(path = %path, route = %route, "A2A request without a valid bearer token");
         let mut response = problem(
@@ -178,7 +174,7 @@ fn json_body_type(headers: &HeaderMap) -> bool {
 }
 
 /// A CORS preflight from an allowed origin.
-fn preflight(origin: &HeaderValue) -> Response {
+fn preflight(origin: &HeaderValue, api_key: Option<&axum::http::HeaderName>) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
     let headers = response.headers_mut();
     headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
@@ -186,10 +182,13 @@ fn preflight(origin: &HeaderValue) -> Response {
         header::ACCESS_CONTROL_ALLOW_METHODS,
         HeaderValue::from_static("GET, POST, DELETE"),
     );
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("authorization, content-type, a2a-version, a2a-extensions"),
-    );
+    let allowed = "authorization, content-type, a2a-version, a2a-extensions";
+    let allowed = match api_key {
+        Some(name) => HeaderValue::from_str(&format!("{allowed}, {name}"))
+            .unwrap_or(HeaderValue::from_static(allowed)),
+        None => HeaderValue::from_static(allowed),
+    };
+    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allowed);
     headers.insert(
         header::ACCESS_CONTROL_MAX_AGE,
         HeaderValue::from_static("600"),

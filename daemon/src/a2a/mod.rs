@@ -73,6 +73,9 @@ struct Gateway {
     /// What cards say to a client that names no version
     /// (`a2a.card_compat`; a capsule's own overrides it).
     card_compat: crate::manifest::a2a::CardCompat,
+    /// Where a token may come as an API key besides `Authorization`
+    /// (`a2a.api_key_header`).
+    api_key_header: Option<axum::http::HeaderName>,
     /// Web pages that may call the gateway (`a2a.cors.allow_origins`).
     allow_origins: Arc<[String]>,
     /// Streams open per route (`http.max_streams_per_route`).
@@ -99,6 +102,8 @@ pub struct GatewayParts {
     pub grpc: Option<crate::config::GrpcSettings>,
     /// `a2a.card_compat`.
     pub card_compat: crate::manifest::a2a::CardCompat,
+    /// `a2a.api_key_header`.
+    pub api_key_header: Option<String>,
     /// `/healthz` and `/readyz` (no token: they say nothing about tasks).
     pub health: Arc<crate::health::Health>,
     /// What one client may hold (`http:`).
@@ -154,6 +159,9 @@ pub fn app(parts: GatewayParts) -> Router {
             .and_then(|g| g.default_route.as_deref())
             .map(Arc::from),
         card_compat: parts.card_compat,
+        api_key_header: parts.api_key_header.as_deref().and_then(|h| {
+            axum::http::HeaderName::from_bytes(h.to_ascii_lowercase().as_bytes()).ok()
+        }),
         allow_origins: parts.allow_origins.into(),
         streams: streams::Streams::new(parts.http.max_streams_per_route),
         handoff: parts.handoff,
@@ -202,6 +210,22 @@ pub fn app(parts: GatewayParts) -> Router {
 
 /// A gateway path's route segment (still encoded) and what follows it;
 /// `None` outside `/a2a/`.
+impl Gateway {
+    /// The token a request gives: `Authorization: Bearer …`, else the
+    /// value of `a2a.api_key_header` (one place, for every binding).
+    pub(super) fn given_token<'a>(&self, headers: &'a HeaderMap) -> Option<&'a str> {
+        let bearer = headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        bearer.or_else(|| {
+            headers
+                .get(self.api_key_header.as_ref()?)
+                .and_then(|v| v.to_str().ok())
+        })
+    }
+}
+
 pub(super) fn route_path(path: &str) -> Option<(&str, &str)> {
     let under = path.strip_prefix("/a2a/")?;
     Some(under.split_once('/').unwrap_or((under, "")))

@@ -60,6 +60,10 @@ pub struct A2aConfig {
     /// The gateway serves HTTPS (and gRPC over TLS) itself with this
     /// certificate; its cards then say `https`. Re-read on SIGHUP.
     pub tls: Option<TlsSettings>,
+    /// A header (`X-API-Key`) in which the gateway also takes a token, as
+    /// an API key: cards then name it (an API-key security scheme beside
+    /// the bearer one), for clients that send keys rather than bearers.
+    pub api_key_header: Option<String>,
 }
 
 /// `a2a.tls`: the gateway's certificate, and whether it asks clients for
@@ -159,6 +163,7 @@ impl Default for A2aConfig {
             idle_timeout_secs: 30,
             card_compat: Default::default(),
             tls: None,
+            api_key_header: None,
         }
     }
 }
@@ -303,6 +308,17 @@ impl A2aConfig {
         }
         for (i, peer) in self.peers.iter().enumerate() {
             peer.validate(i)?;
+        }
+        if let Some(header) = &self.api_key_header
+            && !api_key_header_allowed(header)
+        {
+            return Err(ConfigError::invalid(
+                "a2a.api_key_header",
+                format!(
+                    "a2a.api_key_header '{header}' cannot carry a key: name a header such as \
+                     X-API-Key (not one HTTP itself or the bearer token uses)"
+                ),
+            ));
         }
         if let Some(tls) = &self.tls
             && tls.client_ca_file.is_none()
