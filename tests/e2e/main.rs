@@ -31,6 +31,7 @@ mod concurrency;
 mod containment;
 mod conversations;
 mod dashboard;
+mod double_texting;
 mod drivers;
 mod durability;
 mod harness;

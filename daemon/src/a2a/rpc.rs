@@ -302,6 +302,7 @@ pub(super) async fn run(
                     e @ (SubmitError::Withdrawn { .. } | SubmitError::Unknown { .. }) => {
                         A2aError::Internal(e.to_string())
                     }
+                    // Names the running task; the client may wait or cancel it.
                     other => A2aError::Unsupported(other.to_string()),
                 })?;
             tracing::info!(task_id = %task.id, route = %session.name, "A2A task accepted");

@@ -111,6 +111,21 @@ pub enum ConversationMode {
     PerTask,
 }
 
+/// `lifecycle.same_context`: what a message on a context whose task has
+/// not ended does (double-texting).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SameContext {
+    /// It becomes a task that waits its turn (agents run one at a time).
+    #[default]
+    Queue,
+    /// It is refused with an error naming the task still running.
+    Reject,
+    /// The unended task is canceled (said so in its status) and the new
+    /// one runs.
+    Interrupt,
+}
+
 /// `lifecycle.task_acceptance` and `lifecycle.after_task`: the API's types,
 /// which a start request may also give.
 pub use roost_wire::api::{AfterTask, TaskAcceptance};
@@ -134,6 +149,10 @@ pub struct Lifecycle {
     /// The seed's name for `context.conversation` (agents only).
     #[serde(default)]
     pub conversation_mode: Option<ConversationMode>,
+    /// A message on a context whose task has not ended: `queue` (default),
+    /// `reject` or `interrupt`.
+    #[serde(default)]
+    pub same_context: SameContext,
 }
 
 /// The lifecycle's rules, decided here only.
@@ -181,6 +200,7 @@ impl Default for Lifecycle {
             input_timeout_secs: default_input_timeout(),
             concurrency: default_concurrency(),
             conversation_mode: None,
+            same_context: SameContext::default(),
         }
     }
 }

@@ -49,6 +49,16 @@ pub enum SubmitError {
         task_id: TaskId,
         secs: std::time::Duration,
     },
+    #[error(
+        "context '{context_id}' of session '{route}' has task '{task_id}' still running, and \
+         this agent takes one message at a time per context (lifecycle.same_context: reject): \
+         wait for that task to end, or cancel it, then send again"
+    )]
+    ContextBusy {
+        route: String,
+        context_id: String,
+        task_id: TaskId,
+    },
     #[error(transparent)]
     Log(#[from] LogError),
 }
@@ -103,9 +113,27 @@ impl Broker {
                 inbox.depth,
                 Arc::clone(&inbox.queued),
                 direct,
+                inbox.same_context,
             )
         };
-        let (tx, depth, queued, direct) = permit_tx;
+        let (tx, depth, queued, direct, same_context) = permit_tx;
+        // Double-texting: the tasks of this context that have not ended.
+        let busy = match (same_context, new.context_id) {
+            (crate::manifest::SameContext::Queue, _) | (_, None) => Vec::new(),
+            (_, Some(context)) => lock(&self.fan.open).of(new.session_id, context),
+        };
+        if same_context == crate::manifest::SameContext::Reject
+            && let (Some(task_id), Some(context)) = (busy.first(), new.context_id)
+        {
+            return Err(SubmitError::ContextBusy {
+                route: new.route.to_string(),
+                context_id: context.to_string(),
+                task_id: task_id.clone(),
+            });
+        }
+        // A task waiting in the inbox for a launch that waits is not
+        // "direct" when an interrupted one is still to end before it.
+        let direct = direct && busy.is_empty();
         let full = || SubmitError::QueueFull {
             route: new.route.to_string(),
             depth,
@@ -208,6 +236,20 @@ impl Broker {
                 return Err(error.into());
             }
         }
+        // `interrupt`: the context's unended tasks are canceled once the new
+        // one is recorded (so a failed record leaves them running).
+        for old in &busy {
+            let reason = format!(
+                "canceled: a newer message in its context (task {}) interrupted it \
+                 (lifecycle.same_context: interrupt)",
+                task.id
+            );
+            tracing::info!(task_id = %old, newer = %task.id, context_id = %task.context_id,
+                "a newer message interrupts a task of its context");
+            if let Err(error) = self.cancel_because(old, reason).await {
+                tracing::warn!(%error, task_id = %old, "cannot cancel the interrupted task");
+            }
+        }
         self.hand_off(Accepted::of(&new, &task, direct), permit);
         Ok((task, Some(live)))
     }
@@ -215,6 +257,7 @@ impl Broker {
     /// A committed task, to its session: the watchers hear it was accepted
     /// (and, when it went straight to a waiting launch, that it works).
     fn hand_off(&self, a: Accepted, permit: mpsc::OwnedPermit<Box<Incoming>>) {
+        lock(&self.fan.open).add(&a.task_id, &a.session_id, &a.context_id);
         let traceparent = self.fan.watch.accepted(&watch::Accepted {
             task_id: &a.task_id,
             route: &a.route,

@@ -60,6 +60,43 @@ struct Inbox {
     /// Cancelled when the session is to take no more tasks but finish
     /// those it runs (a node being drained).
     quiesce: CancellationToken,
+    /// What a message on a context with an unended task does.
+    same_context: crate::manifest::SameContext,
+}
+
+/// The tasks handed to sessions in this process that have not ended, by
+/// session and context (what `lifecycle.same_context` reads).
+#[derive(Default)]
+struct Open {
+    by_task: HashMap<TaskId, (String, String)>,
+    by_context: HashMap<(String, String), Vec<TaskId>>,
+}
+
+impl Open {
+    fn add(&mut self, task: &TaskId, session: &str, context: &str) {
+        let key = (session.to_string(), context.to_string());
+        self.by_task.insert(task.clone(), key.clone());
+        self.by_context.entry(key).or_default().push(task.clone());
+    }
+
+    fn ended(&mut self, task: &str) {
+        let Some(key) = self.by_task.remove(task) else {
+            return;
+        };
+        if let Some(tasks) = self.by_context.get_mut(&key) {
+            tasks.retain(|t| t.as_str() != task);
+            if tasks.is_empty() {
+                self.by_context.remove(&key);
+            }
+        }
+    }
+
+    fn of(&self, session: &str, context: &str) -> Vec<TaskId> {
+        self.by_context
+            .get(&(session.to_string(), context.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
 }
 
 /// Live events of one task; dropping the last one frees the channel (so a
@@ -89,6 +126,8 @@ type LiveTasks = HashMap<String, broadcast::Sender<TaskEvent>>;
 struct Fan {
     live: Mutex<LiveTasks>,
     watch: watch::Watch,
+    /// Unended tasks by context (a task leaves at its terminal event).
+    open: Mutex<Open>,
 }
 
 /// Tells a task's subscribers about its committed events (on the task
@@ -103,6 +142,7 @@ fn fan_out(fan: &Fan, task_id: &str, written: &[Option<TaskEvent>]) {
             && state.is_terminal()
         {
             live.remove(task_id);
+            lock(&fan.open).ended(task_id);
             fan.watch.ended(task_id, *state, message.as_deref());
         }
     }
@@ -116,6 +156,8 @@ pub struct Broker {
     /// Tokens of running tasks; a canceled token for a task canceled before
     /// it started (so it never starts).
     running: Mutex<HashMap<TaskId, CancellationToken>>,
+    /// Why a task was canceled, when not by its client (its status says).
+    cancel_reasons: Mutex<HashMap<TaskId, String>>,
     /// Tasks in input-required, each with where the answer goes.
     waiting: Mutex<HashMap<TaskId, oneshot::Sender<Reply>>>,
     /// Tasks accepted in this process for a session's inbox and not yet
@@ -136,15 +178,25 @@ impl Broker {
             fan: Arc::new(Fan {
                 live: Mutex::default(),
                 watch: watch::Watch::new(metrics),
+                open: Mutex::default(),
             }),
             running: Mutex::default(),
+            cancel_reasons: Mutex::default(),
             waiting: Mutex::default(),
             handed: Mutex::default(),
         }
     }
 
-    /// A session starts taking tasks: at most `depth` wait at a time.
-    pub fn open_inbox(&self, session_id: &str, route: &str, depth: usize) -> InboxRx {
+    /// A session starts taking tasks: at most `depth` wait at a time; a
+    /// message on a context with an unended task does as `same_context`
+    /// says.
+    pub fn open_inbox(
+        &self,
+        session_id: &str,
+        route: &str,
+        depth: usize,
+        same_context: crate::manifest::SameContext,
+    ) -> InboxRx {
         let depth = depth.max(1);
         let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + INBOX_SLACK));
         let queued = Queued::default();
@@ -158,6 +210,7 @@ impl Broker {
                 queued: Arc::clone(&queued),
                 waiting: Arc::default(),
                 quiesce: quiesce.clone(),
+                same_context,
             },
         );
         InboxRx {
@@ -345,6 +398,20 @@ impl Broker {
         lock(&self.running).remove(task_id);
     }
 
+    /// Cancels a task that has not ended, as [`Broker::cancel`] does, with
+    /// `reason` as its status message instead of "canceled by the client".
+    pub async fn cancel_because(&self, task_id: &TaskId, reason: String) -> Result<(), LogError> {
+        lock(&self.cancel_reasons).insert(task_id.clone(), reason);
+        self.cancel(task_id).await
+    }
+
+    /// Why a task was canceled: the reason it was given, else by its client.
+    pub(crate) fn cancel_reason(&self, task_id: &str) -> String {
+        lock(&self.cancel_reasons)
+            .remove(task_id)
+            .unwrap_or_else(|| "canceled by the client".into())
+    }
+
     /// Cancels a task that has not ended: a running one is interrupted, a
     /// waiting one is marked canceled (its session skips it).
     pub async fn cancel(&self, task_id: &TaskId) -> Result<(), LogError> {
@@ -370,8 +437,9 @@ impl Broker {
             for inbox in lock(&self.inboxes).values() {
                 lock(&inbox.queued).remove(task_id);
             }
+            let reason = self.cancel_reason(task_id);
             let ended = self
-                .finish(task_id, TaskState::Canceled, Some("canceled by the client"))
+                .finish(task_id, TaskState::Canceled, Some(&reason))
                 .await;
             // Not canceled after all (it had ended, or the write failed): no mark.
             if !matches!(ended, Ok(Some(_))) {
@@ -430,6 +498,7 @@ impl Broker {
             Ok(tasks) => tasks
                 .into_iter()
                 .filter(|t| !lock(&self.handed).contains(&t.id))
+                .inspect(|t| lock(&self.fan.open).add(&t.id, session_id, &t.context_id))
                 .map(|t| Incoming {
                     task_id: t.id,
                     context_id: t.context_id,

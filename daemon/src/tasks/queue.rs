@@ -209,6 +209,10 @@ impl Broker {
 
         // The answer and the end are committed together (after any updates
         // still queued).
+        let reason = match &outcome {
+            Outcome::Canceled => self.cancel_reason(&id),
+            _ => String::new(),
+        };
         let mut said = None;
         let (answer, end, message) = match &outcome {
             Outcome::CompletedWith(a) => {
@@ -247,7 +251,7 @@ impl Broker {
             ),
             Outcome::Failed(e) => (None, TaskState::Failed, Some(e.as_str())),
             Outcome::Rejected(e) => (None, TaskState::Rejected, Some(e.as_str())),
-            Outcome::Canceled => (None, TaskState::Canceled, Some("canceled by the client")),
+            Outcome::Canceled => (None, TaskState::Canceled, Some(reason.as_str())),
             Outcome::Stopped => (None, TaskState::Failed, Some("the session was stopped")),
         };
         let status = match said {

@@ -48,7 +48,7 @@ fn task(message_id: &str) -> NewTask<'_> {
 async fn a_task_canceled_while_it_waits_frees_its_slot_at_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (broker, _store) = broker_with_session(dir.path()).await;
-    let mut inbox = broker.open_inbox("ses_q", "q", 1);
+    let mut inbox = broker.open_inbox("ses_q", "q", 1, Default::default());
     let (first, _) = broker.submit(task("m1")).await.expect("first accepted");
     // The depth is 1: a second waiting task is refused ...
     let refused = broker.submit(task("m2")).await;
@@ -79,7 +79,7 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
     use std::time::Duration;
     let dir = tempfile::tempdir().expect("tempdir");
     let (broker, store) = broker_with_session(dir.path()).await;
-    let mut inbox = broker.open_inbox("ses_q", "q", 8);
+    let mut inbox = broker.open_inbox("ses_q", "q", 8, Default::default());
     store.set_write_deadline(Duration::from_millis(300));
 
     // The control: a writer that keeps up accepts and hands on.
@@ -137,7 +137,7 @@ async fn a_client_that_gives_up_never_has_its_task_run_behind_its_back() {
 async fn a_task_whose_streamed_updates_were_not_all_stored_does_not_complete() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (broker, _store) = broker_with_session(dir.path()).await;
-    let mut inbox = broker.open_inbox("ses_q", "q", 8);
+    let mut inbox = broker.open_inbox("ses_q", "q", 8, Default::default());
     Store::fail_events_containing(&dir.path().join("roost.db"), "lost-chunk");
     let mut ends = Vec::new();
     for (message, chunk) in [("kept", "kept-chunk"), ("lost", "lost-chunk")] {
