@@ -125,7 +125,14 @@ async fn check(addr: &str, route: &str, rule: &str, busy: &str, quick: &str, exp
         "{other}"
     );
     // Nothing left running.
-    let _ = rpc(addr, route, Some("1.0"), "CancelTask", json!({"id": first_id})).await;
+    let _ = rpc(
+        addr,
+        route,
+        Some("1.0"),
+        "CancelTask",
+        json!({"id": first_id}),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -459,12 +459,11 @@ impl SessionTask {
     fn open_inbox(&self) -> Option<crate::tasks::InboxRx> {
         let lifecycle = self.staged.program.lifecycle()?;
         let depth = lifecycle.inbox_depth()?;
-        Some(self.shared.tasks.open_inbox(
-            &self.id,
-            &self.name,
-            depth,
-            lifecycle.same_context,
-        ))
+        Some(
+            self.shared
+                .tasks
+                .open_inbox(&self.id, &self.name, depth, lifecycle.same_context),
+        )
     }
 
     /// How long a session without a task waits for one (`a2a.idle_timeout_secs`).
