@@ -202,7 +202,7 @@ pub async fn run(
     );
     let dedupe_message_ids = config.a2a.dedupe_message_ids;
     let card_compat = config.a2a.card_compat;
-    let running_api_key_header = config.a2a.api_key_header.clone();
+    let api_key_header = config.a2a.api_key_header.clone();
     let http = config.http.clone();
     let allow_origins = config.a2a.cors.allow_origins.clone();
     let grpc_settings = config.a2a.grpc.enabled.then(|| config.a2a.grpc.clone());
@@ -437,7 +437,7 @@ pub async fn run(
         dedupe: dedupe_message_ids,
         grpc: grpc_settings,
         card_compat,
-        api_key_header: running_api_key_header,
+        api_key_header,
         health: Arc::clone(&health),
         http,
         allow_origins,

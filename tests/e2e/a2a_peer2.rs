@@ -55,7 +55,7 @@ async fn relay(addr: &str, lines: &str, extra: &[Value]) -> Value {
     relay_at(addr, "relay", lines, extra).await
 }
 
-async fn relay_at(addr: &str, route: &str, lines: &str, extra: &[Value]) -> Value {
+pub(crate) async fn relay_at(addr: &str, route: &str, lines: &str, extra: &[Value]) -> Value {
     let mut parts = vec![json!({"text": lines})];
     parts.extend(extra.iter().cloned());
     let id = uuid::Uuid::now_v7().to_string();
@@ -71,7 +71,7 @@ async fn relay_at(addr: &str, route: &str, lines: &str, extra: &[Value]) -> Valu
     r["result"]["task"].clone()
 }
 
-fn said(task: &Value) -> String {
+pub(crate) fn said(task: &Value) -> String {
     task["status"]["message"]["parts"][0]["text"]
         .as_str()
         .unwrap_or_default()

@@ -18,7 +18,7 @@ use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, 
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::a2a::rpc;
+use crate::a2a_peer2::{relay_at, said};
 use crate::harness::{Daemon, TEST_CONFIG, capsule, conformance, free_port, request};
 
 const SERVE: &str = "{task_acceptance: queue, after_task: sleep, queue_depth: 64, concurrency: 16}";
@@ -87,24 +87,7 @@ fn secret(dir: &Path, name: &str, value: &str) -> PathBuf {
 
 /// The relay's task for one call it is told to make.
 async fn relay(addr: &str, lines: &str) -> Value {
-    let message = json!({"messageId": uuid::Uuid::now_v7().to_string(), "role": "ROLE_USER",
-        "parts": [{"text": lines}]});
-    let r = rpc(
-        addr,
-        "relay",
-        Some("1.0"),
-        "SendMessage",
-        json!({"message": message}),
-    )
-    .await;
-    r["result"]["task"].clone()
-}
-
-fn said(task: &Value) -> String {
-    task["status"]["message"]["parts"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    relay_at(addr, "relay", lines, &[]).await
 }
 
 fn answer_text(task: &Value) -> String {

@@ -295,25 +295,9 @@ impl Peers {
             urls.push(format!("{}{CARD_PATH}", &base[..origin_end]));
         }
         for url in urls {
-            let Ok(reply) = crate::http_client::exchange_as(
-                http::Method::GET,
-                &url,
-                &[],
-                Vec::new(),
-                MAX_REPLY_BYTES,
-                self.tls_for(&url).as_ref(),
-            )
-            .await
-            else {
+            let Ok(card) = self.read_card(&url).await else {
                 continue;
             };
-            let Ok(card) = serde_json::from_slice::<Value>(&reply.body) else {
-                continue;
-            };
-            if !reply.status.is_success() {
-                continue;
-            }
-            self.learn_card(&url, &card);
             let says_1x = card["supportedInterfaces"].as_array().is_some_and(|i| {
                 i.iter().any(|i| {
                     i["protocolVersion"]

@@ -21,6 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio_util::either::Either;
 use tokio_util::sync::CancellationToken;
 
 /// What one listener lets its clients hold (`http:` in roostd's config).
@@ -106,29 +107,23 @@ pub async fn serve(
                 Ok(Ok(n)) if n > 0 => {}
                 _ => return drop(permit),
             }
-            match acceptor {
-                None => {
-                    let connection = builder
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                        .into_owned();
-                    let _ = watcher.watch(connection).await;
-                }
+            let stream = match acceptor {
+                None => Either::Left(stream),
                 Some(acceptor) => {
-                    let stream = match tokio::time::timeout(deadline, acceptor.accept(stream)).await
-                    {
-                        Ok(Ok(stream)) => stream,
+                    match tokio::time::timeout(deadline, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => Either::Right(tls),
                         Ok(Err(error)) => {
                             tracing::debug!(listener = name, %peer, %error, "TLS handshake refused");
                             return drop(permit);
                         }
                         Err(_) => return drop(permit),
-                    };
-                    let connection = builder
-                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                        .into_owned();
-                    let _ = watcher.watch(connection).await;
+                    }
                 }
-            }
+            };
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
+            let _ = watcher.watch(connection).await;
             drop(permit);
         });
     }

@@ -6,8 +6,7 @@
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::CertificateDer;
 
 use crate::config::{ClientAuth, TlsSettings};
 
@@ -54,21 +53,11 @@ impl ServerTls {
 }
 
 fn certificates(path: &Path, what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let fail = |why: String| TlsError::File {
+    crate::secrets::read_certificates(path).map_err(|why| TlsError::File {
         what,
         path: path.display().to_string(),
         why,
-    };
-    let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| fail(format!("not PEM certificates: {e}")))?;
-    if certs.is_empty() {
-        return Err(fail(
-            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
-        ));
-    }
-    Ok(certs)
+    })
 }
 
 fn server_config(settings: &TlsSettings) -> Result<rustls::ServerConfig, TlsError> {
@@ -78,9 +67,7 @@ fn server_config(settings: &TlsSettings) -> Result<rustls::ServerConfig, TlsErro
         path: settings.key_file.display().to_string(),
         why,
     };
-    let text = crate::secrets::read_private(&settings.key_file).map_err(key_fail)?;
-    let key = PrivateKeyDer::from_pem_slice(text.as_bytes())
-        .map_err(|e| key_fail(format!("no PEM private key: {e}")))?;
+    let key = crate::secrets::read_private_key(&settings.key_file).map_err(key_fail)?;
     let builder = rustls::ServerConfig::builder();
     let builder = match &settings.client_ca_file {
         None => builder.with_no_client_auth(),

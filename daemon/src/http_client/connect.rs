@@ -244,7 +244,6 @@ impl ClientTls {
         ca_file: Option<&std::path::Path>,
         identity: Option<(&std::path::Path, &std::path::Path)>,
     ) -> Result<Self, ClientTlsError> {
-        use rustls::pki_types::pem::PemObject;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let mut roots = default_roots();
         if let Some(path) = ca_file {
@@ -257,31 +256,16 @@ impl ClientTls {
             None => builder.with_no_client_auth(),
             Some((cert, key)) => {
                 let shown = |p: &std::path::Path| p.display().to_string();
-                let pem = std::fs::read(cert).map_err(|e| ClientTlsError::Certificate {
-                    path: shown(cert),
-                    why: e.to_string(),
+                let chain = crate::secrets::read_certificates(cert).map_err(|why| {
+                    ClientTlsError::Certificate {
+                        path: shown(cert),
+                        why,
+                    }
                 })?;
-                let chain = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| ClientTlsError::Certificate {
-                        path: shown(cert),
-                        why: e.to_string(),
-                    })?;
-                if chain.is_empty() {
-                    return Err(ClientTlsError::Certificate {
-                        path: shown(cert),
-                        why: "holds no PEM certificate".into(),
-                    });
-                }
-                let text =
-                    crate::secrets::read_private(key).map_err(|why| ClientTlsError::Key {
+                let key_der =
+                    crate::secrets::read_private_key(key).map_err(|why| ClientTlsError::Key {
                         path: shown(key),
                         why,
-                    })?;
-                let key_der = rustls::pki_types::PrivateKeyDer::from_pem_slice(text.as_bytes())
-                    .map_err(|e| ClientTlsError::Key {
-                        path: shown(key),
-                        why: format!("no PEM private key: {e}"),
                     })?;
                 builder
                     .with_client_auth_cert(chain, key_der)

@@ -51,8 +51,8 @@ pub enum SubmitError {
     },
     #[error(
         "context '{context_id}' of session '{route}' has task '{task_id}' still running, and \
-         this agent takes one message at a time per context (lifecycle.same_context: reject): \
-         wait for that task to end, or cancel it, then send again"
+         this capsule takes one message at a time per context (lifecycle.same_context: \
+         reject): wait for that task to end, or cancel it, then send again"
     )]
     ContextBusy {
         route: String,

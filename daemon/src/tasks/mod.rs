@@ -74,6 +74,10 @@ struct Open {
 
 impl Open {
     fn add(&mut self, task: &TaskId, session: &str, context: &str) {
+        // A launch reads its session's stored tasks again: once is enough.
+        if self.by_task.contains_key(task) {
+            return;
+        }
         let key = (session.to_string(), context.to_string());
         self.by_task.insert(task.clone(), key.clone());
         self.by_context.entry(key).or_default().push(task.clone());

@@ -229,10 +229,10 @@ async fn stream(
         .uri(peer_url)
         .header(http::header::USER_AGENT, "roostd")
         .header(http::header::ACCEPT, "text/event-stream");
-    for (name, value) in rpc_headers(m, dialect, &super::Auth::default()) {
+    for (name, value) in rpc_headers(m, dialect, auth) {
         request = request.header(name, value);
     }
-    let request = auth.apply(request);
+    let request = auth.with_tls(request);
     let request = request
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| RemoteError::Http(crate::http_client::HttpError::Request(e)))?;

@@ -164,11 +164,9 @@ impl Auth {
         self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str()))
     }
 
-    /// `request` with these headers and TLS settings.
-    pub fn apply(&self, mut request: http::request::Builder) -> http::request::Builder {
-        for (name, value) in self.pairs() {
-            request = request.header(name, value);
-        }
+    /// `request`, to be made with these TLS settings (its headers come
+    /// from [`Auth::pairs`] with the rest of the request's).
+    pub fn with_tls(&self, request: http::request::Builder) -> http::request::Builder {
         match &self.tls {
             Some(tls) => request.extension(tls.clone()),
             None => request,

@@ -36,13 +36,13 @@ impl Peers {
         // gRPC reaches the whole origin (a path in its URL goes nowhere,
         // and the tenant is the caller's): it gets only a token configured
         // for the origin itself, never one scoped to a path under it.
+        let peer = origin(&at.url);
         let auth = match at.binding {
-            PeerBinding::Grpc => self.auth_for(&origin(&at.url)).await?,
+            PeerBinding::Grpc => self.auth_for(&peer).await?,
             _ => self.auth_for(&at.url).await?,
         };
         // With roostd's credentials, a session acts only on peer tasks it
         // sent there itself (a message naming a task continues it).
-        let peer = origin(&at.url);
         let named = match &call.op {
             PeerOp::Subscribe(id) | PeerOp::Get(id) | PeerOp::Cancel(id) => Some(id.as_str()),
             PeerOp::Send { message, .. } => message["taskId"].as_str(),
@@ -233,9 +233,7 @@ impl Ask<'_> {
         for (name, value) in self.headers() {
             request = request.header(name, value);
         }
-        if let Some(tls) = &self.auth.tls {
-            request = request.extension(tls.clone());
-        }
+        let request = self.auth.with_tls(request);
         let bytes = body.map(|b| b.to_string()).unwrap_or_default();
         let request = request
             .body(Full::new(Bytes::from(bytes)))

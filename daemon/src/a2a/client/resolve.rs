@@ -29,24 +29,7 @@ impl Peers {
         } else {
             format!("{}{CARD_PATH}", target.url.trim_end_matches('/'))
         };
-        let reply = crate::http_client::exchange_as(
-            http::Method::GET,
-            &url,
-            &[],
-            Vec::new(),
-            MAX_REPLY_BYTES,
-            self.tls_for(&url).as_ref(),
-        )
-        .await?;
-        if !reply.status.is_success() {
-            return Err(RemoteError::Card(format!(
-                "{url} answered {} instead of an agent card",
-                reply.status
-            )));
-        }
-        let card: Value = serde_json::from_slice(&reply.body)
-            .map_err(|e| RemoteError::Card(format!("{url} is not JSON: {e}")))?;
-        self.learn_card(&url, &card);
+        let card = self.read_card(&url).await?;
         let mut found = interfaces(&card);
         // A gRPC interface a card names as `host:port` (no scheme, as A2A
         // writes it) is reached over TLS when the card came over HTTPS.
@@ -82,6 +65,33 @@ impl Peers {
                 }
             ))
         })
+    }
+}
+
+impl Peers {
+    /// The agent card at `url`, read with the TLS settings `a2a.peers` has
+    /// for it (no secret goes with it); the API-key header it names is
+    /// noted for the entry that covers it.
+    pub(super) async fn read_card(&self, url: &str) -> Result<Value, RemoteError> {
+        let reply = crate::http_client::exchange_as(
+            http::Method::GET,
+            url,
+            &[],
+            Vec::new(),
+            MAX_REPLY_BYTES,
+            self.tls_for(url).as_ref(),
+        )
+        .await?;
+        if !reply.status.is_success() {
+            return Err(RemoteError::Card(format!(
+                "{url} answered {} instead of an agent card",
+                reply.status
+            )));
+        }
+        let card: Value = serde_json::from_slice(&reply.body)
+            .map_err(|e| RemoteError::Card(format!("{url} is not JSON: {e}")))?;
+        self.learn_card(url, &card);
+        Ok(card)
     }
 }
 
