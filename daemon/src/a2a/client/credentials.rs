@@ -109,8 +109,9 @@ impl OAuth2 {
                 "the token URL gave a '{kind}' token; roostd sends bearer tokens"
             )));
         }
-        // Used until a little before it expires (an hour when unsaid).
-        let lifetime = answer["expires_in"].as_u64().unwrap_or(3600);
+        // Used until a little before it expires (an hour when unsaid; a day
+        // at most, so no answer can overflow the clock).
+        let lifetime = answer["expires_in"].as_u64().unwrap_or(3600).min(86_400);
         let margin = (lifetime / 10).clamp(1, 60);
         let until = Instant::now() + Duration::from_secs(lifetime.saturating_sub(margin));
         let token: Arc<str> = Arc::from(token);
