@@ -1,7 +1,7 @@
 //! roostctl's command line: its arguments (`args.rs`, with `help.rs`),
 //! running a command (`run.rs`; A2A verbs in `talk.rs`, streams in
 //! `stream.rs`, completions and man pages in `man.rs`, uploading a capsule
-//! roostd cannot read in `upload.rs`) over [`Client`], what
+//! roostd cannot read in `upload.rs`, schedules in `schedule.rs`) over [`Client`], what
 //! it prints (`print.rs`), `publish` (`publish.rs`), and exit codes (`exit.rs`).
 
 use std::io::Write;
@@ -20,6 +20,7 @@ mod man;
 mod print;
 mod publish;
 mod run;
+mod schedule;
 mod stream;
 mod table;
 mod talk;

@@ -12,6 +12,8 @@ use tokio::net::UnixStream;
 
 use crate::api::{API_PREFIX, ErrorBody, Health, Session, SessionList, StartRequest};
 
+mod schedules;
+
 /// What can go wrong talking to roostd.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -18,6 +18,9 @@ use crate::supervisor::{Supervisor, SupervisorError};
 
 mod reload;
 mod tokens;
+mod wire;
+
+pub use wire::wire;
 pub use reload::needs_restart;
 pub use tokens::{Tokens, read_token};
 
@@ -282,6 +285,12 @@ pub async fn run(
         .map(|c| c as Arc<dyn crate::a2a::routing::Claims>);
     // What the API and the gateway take at start-up besides the supervisor.
     let tasks = Arc::clone(&parts.tasks);
+    let schedules = Arc::new(crate::schedules::Schedules::new(
+        store.clone(),
+        Arc::clone(&tasks),
+        Arc::clone(&parts.routes),
+        Arc::clone(&parts.schedules_changed),
+    ));
     let host = Arc::new(api::HostFacts {
         config: parts.config.clone(),
         jail: parts.host_jail.jail.clone(),
@@ -289,6 +298,7 @@ pub async fn run(
         metrics: Arc::clone(&parts.metrics),
         tasks: Arc::clone(&tasks),
         cluster: cluster.clone(),
+        schedules: Arc::clone(&schedules),
     });
     let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
     if let Some(cluster) = &cluster {
@@ -309,6 +319,7 @@ pub async fn run(
     // Sessions come back after READY, side by side, while the gateway and
     // the control API already answer (their tasks stay readable meanwhile);
     // queued tasks whose session does not come back fail once all have tried.
+    let (resumed_tx, resumed) = tokio::sync::oneshot::channel::<()>();
     let resuming = {
         let supervisor = supervisor.clone();
         let tasks = Arc::clone(&tasks);
@@ -322,6 +333,7 @@ pub async fn run(
                 ),
                 Err(error) => tracing::error!(%error, "cannot resume sessions"),
             }
+            let _ = resumed_tx.send(());
             match tasks.fail_orphans().await {
                 Ok(0) => {}
                 Ok(orphans) => tracing::warn!(
@@ -334,6 +346,15 @@ pub async fn run(
     };
 
     let servers = CancellationToken::new();
+    {
+        // Schedules fire once the sessions that were running are back (a
+        // tick due meanwhile finds its route).
+        let stop = servers.clone();
+        tokio::spawn(async move {
+            let _ = resumed.await;
+            schedules.run(stop).await;
+        });
+    }
     tokio::spawn(
         supervisor
             .clone()
@@ -529,65 +550,4 @@ fn create_private_dir(path: &std::path::Path) -> Result<(), DaemonError> {
     std::fs::create_dir_all(path).map_err(err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o750)).map_err(err)?;
     Ok(())
-}
-
-/// What sessions share, wired once: the registry artifacts come from, the
-/// tool jail this host gives, the checkpoint key, the task broker, and the
-/// runtime's way out for guests' A2A messages.
-pub fn wire(
-    config: crate::config::DaemonConfig,
-    store: crate::store::Store,
-    runtime: crate::runtime::Runtime,
-    metrics: Arc<crate::metrics::Metrics>,
-    a2a_base: String,
-    peer_tokens: Vec<Arc<crate::a2a::client::PeerCredential>>,
-    log: Arc<dyn crate::tasks::log::TaskLog>,
-) -> (
-    crate::supervisor::SharedParts,
-    Arc<crate::a2a::client::Peers>,
-) {
-    let location = config.registry_location();
-    let registry = crate::registry::open(&location).unwrap_or_else(|error| {
-        // The config was validated, so this is unreachable in practice.
-        tracing::error!(%error, "cannot open the registry; artifacts will not resolve");
-        Arc::new(crate::registry::DirRegistry(
-            roost_wire::artifact::LocalRegistry::new(&location),
-        ))
-    });
-    let host_jail = crate::sandbox::HostJail::detect(
-        config.sandbox.jail_tools,
-        config.sandbox.jail_helper.as_deref(),
-        config.sandbox.tool_uids,
-    );
-    let checkpoint_key =
-        match crate::agent::checkpoint::CheckpointKey::load_or_create(&config.state_dir) {
-            Ok(key) => Some(key),
-            Err(error) => {
-                tracing::error!(%error, "checkpoints will be neither signed nor verified");
-                None
-            }
-        };
-    let tasks = Arc::new(crate::tasks::Broker::new(log, Arc::clone(&metrics)));
-    let routes = Arc::new(crate::supervisor::Routes::default());
-    let outbox = Arc::new(crate::a2a::client::Peers::new(
-        a2a_base.clone(),
-        Arc::clone(&routes),
-        Arc::clone(&tasks),
-        peer_tokens,
-    ));
-    runtime.set_outbox(Arc::clone(&outbox) as Arc<dyn crate::runtime::Outbox>);
-    let parts = crate::supervisor::SharedParts {
-        config,
-        store,
-        runtime,
-        metrics,
-        registry,
-        host_jail,
-        a2a_base,
-        tasks,
-        checkpoint_key,
-        routes,
-        claims: None,
-    };
-    (parts, outbox)
 }

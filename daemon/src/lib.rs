@@ -51,6 +51,7 @@ pub mod notify;
 pub mod policy;
 pub mod registry;
 pub mod runtime;
+pub mod schedules;
 pub mod secrets;
 pub use roost_jail as sandbox;
 pub mod staging;

@@ -15,8 +15,10 @@ use crate::policy::{Capabilities, CapabilityPolicy, PolicyError};
 pub mod a2a;
 mod agent;
 pub mod paths;
+mod schedules;
 pub use a2a::CardSpec;
 pub use agent::*;
+pub use schedules::ManifestSchedule;
 
 /// File name of a capsule manifest inside a capsule directory.
 pub const MANIFEST_FILENAME: &str = "murmur.yaml";
@@ -79,6 +81,9 @@ struct RawManifest {
     /// What the agent card says (any capsule: both kinds serve A2A).
     #[serde(default)]
     a2a: CardSpec,
+    /// Tasks the capsule's route fires itself, at times.
+    #[serde(default)]
+    schedules: Vec<ManifestSchedule>,
 }
 
 /// One entry of `artifacts:`.
@@ -125,6 +130,8 @@ pub struct CapsuleManifest {
     /// `a2a:`, what the agent card says; its description defaults to the
     /// manifest's.
     pub card: CardSpec,
+    /// `schedules:`, written for its route when its session starts.
+    pub schedules: Vec<ManifestSchedule>,
 }
 
 impl CapsuleManifest {
@@ -267,6 +274,8 @@ impl CapsuleManifest {
                 ));
             }
         }
+        schedules::check(&raw.schedules, crate::store::now_ms())
+            .map_err(|(field, m)| invalid(&field, m))?;
         let mut card = raw.a2a;
         card.validate().map_err(|(field, m)| invalid(&field, m))?;
         if card.description.is_none() {
@@ -283,6 +292,7 @@ impl CapsuleManifest {
             artifacts: raw.artifacts,
             tools: raw.tools,
             card,
+            schedules: raw.schedules,
         })
     }
 }

@@ -4,7 +4,9 @@
 //! A2A tasks and their event logs (`a2a_tasks.rs`, `writes.rs`), push
 //! notification configs and their outbox (`push.rs`, written as
 //! `push_writes.rs` says), agents' conversations per context
-//! (`conversations.rs`, written as `conversation_writes.rs` says), all written
+//! (`conversations.rs`, written as `conversation_writes.rs` says),
+//! schedules and their ticks (`schedules.rs`, written as
+//! `schedule_writes.rs` says), all written
 //! by the one writer thread (`writer.rs`), in a WAL database with embedded
 //! migrations; rows are read back in `rows.rs`.
 
@@ -23,6 +25,8 @@ mod conversations;
 mod push;
 mod push_writes;
 mod rows;
+mod schedule_writes;
+mod schedules;
 mod session_events;
 mod session_writes;
 mod sessions;

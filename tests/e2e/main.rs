@@ -48,6 +48,7 @@ mod reload;
 mod retention;
 mod route_tokens;
 mod sandbox;
+mod schedules;
 mod start_options;
 mod supervision;
 mod tasks_durable;

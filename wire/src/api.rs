@@ -3,10 +3,12 @@
 use serde::{Deserialize, Serialize};
 
 mod cluster;
+mod schedules;
 pub use cluster::{
     ClusterNode, ClusterSession, ClusterSessionList, ClusterStatus, DrainReport, DrainRequest,
     DrainedSession,
 };
+pub use schedules::{Missed, Overlap, ScheduleInfo, ScheduleList, ScheduleRequest, ScheduleTimes};
 
 /// API version prefix every control endpoint lives under.
 pub const API_PREFIX: &str = "/v1";

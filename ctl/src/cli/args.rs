@@ -267,6 +267,9 @@ pub enum Command {
         #[arg(short, long)]
         timestamps: bool,
     },
+    /// Tasks fired at times: make, list, remove, pause and resume schedules.
+    #[command(subcommand, after_help = help::SCHEDULE)]
+    Schedule(ScheduleCommand),
     /// Print a shell completion script to stdout.
     #[command(after_help = help::COMPLETIONS)]
     Completions {
@@ -278,5 +281,64 @@ pub enum Command {
     Manpages {
         /// Directory to write the pages into (created if missing).
         dir: PathBuf,
+    },
+}
+
+/// `roostctl schedule …`.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Fire a task with TEXT on ROUTE at times: a cron expression (in a time
+    /// zone), a period, or one instant.
+    #[command(after_help = help::SCHEDULE_ADD)]
+    Add {
+        /// The route (a running session's name) its tasks go to.
+        route: String,
+        /// The message text of each task.
+        text: String,
+        /// A cron expression: 5 fields (minute hour day month weekday), or 6
+        /// with seconds first.
+        #[arg(long, required_unless_present_any = ["every", "at"], conflicts_with_all = ["every", "at"])]
+        cron: Option<String>,
+        /// The IANA time zone the cron expression is read in (default UTC).
+        #[arg(long, requires = "cron", value_name = "ZONE")]
+        tz: Option<String>,
+        /// A period, counted from now (e.g. 30s, 10m, 1h 30m).
+        #[arg(long, value_name = "DURATION", conflicts_with = "at")]
+        every: Option<String>,
+        /// One instant, RFC 3339 (e.g. 2026-12-03T07:00:00Z).
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
+        /// Every task in this A2A context (default: a new one each time).
+        #[arg(long, value_name = "ID")]
+        context_id: Option<String>,
+        /// A name, unique on the route (default: the schedule's id).
+        #[arg(long)]
+        name: Option<String>,
+        /// Ticks that came due while roostd was down: run_once (default) or skip.
+        #[arg(long, value_name = "RULE")]
+        missed: Option<crate::api::Missed>,
+        /// A tick while the previous task still runs: skip (default) or queue.
+        #[arg(long, value_name = "RULE")]
+        overlap: Option<crate::api::Overlap>,
+    },
+    /// List schedules (of one route, or all).
+    List {
+        /// Only this route's.
+        route: Option<String>,
+    },
+    /// Remove a schedule (a task it fired goes on).
+    Rm {
+        /// The schedule's id (`roostctl schedule list`).
+        id: String,
+    },
+    /// Pause a schedule: no task fires until it is resumed.
+    Pause {
+        /// The schedule's id.
+        id: String,
+    },
+    /// Resume a paused schedule; ticks that fell meanwhile are passed over.
+    Resume {
+        /// The schedule's id.
+        id: String,
     },
 }

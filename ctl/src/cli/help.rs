@@ -71,3 +71,15 @@ Examples:
   roostctl completions bash > ~/.local/share/bash-completion/completions/roostctl
   roostctl completions zsh > \"${fpath[1]}/_roostctl\"
   roostctl completions fish > ~/.config/fish/completions/roostctl.fish";
+pub const SCHEDULE: &str = "\
+Examples:
+  roostctl schedule add helper \"Summarise yesterday's tickets\" --cron \"0 7 * * 1-5\" --tz Europe/Berlin
+  roostctl schedule add helper \"Check the queue\" --every 10m --name queue-check
+  roostctl schedule list helper
+  roostctl schedule pause sch_0193…";
+pub const SCHEDULE_ADD: &str = "\
+Examples:
+  roostctl schedule add helper \"Morning report\" --cron \"0 7 * * 1-5\" --tz Europe/Berlin
+  roostctl schedule add helper \"Poll the feed\" --every 10m --overlap queue
+  roostctl schedule add helper \"Send the reminder\" --at 2026-12-03T07:00:00Z
+Each tick fires one task, once, across restarts and kill -9.";

@@ -62,6 +62,7 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
                 exit::OK
             }
         }
+        Command::Schedule(command) => super::schedule::run(&client, command, out, how).await?,
         Command::Stop { id_or_name } => {
             let session = client.stop(&id_or_name).await?;
             print_session(out, &session, how)?;

@@ -182,6 +182,7 @@ impl Peers {
                 parts: message["parts"].as_array().map_or(&[], Vec::as_slice),
                 traceparent: Some(&m.traceparent),
                 dedupe: true,
+                tick: None,
             })
             .await
             .map_err(|e| SendError::Local(Box::new(e)))?;

@@ -294,6 +294,7 @@ pub(super) async fn run(
                     parts: m.canonical["parts"].as_array().map_or(&[], Vec::as_slice),
                     traceparent,
                     dedupe: gw.dedupe,
+                    tick: None,
                 })
                 .await
                 .map_err(|e| match e {

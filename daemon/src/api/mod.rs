@@ -11,6 +11,7 @@ mod logs;
 mod observe;
 mod policy;
 mod registry;
+mod schedules;
 mod sessions;
 pub mod tls;
 pub mod ui;
@@ -66,6 +67,8 @@ pub struct HostFacts {
     pub tasks: Arc<crate::tasks::Broker>,
     /// The cluster this roostd joined (`cluster:`), if any.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Schedules: made, listed, paused and removed through the API.
+    pub schedules: Arc<crate::schedules::Schedules>,
 }
 
 /// Serves the control API on its Unix socket (each connection's peer
@@ -170,6 +173,13 @@ pub fn app(state: ApiState) -> Router {
         .route("/v1/prune", post(sessions::prune))
         .route("/v1/events", get(events::events))
         .route("/v1/policy", post(policy::policy))
+        .route("/v1/schedules", get(schedules::list).post(schedules::add))
+        .route(
+            "/v1/schedules/{id}",
+            get(schedules::get_one).delete(schedules::remove),
+        )
+        .route("/v1/schedules/{id}/pause", post(schedules::pause))
+        .route("/v1/schedules/{id}/resume", post(schedules::resume))
         // Bundles are bigger than any JSON request: their own limit.
         .route(
             "/v1/registry",
@@ -332,6 +342,12 @@ mod tests {
             metrics,
             tasks: Arc::clone(&parts.tasks),
             cluster: None,
+            schedules: Arc::new(crate::schedules::Schedules::new(
+                parts.store.clone(),
+                Arc::clone(&parts.tasks),
+                Arc::clone(&parts.routes),
+                Arc::clone(&parts.schedules_changed),
+            )),
         });
         let supervisor = Supervisor::spawn(crate::supervisor::Shared::new(parts));
         app(ApiState {

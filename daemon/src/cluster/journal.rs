@@ -95,6 +95,7 @@ impl Accepted {
             text: &self.text,
             message_json: &self.message_json,
             parts,
+            tick: None,
         }
     }
 }

@@ -72,6 +72,7 @@ impl Store {
             at: at.clone(),
             working: working_json,
             dedupe,
+            tick: t.tick.map(|(id, at)| (id.to_string(), at)),
         };
         let (reply, answer) = tokio::sync::oneshot::channel();
         let ticket = self.tasks.write_withdrawable(

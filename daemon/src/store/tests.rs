@@ -170,6 +170,7 @@ fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
         text: "hi",
         message_json: "{}",
         parts: &[],
+        tick: None,
     }
 }
 

@@ -30,6 +30,9 @@ pub(super) enum WriteOp {
         working: Option<String>,
         /// Look for a task with the same message id first.
         dedupe: bool,
+        /// The schedule tick (schedule id, unix ms) it fires: recorded as
+        /// the schedule's last in this transaction.
+        tick: Option<(String, i64)>,
     },
     /// Events of one task, in order, each with what it changes in the
     /// task's row; one answer each.
@@ -58,6 +61,8 @@ pub(super) enum WriteOp {
     Session(super::session_writes::SessionWrite),
     /// A push config's change, or the outbox's bookkeeping.
     Push(super::push_writes::PushWrite),
+    /// A schedule's change, or a tick passed over.
+    Schedule(super::schedule_writes::ScheduleWrite),
     /// An agent's conversation in a context, replaced.
     Conversation(super::conversation_writes::SaveConversation),
     /// A write statement that changes nothing, committed: proves the
@@ -76,6 +81,7 @@ impl WriteOp {
     pub(super) fn durable(&self) -> bool {
         match self {
             WriteOp::Push(write) => write.durable(),
+            WriteOp::Schedule(write) => write.durable(),
             _ => !matches!(
                 self,
                 WriteOp::Session(_)
@@ -149,6 +155,7 @@ pub(super) fn apply(
         ),
         WriteOp::Session(write) => Some(super::session_writes::apply(conn, write)?),
         WriteOp::Push(write) => Some(super::push_writes::apply(conn, write)?),
+        WriteOp::Schedule(write) => Some(super::schedule_writes::apply(conn, write)?),
         WriteOp::Conversation(save) => Some(super::conversation_writes::save(conn, save)?),
         WriteOp::DeleteSession { id } => Some(
             conn.prepare_cached(
@@ -174,6 +181,7 @@ pub(super) fn apply(
             at,
             working,
             dedupe,
+            tick,
         } => {
             // Writes are serial here, so the lookup and the insert cannot
             // interleave with another attempt of the same message.
@@ -187,7 +195,10 @@ pub(super) fn apply(
                     .optional()?,
                 false => None,
             };
-            if seen.is_some() {
+            if let Some(seen) = seen {
+                if let Some((schedule, tick_ms)) = tick {
+                    super::schedule_writes::record_tick(conn, schedule, *tick_ms, &seen)?;
+                }
                 out.push(None);
                 return Ok(());
             }
@@ -218,6 +229,9 @@ pub(super) fn apply(
             event.execute(params![id, 1, SUBMITTED, at])?;
             if let Some(body) = working {
                 event.execute(params![id, 2, body, at])?;
+            }
+            if let Some((schedule, tick_ms)) = tick {
+                super::schedule_writes::record_tick(conn, schedule, *tick_ms, id)?;
             }
             Some(1)
         }

@@ -112,6 +112,7 @@ impl SessionTask {
                 }
                 self.shared.add_route(&self.id, &self.name);
                 let _ = reply.send(Ok(session));
+                self.install_schedules().await;
                 installed
             }
             Err(error) => {
@@ -198,6 +199,16 @@ impl SessionTask {
             self.shared.metrics.session_restarted();
         };
         Box::pin(self.finish(state, error.as_deref())).await
+    }
+
+    /// The capsule's own schedules (`schedules:`), written for its route.
+    async fn install_schedules(&self) {
+        let schedules = &self.staged.manifest.schedules;
+        match crate::schedules::manifest::install(&self.shared.store, &self.name, schedules).await {
+            Ok(true) => self.shared.schedules_changed.notify_one(),
+            Ok(false) => {}
+            Err(error) => tracing::warn!(%error, "cannot write the capsule's schedules"),
+        }
     }
 
     /// Writes the session's row, or records on its existing row why it

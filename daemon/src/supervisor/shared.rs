@@ -49,6 +49,9 @@ pub struct Shared {
     /// Where routes are claimed beyond this process (a cluster's route
     /// table); `None` on one host.
     pub(super) claims: Option<Arc<dyn crate::a2a::routing::Claims>>,
+    /// Poked when a session writes its manifest's schedules (the
+    /// scheduler looks again).
+    pub(super) schedules_changed: Arc<tokio::sync::Notify>,
 }
 
 /// What `Shared` is made of, wired by the daemon's start-up.
@@ -66,6 +69,8 @@ pub struct SharedParts {
     pub routes: Arc<Routes>,
     /// A cluster's route table, where sessions claim their routes.
     pub claims: Option<Arc<dyn crate::a2a::routing::Claims>>,
+    /// Poked when a session writes its manifest's schedules.
+    pub schedules_changed: Arc<tokio::sync::Notify>,
 }
 
 /// Recorded live sessions by name and by id: what the A2A gateway and
@@ -116,6 +121,7 @@ impl Shared {
             checkpoint_key,
             routes,
             claims,
+            schedules_changed,
         } = parts;
         Self {
             tasks,
@@ -136,6 +142,7 @@ impl Shared {
             resume: std::sync::Mutex::new(None),
             routes,
             claims,
+            schedules_changed,
         }
     }
 

@@ -81,6 +81,9 @@ pub struct NewTask<'a> {
     /// A message id this route has a task for gets that task, and nothing
     /// runs again (`a2a.dedupe_message_ids`).
     pub dedupe: bool,
+    /// The schedule tick (schedule id, unix ms) it fires: recorded in the
+    /// same commit as the task.
+    pub tick: Option<(&'a str, i64)>,
 }
 
 impl Broker {
@@ -174,6 +177,7 @@ impl Broker {
                 text: new.text,
                 message_json: new.message_json,
                 parts: new.parts,
+                tick: new.tick,
             },
             direct,
             new.dedupe,

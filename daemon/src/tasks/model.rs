@@ -224,6 +224,8 @@ pub struct NewA2aTask<'a> {
     /// The message's parts (`message_json`'s `parts`, already read: the
     /// task record carries them without parsing the message again).
     pub parts: &'a [serde_json::Value],
+    /// The schedule tick it fires (schedule id, unix ms), recorded with it.
+    pub tick: Option<(&'a str, i64)>,
 }
 
 /// Which tasks `a2a_tasks` returns.

@@ -41,6 +41,7 @@ fn task(message_id: &str) -> NewTask<'_> {
         parts: &[],
         traceparent: None,
         dedupe: true,
+        tick: None,
     }
 }
 
