@@ -20,9 +20,9 @@ mod reload;
 mod tokens;
 mod wire;
 
-pub use wire::wire;
 pub use reload::needs_restart;
 pub use tokens::{Tokens, read_token};
+pub use wire::wire;
 
 /// Why the daemon could not start (or stop cleanly).
 #[derive(Debug, thiserror::Error)]

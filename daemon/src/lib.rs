@@ -21,6 +21,7 @@
 //!   the metrics listener and the dashboard; the gateway); [`http_client`] is
 //!   the only HTTP client (guests' wasi-http requests go out through it too).
 //! - [`tasks`]: A2A tasks apart from the wire: states, event log, the broker.
+//! - [`schedules`]: durable timers that fire A2A tasks, each tick once.
 //! - [`ids`]: `SessionId`, `TaskId`.
 //! - [`logs`]: guest output capture; [`logfmt`]: roostd's own log as JSON;
 //!   [`notify`]: sd_notify.

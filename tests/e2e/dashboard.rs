@@ -340,6 +340,32 @@ async fn the_dashboard_shows_a_session_live_and_cancels_its_task_and_stops_it() 
             "return !!document.getElementById('stop')",
         )
         .await;
+    // The route's schedules are on its page, live.
+    let nightly = daemon
+        .client
+        .add_schedule(&roost_ctl::api::ScheduleRequest {
+            route: "dash".into(),
+            text: "the nightly summary".into(),
+            times: roost_ctl::api::ScheduleTimes {
+                cron: Some("0 2 * * *".into()),
+                tz: Some("Europe/Berlin".into()),
+                ..Default::default()
+            },
+            name: Some("nightly".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("schedule");
+    driver
+        .until(
+            "the route's schedule on the session page",
+            &format!(
+                "const row = document.querySelector('tr[data-schedule=\"{}\"]'); \
+                 return !!row && row.textContent.includes('cron 0 2 * * * (Europe/Berlin)')",
+                nightly.id
+            ),
+        )
+        .await;
     let addr = daemon.client.health().await.expect("health").a2a_addr;
     let quick = send(&addr, "dash", "quick one", false).await;
     assert_eq!(quick["status"]["state"], "TASK_STATE_COMPLETED", "{quick}");

@@ -151,4 +151,3 @@ pub(super) fn record_tick(
     .execute(params![schedule_id, tick_ms, task_id])?;
     Ok(())
 }
-

@@ -94,8 +94,8 @@ pub(super) async fn sessions(State(state): State<UiState>) -> Response {
     .into_response()
 }
 
-/// `GET /live/s/{id}`: a session, its tasks, its log's tail, its policy and
-/// (for an agent) its trace's last events.
+/// `GET /live/s/{id}`: a session, its tasks, its route's schedules, its
+/// log's tail, its policy and (for an agent) its trace's last events.
 pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>) -> Response {
     // Read once per page: a session's manifest does not change while it is shown.
     let policy = match state.supervisor.get(&id).await {
@@ -140,9 +140,16 @@ pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>
                 .await
                 .unwrap_or_default();
             let (logs, trace) = read_files(&session).await;
+            // The route's schedules (snapshots differ when a tick fires).
+            let schedules = state
+                .host
+                .schedules
+                .list(Some(&session.name))
+                .await
+                .unwrap_or_default();
             json!({
                 "session": session, "route": format!("/a2a/{}", session.name),
-                "a2a_tasks": a2a, "agent_tasks": agent_tasks,
+                "a2a_tasks": a2a, "agent_tasks": agent_tasks, "schedules": schedules,
                 "policy": policy, "logs": logs, "trace": trace,
             })
         }

@@ -152,6 +152,13 @@ function renderSession(data) {
     el("td", { class: "num", text: String(t.turns) }),
     el("td", { class: "num", text: t.input_tokens + " / " + t.output_tokens }),
     el("td", { class: "error", text: t.error || "" })));
+  const when = (x) => x.cron ? "cron " + x.cron + (x.tz ? " (" + x.tz + ")" : "") : x.every ? "every " + x.every : "at " + x.at;
+  const scheduleRows = (data.schedules || []).map((x) => el("tr", { "data-schedule": x.id },
+    el("td", { text: x.name }), el("td", { text: when(x) }),
+    el("td", { text: x.paused ? "paused" : (x.next_tick || "done") }),
+    el("td", { class: "num", text: String(x.fired) }), el("td", { class: "num", text: String(x.skipped) }),
+    el("td", {}, x.last_task_id ? el("a", { href: "/t/" + encodeURIComponent(x.last_task_id), text: x.last_task_id }) : "-"),
+    el("td", { class: "error", text: x.last_error || "" })));
   main.replaceChildren(
     el("h1", {}, s.name, badge(s.state), stop, restart),
     el("div", { class: "grid" },
@@ -166,6 +173,8 @@ function renderSession(data) {
         ["read-write", (p.read_write || []).join(", ")],
         ["limits", limits.timeout_secs ? limits.timeout_secs + " s, " + limits.memory_mb + " MB" : ""],
         ["native tools", p.native_tools], ["refused", p.refused]]))),
+    el("h2", { text: "Schedules" }),
+    scheduleRows.length ? table(["Name", "When", "Next", "Fired", "Skipped", "Last task", "Note"], scheduleRows, "schedules") : el("p", { class: "muted", text: "none (roostctl schedule add)" }),
     el("h2", { text: "A2A tasks" }),
     a2aRows.length ? table(["Task", "State", "Age", "Message"], a2aRows, "a2a-tasks") : el("p", { class: "muted", text: "none" }),
     agentRows.length ? el("h2", { text: "Agent tasks" }) : null,
