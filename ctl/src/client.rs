@@ -13,6 +13,7 @@ use tokio::net::UnixStream;
 use crate::api::{API_PREFIX, ErrorBody, Health, Session, SessionList, StartRequest};
 
 mod schedules;
+mod upgrade;
 
 /// What can go wrong talking to roostd.
 #[derive(Debug, thiserror::Error)]

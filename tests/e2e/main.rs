@@ -52,4 +52,5 @@ mod schedules;
 mod start_options;
 mod supervision;
 mod tasks_durable;
+mod upgrade;
 mod web_origins;

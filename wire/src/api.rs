@@ -4,11 +4,13 @@ use serde::{Deserialize, Serialize};
 
 mod cluster;
 mod schedules;
+mod upgrade;
 pub use cluster::{
     ClusterNode, ClusterSession, ClusterSessionList, ClusterStatus, DrainReport, DrainRequest,
     DrainedSession,
 };
 pub use schedules::{Missed, Overlap, ScheduleInfo, ScheduleList, ScheduleRequest, ScheduleTimes};
+pub use upgrade::{SessionVersion, SessionVersions, UpgradeRequest};
 
 /// API version prefix every control endpoint lives under.
 pub const API_PREFIX: &str = "/v1";

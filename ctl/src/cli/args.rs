@@ -267,6 +267,31 @@ pub enum Command {
         #[arg(short, long)]
         timestamps: bool,
     },
+    /// Run a new version of a live session's capsule in place: same id,
+    /// name and route, no task dropped (or --rollback to the one before).
+    #[command(after_help = help::UPGRADE)]
+    Upgrade {
+        /// Session id or route name.
+        id_or_name: String,
+        /// The new version's capsule directory (or its murmur.yaml).
+        #[arg(required_unless_present = "rollback", conflicts_with = "rollback")]
+        path: Option<PathBuf>,
+        /// Back to the version it ran before its last upgrade.
+        #[arg(long)]
+        rollback: bool,
+        /// How long tasks running on the old version may take to finish
+        /// (then they are canceled, saying why), e.g. 30s, 5m.
+        #[arg(long, value_parser = duration, value_name = "DURATION", default_value = "5m")]
+        drain_timeout: Duration,
+        /// Allow another capsule name, or a version that is not newer.
+        #[arg(long)]
+        force: bool,
+    },
+    /// The versions a session has run (upgrades and rollbacks), oldest first.
+    Versions {
+        /// Session id or route name.
+        id_or_name: String,
+    },
     /// Tasks fired at times: make, list, remove, pause and resume schedules.
     #[command(subcommand, after_help = help::SCHEDULE)]
     Schedule(ScheduleCommand),

@@ -83,3 +83,10 @@ Examples:
   roostctl schedule add helper \"Poll the feed\" --every 10m --overlap queue
   roostctl schedule add helper \"Send the reminder\" --at 2026-12-03T07:00:00Z
 Each tick fires one task, once, across restarts and kill -9.";
+pub const UPGRADE: &str = "\
+Examples:
+  roostctl upgrade helper ./helper-0.2.0
+  roostctl upgrade helper ./helper-0.2.0 --drain-timeout 30s
+  roostctl upgrade helper --rollback
+The route takes tasks throughout: those accepted during the switch, and those
+queued that had not started, run on the new version.";

@@ -63,6 +63,46 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             }
         }
         Command::Schedule(command) => super::schedule::run(&client, command, out, how).await?,
+        Command::Upgrade {
+            id_or_name,
+            path,
+            rollback,
+            drain_timeout,
+            force,
+        } => {
+            let request = crate::api::UpgradeRequest {
+                path: path.map(|p| absolute(&p)).transpose()?,
+                rollback,
+                drain_timeout_secs: Some(drain_timeout.as_secs()),
+                force,
+            };
+            let session = client.upgrade(&id_or_name, &request).await?;
+            print_session(out, &session, how)?;
+            exit::OK
+        }
+        Command::Versions { id_or_name } => {
+            let versions = client.versions(&id_or_name).await?;
+            if how.json {
+                print_json(out, &versions)?;
+            } else {
+                let mut table =
+                    super::table::Table::new(&["VERSION", "CAPSULE", "SINCE", "WHY", "MANIFEST"]);
+                for v in &versions {
+                    table.row(
+                        &[
+                            v.version.clone(),
+                            v.capsule.clone(),
+                            v.since.clone(),
+                            v.why.clone(),
+                            v.manifest.clone(),
+                        ],
+                        &[],
+                    );
+                }
+                table.write(out)?;
+            }
+            exit::OK
+        }
         Command::Stop { id_or_name } => {
             let session = client.stop(&id_or_name).await?;
             print_session(out, &session, how)?;

@@ -149,6 +149,12 @@ impl From<SupervisorError> for ApiError {
                 Self::new(StatusCode::CONFLICT, "name_in_use", message)
             }
             SupervisorError::Live(_) => Self::new(StatusCode::CONFLICT, "session_live", message),
+            SupervisorError::Upgrade(_) => {
+                Self::new(StatusCode::CONFLICT, "upgrade_refused", message)
+            }
+            SupervisorError::UpgradeInProgress(_) => {
+                Self::new(StatusCode::CONFLICT, "upgrade_in_progress", message)
+            }
             SupervisorError::Claim(crate::a2a::routing::ClaimError::Taken { .. }) => {
                 Self::new(StatusCode::CONFLICT, "name_in_use", message)
             }

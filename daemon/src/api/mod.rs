@@ -16,6 +16,7 @@ mod sessions;
 pub mod tls;
 pub mod ui;
 pub mod unix;
+mod upgrade;
 mod uploads;
 
 use std::sync::Arc;
@@ -206,6 +207,8 @@ fn one_session(state: ApiState) -> Router<ApiState> {
         )
         .route("/v1/sessions/{id}/stop", post(sessions::stop))
         .route("/v1/sessions/{id}/restart", post(sessions::restart))
+        .route("/v1/sessions/{id}/upgrade", post(upgrade::upgrade))
+        .route("/v1/sessions/{id}/versions", get(upgrade::versions))
         .route("/v1/sessions/{id}/wait", get(sessions::wait))
         .route("/v1/sessions/{id}/events", get(sessions::events))
         .route("/v1/sessions/{id}/logs", get(logs::logs))

@@ -40,6 +40,9 @@ pub(super) enum SessionWrite {
         error: Option<String>,
         at: String,
     },
+    /// Runs another version of its capsule from now (an upgrade in place or
+    /// its rollback): the row says so, and the versions table keeps both.
+    Upgraded(Box<UpgradeRow>),
     Ended {
         id: String,
         state: &'static str,
@@ -61,6 +64,17 @@ pub(super) enum SessionWrite {
         input_bytes: i64,
         at: String,
     },
+}
+
+/// A session's next version as written.
+pub(super) struct UpgradeRow {
+    pub id: String,
+    pub capsule: String,
+    pub version: String,
+    pub manifest: String,
+    pub request_json: String,
+    pub why: &'static str,
+    pub at: String,
 }
 
 /// Applies one; answers the rows it changed.
@@ -107,6 +121,7 @@ pub(super) fn apply(conn: &Connection, write: &SessionWrite) -> rusqlite::Result
                  ended_at = NULL, stop_reason = NULL, updated_at = ?3 WHERE id = ?4",
             )?
             .execute(params![restart_count, error, at, id])?,
+        SessionWrite::Upgraded(row) => upgraded(conn, row)?,
         SessionWrite::Ended {
             id,
             state,
@@ -140,4 +155,42 @@ pub(super) fn apply(conn: &Connection, write: &SessionWrite) -> rusqlite::Result
             .execute(params![id, session_id, context_id, source, input_bytes, at])?,
     };
     Ok(changed as u64)
+}
+
+/// The version it ran first (once), the new one, and the row pointed at it.
+fn upgraded(conn: &Connection, row: &UpgradeRow) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "INSERT INTO session_versions (session_id, seq, capsule, version, manifest, request_json, \
+         since, why) SELECT id, 1, capsule, version, manifest, request_json, created_at, 'start' \
+         FROM sessions WHERE id = ?1 AND NOT EXISTS \
+         (SELECT 1 FROM session_versions WHERE session_id = ?1)",
+    )?
+    .execute(params![row.id])?;
+    conn.prepare_cached(
+        "INSERT INTO session_versions (session_id, seq, capsule, version, manifest, request_json, \
+         since, why) SELECT ?1, MAX(seq) + 1, ?2, ?3, ?4, ?5, ?6, ?7 FROM session_versions \
+         WHERE session_id = ?1",
+    )?
+    .execute(params![
+        row.id,
+        row.capsule,
+        row.version,
+        row.manifest,
+        row.request_json,
+        row.at,
+        row.why
+    ])?;
+    conn.prepare_cached(
+        "UPDATE sessions SET capsule = ?2, version = ?3, manifest = ?4, request_json = ?5, \
+         state = 'starting', error = NULL, ended_at = NULL, stop_reason = NULL, updated_at = ?6 \
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        row.id,
+        row.capsule,
+        row.version,
+        row.manifest,
+        row.request_json,
+        row.at
+    ])
 }

@@ -5,7 +5,7 @@ use roost_wire::api::{ArtifactRecord, Session, SessionState, SessionUsage, Start
 use sqlx::Row;
 
 use super::rows::{SESSION_COLUMNS, artifacts_json, session_from_row};
-use super::session_writes::{SessionRow, SessionWrite};
+use super::session_writes::{SessionRow, SessionWrite, UpgradeRow};
 use super::writer::WriteOp;
 use super::{Store, StoreError, now};
 
@@ -139,6 +139,66 @@ impl Store {
         })
         .await?;
         self.record(id).await
+    }
+
+    /// The session runs another version of its capsule from now (`why`:
+    /// `upgrade` or `rollback`); recorded `starting`, with both versions
+    /// in its history.
+    pub async fn record_upgrade(
+        &self,
+        id: &str,
+        capsule: &str,
+        version: &str,
+        manifest: &str,
+        request: &StartRequest,
+        why: &'static str,
+    ) -> Result<Session, StoreError> {
+        let request_json =
+            serde_json::to_string(request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.session_write(SessionWrite::Upgraded(Box::new(UpgradeRow {
+            id: id.to_string(),
+            capsule: capsule.to_string(),
+            version: version.to_string(),
+            manifest: manifest.to_string(),
+            request_json,
+            why,
+            at: now(),
+        })))
+        .await?;
+        self.record(id).await
+    }
+
+    /// The versions a session has run, oldest first (empty until its first
+    /// upgrade: then it has run only the one its row names), each with its
+    /// start request.
+    pub async fn session_versions(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(roost_wire::api::SessionVersion, StartRequest)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT capsule, version, manifest, request_json, since, why FROM session_versions \
+             WHERE session_id = ?1 ORDER BY seq",
+        )
+        .bind(id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let request: StartRequest =
+                    serde_json::from_str(&r.try_get::<String, _>("request_json")?)
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                Ok((
+                    roost_wire::api::SessionVersion {
+                        capsule: r.try_get("capsule")?,
+                        version: r.try_get("version")?,
+                        manifest: r.try_get("manifest")?,
+                        since: r.try_get("since")?,
+                        why: r.try_get("why")?,
+                    },
+                    request,
+                ))
+            })
+            .collect()
     }
 
     /// The session ended (for now): completed, failed, stopped or interrupted.

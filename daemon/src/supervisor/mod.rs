@@ -10,6 +10,7 @@ mod routing;
 mod session;
 mod shared;
 mod start;
+mod upgrade;
 
 pub use retention::{PruneRule, ago};
 pub use shared::{Routes, Shared, SharedParts};
@@ -49,6 +50,10 @@ pub enum SupervisorError {
     Io(#[from] std::io::Error),
     #[error("the supervisor has stopped")]
     Gone,
+    #[error("{0}")]
+    Upgrade(String),
+    #[error("session '{0}' is being upgraded already; wait for that upgrade to finish")]
+    UpgradeInProgress(String),
 }
 
 enum OwnerCommand {
@@ -67,6 +72,12 @@ enum OwnerCommand {
         id: SessionId,
         within: Duration,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
+    },
+    /// Runs another version of the session's capsule (`upgrade.rs`).
+    Upgrade {
+        id: SessionId,
+        drain: Duration,
+        pending: Box<upgrade::Pending>,
     },
     /// Which live session (if any) an id or name refers to.
     Resolve {
@@ -102,6 +113,8 @@ struct Live {
     stop: CancellationToken,
     by_shutdown: Arc<AtomicBool>,
     waiting_stop: Vec<oneshot::Sender<Result<Session, SupervisorError>>>,
+    /// An upgrade waiting for this version to end.
+    upgrade: Option<Box<upgrade::Pending>>,
 }
 
 /// Cloneable handle used by the API and the daemon.
@@ -319,6 +332,7 @@ impl Owner {
                 } => self.launch(*staged, resume, reply),
                 OwnerCommand::Stop { id_or_name, reply } => self.stop(&id_or_name, reply).await,
                 OwnerCommand::Drain { id, within, reply } => self.drain(&id, within, reply),
+                OwnerCommand::Upgrade { id, drain, pending } => self.upgrade(&id, drain, pending),
                 OwnerCommand::Resolve { id_or_name, reply } => {
                     let _ = reply.send(self.resolve(&id_or_name));
                 }
@@ -388,6 +402,7 @@ impl Owner {
                 stop: stop.clone(),
                 by_shutdown: Arc::clone(&by_shutdown),
                 waiting_stop: Vec::new(),
+                upgrade: None,
             },
         );
         self.shared
@@ -463,6 +478,11 @@ impl Owner {
             .and_then(|id| self.live.get_mut(&id))
         {
             Some(live) => {
+                // A stop during an upgrade's drain stops the session: the
+                // upgrade is called off.
+                if let Some(pending) = live.upgrade.take() {
+                    upgrade::call_off(&self.shared, live, *pending);
+                }
                 live.stop.cancel();
                 live.waiting_stop.push(reply);
             }
@@ -507,9 +527,12 @@ impl Owner {
     }
 
     fn ended(&mut self, id: &SessionId, record: Option<Box<Session>>) {
-        let Some(live) = self.live.remove(id) else {
+        let Some(mut live) = self.live.remove(id) else {
             return;
         };
+        if let Some(pending) = live.upgrade.take() {
+            return self.next_version(id, live, *pending);
+        }
         self.shared.remove_route(id, &live.name);
         if self.names.get(&live.name).is_some_and(|owner| owner == id) {
             self.names.remove(&live.name);

@@ -215,6 +215,28 @@ impl SessionTask {
     /// runs `again` (resumed after a roostd restart, restarted by an operator).
     async fn record(&self, again: Option<&'static str>) -> Result<Session, SupervisorError> {
         let store = &self.shared.store;
+        let manifest = &self.staged.manifest;
+        // Another version of a session that ran here: its row and history
+        // say which.
+        if let Some(why) = again
+            && (why == super::upgrade::UPGRADED || why == super::upgrade::ROLLED_BACK)
+        {
+            let kind = if why == super::upgrade::UPGRADED {
+                "upgrade"
+            } else {
+                "rollback"
+            };
+            return Ok(store
+                .record_upgrade(
+                    &self.id,
+                    &manifest.name,
+                    &manifest.version,
+                    &manifest.manifest_path.display().to_string(),
+                    &self.staged.request,
+                    kind,
+                )
+                .await?);
+        }
         // A session another node ran, taken over here, has no row yet.
         if let Some(why) = again
             && store.get(&self.id).await?.is_some()
@@ -224,7 +246,6 @@ impl SessionTask {
                 .mark_restarting(&self.id, self.restart_count, Some(why))
                 .await?);
         }
-        let manifest = &self.staged.manifest;
         Ok(store
             .insert_session(&NewSession {
                 id: &self.id,
@@ -483,6 +504,17 @@ impl SessionTask {
     }
 
     async fn finish(&self, state: SessionState, error: Option<&str>) -> Option<Session> {
+        // Handed to its next version (an upgrade): nothing of it ends but
+        // this launch; the next records the session.
+        if state == SessionState::Stopped && self.shared.tasks.handing_over(&self.id) {
+            tracing::info!("this version has drained; the next takes over");
+            let held = self.held.lock().ok().and_then(|mut h| h.take());
+            if let Some(held) = held {
+                let shared = Arc::clone(&self.shared);
+                let _ = tokio::task::spawn_blocking(move || shared.grants.release(held)).await;
+            }
+            return None;
+        }
         // Tasks still waiting for a session that ends fail visibly (on a
         // shutdown they stay queued for the restarted session).
         let inbox = self.inbox.lock().ok().and_then(|mut slot| slot.take());

@@ -12,6 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 mod accept;
+mod handover;
 mod input;
 mod link;
 pub mod log;
@@ -62,6 +63,10 @@ struct Inbox {
     quiesce: CancellationToken,
     /// What a message on a context with an unended task does.
     same_context: crate::manifest::SameContext,
+    /// The session is being upgraded (`handover.rs`): its launch parks the
+    /// receiving end here for the next version instead of closing it.
+    handover: bool,
+    parked: Option<InboxRx>,
 }
 
 /// The tasks handed to sessions in this process that have not ended, by
@@ -93,6 +98,14 @@ impl Open {
                 self.by_context.remove(&key);
             }
         }
+    }
+
+    fn of_session(&self, session: &str) -> Vec<TaskId> {
+        self.by_task
+            .iter()
+            .filter(|(_, (s, _))| s == session)
+            .map(|(task, _)| task.clone())
+            .collect()
     }
 
     fn of(&self, session: &str, context: &str) -> Vec<TaskId> {
@@ -202,6 +215,11 @@ impl Broker {
         same_context: crate::manifest::SameContext,
     ) -> InboxRx {
         let depth = depth.max(1);
+        // A new version of an upgraded session takes the inbox its last
+        // version parked: what waits there, and what arrives, is its.
+        if let Some(rx) = self.take_parked(session_id, depth, same_context) {
+            return rx;
+        }
         let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + INBOX_SLACK));
         let queued = Queued::default();
         let quiesce = CancellationToken::new();
@@ -215,6 +233,8 @@ impl Broker {
                 waiting: Arc::default(),
                 quiesce: quiesce.clone(),
                 same_context,
+                handover: false,
+                parked: None,
             },
         );
         InboxRx {
@@ -371,7 +391,10 @@ impl Broker {
     /// Stops relaying to queued sessions' inbox without failing its tasks
     /// (a shutdown: they stay queued and are delivered after the restart).
     pub fn detach_inbox(&self, session_id: &str) {
-        lock(&self.inboxes).remove(session_id);
+        let mut inboxes = lock(&self.inboxes);
+        if !inboxes.get(session_id).is_some_and(|i| i.handover) {
+            inboxes.remove(session_id);
+        }
     }
 
     /// Registers a delivered task as running: its cancel token (cancelled

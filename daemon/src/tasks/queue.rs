@@ -124,6 +124,12 @@ impl Queue {
     /// The launch ends: on a shutdown the queued tasks stay queued for the
     /// restarted session; otherwise those still waiting fail visibly.
     pub async fn release(mut self, broker: &Broker, session_id: &str, shutdown: bool) {
+        // An upgrade: the inbox goes to the next version, and the stored
+        // tasks this launch had not taken are read again by its launch.
+        if broker.park(session_id, &mut self.inbox) {
+            self.pending.clear();
+            return;
+        }
         if shutdown {
             self.pending.clear();
             if self.inbox.take().is_some() {

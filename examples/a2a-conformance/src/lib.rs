@@ -97,6 +97,11 @@ impl Guest for Conformance {
             pause(rest.trim().parse().unwrap_or(20));
             return Outcome::Completed(format!("recorded {}", task.task_id));
         }
+        if said == "version" {
+            // Which version of the capsule answers (upgrades in place).
+            let version = std::env::var("MURMUR_CAPSULE_VERSION").unwrap_or_default();
+            return Outcome::Completed(format!("version {version}"));
+        }
         if said == "fail" {
             return Outcome::Failed("failed as asked".into());
         }
