@@ -358,10 +358,11 @@ async fn the_dashboard_shows_a_session_live_and_cancels_its_task_and_stops_it() 
         .expect("schedule");
     driver
         .until(
-            "the route's schedule on the session page",
+            "the route's schedule and the session's version on the session page",
             &format!(
                 "const row = document.querySelector('tr[data-schedule=\"{}\"]'); \
-                 return !!row && row.textContent.includes('cron 0 2 * * * (Europe/Berlin)')",
+                 return !!row && row.textContent.includes('cron 0 2 * * * (Europe/Berlin)') \
+                 && !!document.querySelector('#versions tr[data-version]')",
                 nightly.id
             ),
         )

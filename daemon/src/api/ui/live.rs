@@ -94,8 +94,8 @@ pub(super) async fn sessions(State(state): State<UiState>) -> Response {
     .into_response()
 }
 
-/// `GET /live/s/{id}`: a session, its tasks, its route's schedules, its
-/// log's tail, its policy and (for an agent) its trace's last events.
+/// `GET /live/s/{id}`: a session, its tasks, its route's schedules, the
+/// versions it has run, its log's tail, its policy and (for an agent) its trace's last events.
 pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>) -> Response {
     // Read once per page: a session's manifest does not change while it is shown.
     let policy = match state.supervisor.get(&id).await {
@@ -147,9 +147,16 @@ pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>
                 .list(Some(&session.name))
                 .await
                 .unwrap_or_default();
+            // The versions it has run (upgrades in place, rollbacks).
+            let versions = state
+                .supervisor
+                .versions(&session.id)
+                .await
+                .unwrap_or_default();
             json!({
                 "session": session, "route": format!("/a2a/{}", session.name),
                 "a2a_tasks": a2a, "agent_tasks": agent_tasks, "schedules": schedules,
+                "versions": versions,
                 "policy": policy, "logs": logs, "trace": trace,
             })
         }

@@ -159,6 +159,9 @@ function renderSession(data) {
     el("td", { class: "num", text: String(x.fired) }), el("td", { class: "num", text: String(x.skipped) }),
     el("td", {}, x.last_task_id ? el("a", { href: "/t/" + encodeURIComponent(x.last_task_id), text: x.last_task_id }) : "-"),
     el("td", { class: "error", text: x.last_error || "" })));
+  const versionRows = (data.versions || []).map((v) => el("tr", { "data-version": v.version },
+    el("td", { text: v.version }), el("td", { text: v.capsule }), el("td", { text: v.why }),
+    el("td", { text: age(v.since) }), el("td", { text: v.manifest })));
   main.replaceChildren(
     el("h1", {}, s.name, badge(s.state), stop, restart),
     el("div", { class: "grid" },
@@ -173,6 +176,8 @@ function renderSession(data) {
         ["read-write", (p.read_write || []).join(", ")],
         ["limits", limits.timeout_secs ? limits.timeout_secs + " s, " + limits.memory_mb + " MB" : ""],
         ["native tools", p.native_tools], ["refused", p.refused]]))),
+    el("h2", { text: "Versions" }),
+    table(["Version", "Capsule", "Why", "Since", "Manifest"], versionRows, "versions"),
     el("h2", { text: "Schedules" }),
     scheduleRows.length ? table(["Name", "When", "Next", "Fired", "Skipped", "Last task", "Note"], scheduleRows, "schedules") : el("p", { class: "muted", text: "none (roostctl schedule add)" }),
     el("h2", { text: "A2A tasks" }),
