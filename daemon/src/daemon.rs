@@ -316,6 +316,12 @@ pub async fn run(
             "A2A tasks interrupted by the last stop were failed"
         );
     }
+    // Hibernated sessions keep their routes: their inboxes are open again
+    // before READY (nothing of them is staged; a task wakes each).
+    let hibernated = supervisor.restore_hibernated().await?;
+    if hibernated > 0 {
+        tracing::info!(sessions = hibernated, "hibernated sessions' routes open");
+    }
     // Sessions come back after READY, side by side, while the gateway and
     // the control API already answer (their tasks stay readable meanwhile);
     // queued tasks whose session does not come back fail once all have tried.

@@ -235,6 +235,8 @@ impl CapsuleManifest {
                             "must be at least 1".into(),
                         ));
                     }
+                    l.check_hibernation()
+                        .map_err(|(field, m)| invalid(field, m))?;
                 }
                 CapsuleKind::Script {
                     component: script_component(&component, &manifest_dir)

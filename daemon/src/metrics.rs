@@ -104,6 +104,9 @@ pub struct Metrics {
     tokens: Family<Tokens, Counter>,
     inference_errors: Family<Model, Counter>,
     inference_duration: Histograms<Model>,
+    wakes: Counter,
+    wake_duration: Histogram,
+    hibernated: Gauge,
 }
 
 impl Default for Metrics {
@@ -135,6 +138,9 @@ impl Metrics {
             tokens: Family::default(),
             inference_errors: Family::default(),
             inference_duration: Family::new_with_constructor(latency),
+            wakes: Counter::default(),
+            wake_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
+            hibernated: Gauge::default(),
         };
         let r = root.sub_registry_with_prefix("roost");
         r.register(
@@ -228,6 +234,21 @@ impl Metrics {
             "Model calls by capsule and model",
             m.inference_duration.clone(),
         );
+        r.register(
+            "wakes",
+            "Hibernated sessions woken by a task",
+            m.wakes.clone(),
+        );
+        r.register(
+            "wake_duration_seconds",
+            "From a hibernated session's first task arriving to the woken session taking it",
+            m.wake_duration.clone(),
+        );
+        r.register(
+            "hibernated_sessions",
+            "Sessions hibernated (lifecycle.hibernate_after): their routes open, nothing running",
+            m.hibernated.clone(),
+        );
         m.registry = root;
         // Fixed label sets show from the start (at 0).
         for tier in ["memory", "disk"] {
@@ -274,6 +295,14 @@ impl Metrics {
     }
     pub fn api_request(&self) {
         self.api_requests.inc();
+    }
+    /// A hibernated session took its first task, `took` after it arrived.
+    pub fn woke(&self, took: Duration) {
+        self.wakes.inc();
+        self.wake_duration.observe(took.as_secs_f64());
+    }
+    pub fn set_hibernated(&self, n: usize) {
+        self.hibernated.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
     pub fn components_compiled(&self) -> u64 {
         self.components_compiled.get()

@@ -312,17 +312,41 @@ impl Span {
             return Self(None);
         };
         let parent = parent.map(str::to_string).or_else(current);
-        let cx = parent
-            .as_deref()
-            .and_then(parent_context)
-            .unwrap_or_default();
+        Self::build(installed, name.into(), kind, parent.as_deref(), None)
+    }
+
+    fn build(
+        installed: &Installed,
+        name: String,
+        kind: Kind,
+        parent: Option<&str>,
+        at: Option<std::time::SystemTime>,
+    ) -> Self {
+        let cx = parent.and_then(parent_context).unwrap_or_default();
         let kind = match kind {
             Kind::Internal => SpanKind::Internal,
             Kind::Server => SpanKind::Server,
             Kind::Client => SpanKind::Client,
         };
-        let builder = installed.tracer.span_builder(name.into()).with_kind(kind);
+        let mut builder = installed.tracer.span_builder(name).with_kind(kind);
+        if let Some(at) = at {
+            builder = builder.with_start_time(at);
+        }
         Self(Some(installed.tracer.build_with_context(builder, &cx)))
+    }
+
+    /// [`Self::start`], begun at `at` (a step measured before its span
+    /// could be made).
+    pub fn start_at(
+        name: impl Into<String>,
+        kind: Kind,
+        parent: Option<&str>,
+        at: std::time::SystemTime,
+    ) -> Self {
+        let Some(installed) = INSTALLED.get() else {
+            return Self(None);
+        };
+        Self::build(installed, name.into(), kind, parent, Some(at))
     }
 
     /// A span under `parent`, or, without one, the root of the trace whose

@@ -35,6 +35,7 @@ mod double_texting;
 mod drivers;
 mod durability;
 mod harness;
+mod hibernate;
 mod lifecycle;
 mod logging;
 mod manifests;

@@ -119,6 +119,9 @@ pub enum SessionState {
     Stopped,
     /// The daemon died while the session was live.
     Interrupted,
+    /// Idle for its `lifecycle.hibernate_after`: nothing of it runs or is
+    /// held but its route; its next task wakes it.
+    Hibernated,
 }
 
 impl SessionState {
@@ -130,12 +133,13 @@ impl SessionState {
             Self::Failed => "failed",
             Self::Stopped => "stopped",
             Self::Interrupted => "interrupted",
+            Self::Hibernated => "hibernated",
         }
     }
 
     /// Whether the session has ended (no guest will run unless it is started again).
     pub fn is_ended(self) -> bool {
-        !matches!(self, Self::Starting | Self::Running)
+        !matches!(self, Self::Starting | Self::Running | Self::Hibernated)
     }
 }
 
@@ -149,6 +153,7 @@ impl std::str::FromStr for SessionState {
             "failed" => Self::Failed,
             "stopped" => Self::Stopped,
             "interrupted" => Self::Interrupted,
+            "hibernated" => Self::Hibernated,
             other => return Err(format!("unknown session state '{other}'")),
         })
     }

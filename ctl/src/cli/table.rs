@@ -15,11 +15,12 @@ pub(super) fn colour_wanted() -> bool {
         && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
 }
 
-/// The ANSI colour of a session state: green running, red failed, yellow
-/// interrupted or starting, dim for the other ended ones.
+/// The ANSI colour of a session state: green running, cyan hibernated, red
+/// failed, yellow interrupted or starting, dim for the other ended ones.
 pub(super) fn state_colour(state: SessionState) -> &'static str {
     match state {
         SessionState::Running => "32",
+        SessionState::Hibernated => "36",
         SessionState::Failed => "31",
         SessionState::Interrupted | SessionState::Starting => "33",
         SessionState::Completed | SessionState::Stopped => "2",

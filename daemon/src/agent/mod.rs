@@ -132,6 +132,9 @@ pub enum AgentEnd {
     Completed,
     Failed(String),
     Stopped,
+    /// Idle for `lifecycle.hibernate_after`: its inbox is parked for the
+    /// launch that wakes it.
+    Hibernated,
 }
 
 /// Everything one launch of an agent session uses.

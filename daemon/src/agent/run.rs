@@ -94,6 +94,7 @@ impl AgentRun<'_> {
             AgentEnd::Completed => "ok",
             AgentEnd::Failed(_) => "failed",
             AgentEnd::Stopped => "stopped",
+            AgentEnd::Hibernated => "hibernated",
         };
         let total_turns = state.total_turns;
         Box::pin(self.hook(
@@ -180,11 +181,21 @@ impl AgentRun<'_> {
             }
             // Waiting for an A2A task: queue+sleep waits until stopped;
             // everything else gives up after the idle timeout.
-            let idle = (!lifecycle.waits_forever()).then_some(self.idle_timeout);
+            // One that hibernates does so after `hibernate_after` idle.
+            let idle = lifecycle
+                .hibernates()
+                .or((!lifecycle.waits_forever()).then_some(self.idle_timeout));
             let incoming = match state.queue.next(idle, &self.stop).await {
                 crate::tasks::Next::Task(task) => task,
                 crate::tasks::Next::Stopped => return AgentEnd::Stopped,
                 crate::tasks::Next::Closed => return AgentEnd::Completed,
+                crate::tasks::Next::Idle if lifecycle.hibernates().is_some() => {
+                    if self.broker.begin_hibernation(&self.session_id) {
+                        tracing::info!("idle for lifecycle.hibernate_after: hibernating");
+                        return AgentEnd::Hibernated;
+                    }
+                    continue;
+                }
                 crate::tasks::Next::Idle => {
                     tracing::info!(
                         idle_secs = self.idle_timeout.as_secs(),

@@ -153,6 +153,54 @@ pub struct Lifecycle {
     /// `reject` or `interrupt`.
     #[serde(default)]
     pub same_context: SameContext,
+    /// Idle this long (no task running or waiting), the session hibernates:
+    /// it gives back all but its route, and its next task wakes it
+    /// (`5m`, `30s`; default off).
+    #[serde(default, deserialize_with = "hibernate_after")]
+    pub hibernate_after: Option<std::time::Duration>,
+}
+
+/// `lifecycle.hibernate_after`: a duration from 1 s to 30 days.
+fn hibernate_after<'de, D>(de: D) -> Result<Option<std::time::Duration>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    use serde::de::Error;
+    let Some(text) = Option::<String>::deserialize(de)? else {
+        return Ok(None);
+    };
+    let after = humantime::parse_duration(text.trim()).map_err(|e| {
+        D::Error::custom(format!(
+            "hibernate_after '{text}' is not a duration ({e}); write e.g. 5m, 90s or 1h"
+        ))
+    })?;
+    if after < std::time::Duration::from_secs(1)
+        || after > std::time::Duration::from_secs(30 * 86_400)
+    {
+        return Err(D::Error::custom(format!(
+            "hibernate_after '{text}' must be from 1s to 30d"
+        )));
+    }
+    Ok(Some(after))
+}
+
+impl SameContext {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queue => "queue",
+            Self::Reject => "reject",
+            Self::Interrupt => "interrupt",
+        }
+    }
+
+    /// As [`Self::as_str`] wrote it; anything else is `queue`.
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "reject" => Self::Reject,
+            "interrupt" => Self::Interrupt,
+            _ => Self::Queue,
+        }
+    }
 }
 
 /// The lifecycle's rules, decided here only.
@@ -167,6 +215,25 @@ impl Lifecycle {
     /// tasks run one at a time and a failed one fails the session.
     pub fn ends_after_task(&self) -> bool {
         self.task_acceptance == TaskAcceptance::Single || self.after_task == AfterTask::Exit
+    }
+
+    /// `hibernate_after` needs a session that waits for tasks.
+    pub(super) fn check_hibernation(&self) -> Result<(), (&'static str, String)> {
+        if self.hibernate_after.is_some() && !self.waits_forever() {
+            return Err((
+                "lifecycle.hibernate_after",
+                "applies to a session that waits for tasks (task_acceptance: queue and \
+                 after_task: sleep); set those, or remove hibernate_after"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How long idle before it hibernates: only a session that waits for
+    /// tasks ([`Self::waits_forever`]) hibernates; others end when idle.
+    pub fn hibernates(&self) -> Option<std::time::Duration> {
+        self.hibernate_after.filter(|_| self.waits_forever())
     }
 
     /// This lifecycle with a start request's overrides.
@@ -201,6 +268,7 @@ impl Default for Lifecycle {
             concurrency: default_concurrency(),
             conversation_mode: None,
             same_context: SameContext::default(),
+            hibernate_after: None,
         }
     }
 }
@@ -385,6 +453,7 @@ pub(super) fn agent_spec(
     if s.lifecycle.queue_depth == 0 {
         return Err(("lifecycle.queue_depth", "must be at least 1".into()));
     }
+    s.lifecycle.check_hibernation()?;
     let conversation = match (s.context.conversation, s.lifecycle.conversation_mode) {
         (Some(a), Some(b)) if a != b => {
             return Err((

@@ -7,7 +7,12 @@ use sqlx::Row;
 
 use super::StoreError;
 
-pub(super) const SESSION_COLUMNS: &str = "id, name, capsule, version, state, error, manifest, workdir, \
+/// A hibernated session's row stays `running` (the table's states are
+/// fixed by a CHECK): its row in `hibernations` makes it read `hibernated`.
+pub(super) const SESSION_COLUMNS: &str = "id, name, capsule, version, \
+     CASE WHEN state = 'running' AND EXISTS (SELECT 1 FROM hibernations h \
+       WHERE h.session_id = sessions.id) THEN 'hibernated' ELSE state END AS state, \
+     error, manifest, workdir, \
      bookkeeping_dir, restart_policy, restart_count, created_at, started_at, ended_at, updated_at, \
      artifacts_json, sandbox, input_tokens, output_tokens, turns";
 

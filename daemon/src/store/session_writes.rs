@@ -50,6 +50,19 @@ pub(super) enum SessionWrite {
         stop_reason: Option<&'static str>,
         at: String,
     },
+    /// Idle for its `lifecycle.hibernate_after`: `hibernated`, with what a
+    /// restart needs to keep its inbox open.
+    Hibernated {
+        id: String,
+        depth: u32,
+        same_context: &'static str,
+        at: String,
+    },
+    /// Woken by a task: `running` again.
+    Woken {
+        id: String,
+        at: String,
+    },
     /// Every session still `starting` or `running` becomes `interrupted`.
     InterruptLive {
         error: &'static str,
@@ -115,12 +128,14 @@ pub(super) fn apply(conn: &Connection, write: &SessionWrite) -> rusqlite::Result
             restart_count,
             error,
             at,
-        } => conn
-            .prepare_cached(
+        } => {
+            unhibernate(conn, id)?;
+            conn.prepare_cached(
                 "UPDATE sessions SET state = 'starting', restart_count = ?1, error = ?2, \
                  ended_at = NULL, stop_reason = NULL, updated_at = ?3 WHERE id = ?4",
             )?
-            .execute(params![restart_count, error, at, id])?,
+            .execute(params![restart_count, error, at, id])?
+        }
         SessionWrite::Upgraded(row) => upgraded(conn, row)?,
         SessionWrite::Ended {
             id,
@@ -128,16 +143,26 @@ pub(super) fn apply(conn: &Connection, write: &SessionWrite) -> rusqlite::Result
             error,
             stop_reason,
             at,
-        } => conn
-            .prepare_cached(
+        } => {
+            unhibernate(conn, id)?;
+            conn.prepare_cached(
                 "UPDATE sessions SET state = ?1, error = ?2, stop_reason = ?3, ended_at = ?5, \
                  updated_at = ?5 WHERE id = ?4",
             )?
-            .execute(params![state, error, stop_reason, id, at])?,
+            .execute(params![state, error, stop_reason, id, at])?
+        }
+        SessionWrite::Hibernated {
+            id,
+            depth,
+            same_context,
+            at,
+        } => hibernated(conn, id, *depth, same_context, at)?,
+        SessionWrite::Woken { id, at } => woken(conn, id, at)?,
         SessionWrite::InterruptLive { error, at } => conn
             .prepare_cached(
                 "UPDATE sessions SET state = 'interrupted', error = ?1, ended_at = ?2, \
-                 updated_at = ?2 WHERE state IN ('starting', 'running')",
+                 updated_at = ?2 WHERE state IN ('starting', 'running') \
+                 AND id NOT IN (SELECT session_id FROM hibernations)",
             )?
             .execute(params![error, at])?,
         SessionWrite::AgentTask {
@@ -157,8 +182,59 @@ pub(super) fn apply(conn: &Connection, write: &SessionWrite) -> rusqlite::Result
     Ok(changed as u64)
 }
 
+/// The row `hibernated` (only from `running`: a stop that came first
+/// wins) and its inbox's shape kept beside it.
+fn hibernated(
+    conn: &Connection,
+    id: &str,
+    depth: u32,
+    same_context: &str,
+    at: &str,
+) -> rusqlite::Result<usize> {
+    let changed = conn
+        .prepare_cached(
+            "UPDATE sessions SET error = NULL, updated_at = ?1 WHERE id = ?2 AND state = 'running'",
+        )?
+        .execute(params![at, id])?;
+    if changed > 0 {
+        conn.prepare_cached(
+            "INSERT OR REPLACE INTO hibernations (session_id, depth, same_context, since) \
+             VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![id, depth, same_context, at])?;
+        event(conn, id, "hibernated", at)?;
+    }
+    Ok(changed)
+}
+
+/// Its hibernation row goes (the row reads `running` again), with the event.
+fn woken(conn: &Connection, id: &str, at: &str) -> rusqlite::Result<usize> {
+    let changed = unhibernate(conn, id)?;
+    if changed > 0 {
+        conn.prepare_cached("UPDATE sessions SET updated_at = ?1 WHERE id = ?2")?
+            .execute(params![at, id])?;
+        event(conn, id, "running", at)?;
+    }
+    Ok(changed)
+}
+
+/// A session that runs again, or ends, is not hibernated.
+fn unhibernate(conn: &Connection, id: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached("DELETE FROM hibernations WHERE session_id = ?1")?
+        .execute(params![id])
+}
+
+/// A transition the state column does not show (the triggers add the others).
+fn event(conn: &Connection, id: &str, state: &str, at: &str) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "INSERT INTO session_events (session_id, state, detail, at) VALUES (?1, ?2, NULL, ?3)",
+    )?
+    .execute(params![id, state, at])
+}
+
 /// The version it ran first (once), the new one, and the row pointed at it.
 fn upgraded(conn: &Connection, row: &UpgradeRow) -> rusqlite::Result<usize> {
+    unhibernate(conn, &row.id)?;
     conn.prepare_cached(
         "INSERT INTO session_versions (session_id, seq, capsule, version, manifest, request_json, \
          since, why) SELECT id, 1, capsule, version, manifest, request_json, created_at, 'start' \

@@ -4,6 +4,7 @@
 
 mod backoff;
 mod grants;
+mod hibernate;
 mod resume;
 mod retention;
 mod routing;
@@ -88,6 +89,13 @@ enum OwnerCommand {
         id: SessionId,
         /// The final record, when it could be written.
         record: Option<Box<Session>>,
+        /// It hibernated: nothing ended but its launch.
+        hibernated: bool,
+    },
+    /// Sessions found hibernated at start-up: their names are taken.
+    Asleep {
+        sessions: Vec<(SessionId, String)>,
+        reply: oneshot::Sender<()>,
     },
     Shutdown {
         grace: Duration,
@@ -145,11 +153,14 @@ impl Supervisor {
             tx: tx.clone(),
             ended: ended.clone(),
             live: HashMap::new(),
+            asleep: HashMap::new(),
             names: HashMap::new(),
             shutting_down: false,
         };
         tokio::spawn(owner.run(rx));
-        Self { tx, ended, shared }
+        let supervisor = Self { tx, ended, shared };
+        supervisor.serve_wakes();
+        supervisor
     }
 
     /// Signalled when a session's state changes (its events are recorded).
@@ -304,6 +315,9 @@ struct Owner {
     tx: mpsc::Sender<OwnerCommand>,
     ended: broadcast::Sender<Ended>,
     live: HashMap<SessionId, Live>,
+    /// Hibernated sessions (`hibernate.rs`) by id: their names (kept in
+    /// `names` too) and routes stay taken.
+    asleep: HashMap<SessionId, String>,
     names: HashMap<String, SessionId>,
     shutting_down: bool,
 }
@@ -336,7 +350,22 @@ impl Owner {
                 OwnerCommand::Resolve { id_or_name, reply } => {
                     let _ = reply.send(self.resolve(&id_or_name));
                 }
-                OwnerCommand::Ended { id, record } => self.ended(&id, record),
+                OwnerCommand::Ended {
+                    id,
+                    record,
+                    hibernated,
+                } => match hibernated {
+                    true => self.hibernated(&id, record),
+                    false => self.ended(&id, record),
+                },
+                OwnerCommand::Asleep { sessions, reply } => {
+                    for (id, name) in sessions {
+                        self.names.insert(name.clone(), id.clone());
+                        self.asleep.insert(id, name);
+                    }
+                    self.shared.metrics.set_hibernated(self.asleep.len());
+                    let _ = reply.send(());
+                }
                 OwnerCommand::Shutdown { grace, reply } => {
                     self.shutting_down = true;
                     for live in self.live.values() {
@@ -383,6 +412,17 @@ impl Owner {
                 }
             }
         };
+        // A hibernated session launched again (woken, upgraded) is no
+        // longer asleep; a wake for one that is not asleep is stale.
+        if let Some(r) = &resume {
+            if self.asleep.remove(&r.id).is_some() {
+                self.names.remove(&r.name);
+                self.shared.metrics.set_hibernated(self.asleep.len());
+            } else if r.why == hibernate::WOKEN {
+                let _ = reply.send(Err(SupervisorError::NotFound(r.id.to_string())));
+                return;
+            }
+        }
         if self.names.contains_key(&name) {
             let _ = reply.send(Err(SupervisorError::NameInUse(name)));
             return;
@@ -394,6 +434,7 @@ impl Owner {
         );
         let stop = CancellationToken::new();
         let by_shutdown = Arc::new(AtomicBool::new(false));
+        let hibernated = Arc::new(AtomicBool::new(false));
         self.names.insert(name.clone(), id.clone());
         self.live.insert(
             id.clone(),
@@ -428,6 +469,7 @@ impl Owner {
             inbox: std::sync::Mutex::new(None),
             held: std::sync::Mutex::new(None),
             arriving: std::sync::Mutex::new(arriving),
+            hibernated: Arc::clone(&hibernated),
         };
         let tx = self.tx.clone();
         let again = resume.as_ref().map(|r| r.why);
@@ -435,7 +477,14 @@ impl Owner {
             async move {
                 let record = task.run(again, reply).await;
                 let record = record.map(Box::new);
-                let _ = tx.send(OwnerCommand::Ended { id, record }).await;
+                let hibernated = hibernated.load(Ordering::Relaxed);
+                let _ = tx
+                    .send(OwnerCommand::Ended {
+                        id,
+                        record,
+                        hibernated,
+                    })
+                    .await;
             }
             .instrument(span),
         );
@@ -463,6 +512,8 @@ impl Owner {
     fn resolve(&self, id_or_name: &str) -> Option<SessionId> {
         if let Some((id, _)) = self.live.get_key_value(id_or_name) {
             Some(id.clone())
+        } else if let Some((id, _)) = self.asleep.get_key_value(id_or_name) {
+            Some(id.clone())
         } else {
             self.names.get(id_or_name).cloned()
         }
@@ -473,6 +524,11 @@ impl Owner {
         id_or_name: &str,
         reply: oneshot::Sender<Result<Session, SupervisorError>>,
     ) {
+        if let Some(id) = self.resolve(id_or_name)
+            && self.asleep.contains_key(&id)
+        {
+            return self.stop_asleep(&id, vec![reply]);
+        }
         match self
             .resolve(id_or_name)
             .and_then(|id| self.live.get_mut(&id))

@@ -45,6 +45,8 @@ pub(super) struct SessionTask {
     pub(super) held: std::sync::Mutex<Option<super::grants::Held>>,
     /// Awaited once the row exists, before anything runs (see `Resume`).
     pub(super) arriving: std::sync::Mutex<Option<futures::future::BoxFuture<'static, ()>>>,
+    /// Set when this launch ended hibernated (the owner keeps its route).
+    pub(super) hibernated: Arc<AtomicBool>,
 }
 
 /// How one run ended.
@@ -52,6 +54,8 @@ enum RunEnd {
     Completed,
     Failed(String),
     Stopped,
+    /// Idle for `lifecycle.hibernate_after` (its inbox parked).
+    Hibernated,
 }
 
 /// A script capsule's `run`.
@@ -73,6 +77,7 @@ impl From<AgentEnd> for RunEnd {
         match end {
             AgentEnd::Completed => Self::Completed,
             AgentEnd::Stopped => Self::Stopped,
+            AgentEnd::Hibernated => Self::Hibernated,
             AgentEnd::Failed(error) => {
                 tracing::info!(%error, "agent failed");
                 Self::Failed(error)
@@ -112,7 +117,10 @@ impl SessionTask {
                 }
                 self.shared.add_route(&self.id, &self.name);
                 let _ = reply.send(Ok(session));
-                self.install_schedules().await;
+                // A woken session's schedules are where it left them.
+                if again != Some(super::hibernate::WOKEN) {
+                    self.install_schedules().await;
+                }
                 installed
             }
             Err(error) => {
@@ -128,7 +136,7 @@ impl SessionTask {
         }
         let mut backoff = Backoff::new(self.shared.config.restart.clone());
         // A fresh row is written as `running`; restarts and resumes are not.
-        let mut recorded_running = again.is_none();
+        let mut recorded_running = again.is_none() || again == Some(super::hibernate::WOKEN);
         let (state, error) = loop {
             let started = Instant::now();
             let mut span = Span::root_in(
@@ -149,6 +157,7 @@ impl SessionTask {
             drop(span);
             let (failed, error) = match &end {
                 RunEnd::Stopped => break (SessionState::Stopped, None),
+                RunEnd::Hibernated => break (SessionState::Hibernated, None),
                 RunEnd::Completed => (false, None),
                 RunEnd::Failed(error) => (true, Some(error.clone())),
             };
@@ -216,6 +225,9 @@ impl SessionTask {
     async fn record(&self, again: Option<&'static str>) -> Result<Session, SupervisorError> {
         let store = &self.shared.store;
         let manifest = &self.staged.manifest;
+        if again == Some(super::hibernate::WOKEN) {
+            return Ok(store.mark_woken(&self.id).await?);
+        }
         // Another version of a session that ran here: its row and history
         // say which.
         if let Some(why) = again
@@ -440,8 +452,14 @@ impl SessionTask {
         let mut running = futures::stream::FuturesUnordered::new();
         let mut closed = false;
         let mut end = None;
+        // One that hibernates does so after `hibernate_after` with nothing
+        // running or waiting.
+        let hibernates = lifecycle.hibernates();
         while end.is_none() {
-            let idle = (!forever && running.is_empty()).then(|| self.idle_timeout());
+            let idle = running
+                .is_empty()
+                .then(|| hibernates.or((!forever).then(|| self.idle_timeout())))
+                .flatten();
             let room = !closed && running.len() < concurrency;
             tokio::select! {
                 Some(outcome) = futures::StreamExt::next(&mut running), if !running.is_empty() => {
@@ -457,6 +475,12 @@ impl SessionTask {
                 next = queue.next(idle, &self.stop), if room => match next {
                     Next::Task(task) => running.push(serve(task)),
                     Next::Stopped => end = Some(RunEnd::Stopped),
+                    Next::Idle if hibernates.is_some() => {
+                        if broker.begin_hibernation(&self.id) {
+                            tracing::info!("idle for lifecycle.hibernate_after: hibernating");
+                            end = Some(RunEnd::Hibernated);
+                        }
+                    }
                     Next::Closed | Next::Idle if running.is_empty() => end = Some(RunEnd::Completed),
                     Next::Closed | Next::Idle => closed = true,
                 },
@@ -504,6 +528,9 @@ impl SessionTask {
     }
 
     async fn finish(&self, state: SessionState, error: Option<&str>) -> Option<Session> {
+        if state == SessionState::Hibernated {
+            return Box::pin(self.hibernate()).await;
+        }
         // Handed to its next version (an upgrade): nothing of it ends but
         // this launch; the next records the session.
         if state == SessionState::Stopped && self.shared.tasks.handing_over(&self.id) {

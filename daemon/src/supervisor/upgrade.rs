@@ -154,6 +154,9 @@ impl Owner {
     /// inbox is kept for the next; when the drain time is up, what still
     /// runs is canceled (then, as a backstop, the old version is stopped).
     pub(super) fn upgrade(&mut self, id: &SessionId, drain: Duration, pending: Box<Pending>) {
+        if self.asleep.contains_key(id) {
+            return self.upgrade_asleep(id, *pending);
+        }
         let Some(live) = self.live.get_mut(id) else {
             let _ = pending
                 .reply

@@ -280,6 +280,7 @@ impl Broker {
         }
         // Handed to the session only once its record is committed: a task
         // that runs is always a task the client was told about.
+        let session_id = a.session_id;
         permit.send(Box::new(Incoming {
             task_id: a.task_id,
             context_id: a.context_id,
@@ -288,7 +289,11 @@ impl Broker {
             parts: a.parts,
             traceparent,
             working: a.direct,
+            woke: None,
         }));
+        // A hibernated session's task wakes it (sent first, so the wake
+        // finds it waiting).
+        self.wake_if_asleep(&session_id);
     }
 }
 

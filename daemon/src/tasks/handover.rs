@@ -29,14 +29,19 @@ impl Broker {
             .is_some_and(|inbox| inbox.handover)
     }
 
-    /// A launch ending: with a handover under way its inbox is parked for
-    /// the next version (`true`), else it is the caller's to close.
+    /// A launch ending: with a handover (or hibernation) under way its
+    /// inbox is parked for the next launch (`true`), else it is the
+    /// caller's to close. A hibernating session with a task already
+    /// waiting is woken at once.
     pub(super) fn park(&self, session_id: &str, rx: &mut Option<InboxRx>) -> bool {
         let mut inboxes = lock(&self.inboxes);
         match inboxes.get_mut(session_id) {
-            Some(inbox) if inbox.handover => {
+            Some(inbox) if inbox.handover || inbox.asleep => {
                 if let Some(rx) = rx.take() {
                     inbox.parked = Some(rx);
+                }
+                if inbox.asleep && inbox.parked.as_ref().is_some_and(|rx| !rx.rx.is_empty()) {
+                    self.ask_wake(session_id, inbox);
                 }
                 true
             }
@@ -59,6 +64,8 @@ impl Broker {
         inbox.quiesce = quiesce.clone();
         rx.quiesce = quiesce;
         inbox.handover = false;
+        inbox.asleep = false;
+        rx.woken = inbox.waking.take();
         inbox.depth = depth;
         inbox.same_context = same_context;
         Some(rx)

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 mod accept;
 mod handover;
+mod hibernate;
 mod input;
 mod link;
 pub mod log;
@@ -49,6 +50,9 @@ pub struct Incoming {
     pub traceparent: Option<String>,
     /// Recorded `working` already (it went straight to a waiting launch).
     pub working: bool,
+    /// The first task a woken session takes: when the wake began (its
+    /// latency is counted, and traced under the task).
+    pub woke: Option<std::time::Instant>,
 }
 
 struct Inbox {
@@ -67,6 +71,11 @@ struct Inbox {
     /// receiving end here for the next version instead of closing it.
     handover: bool,
     parked: Option<InboxRx>,
+    /// The session hibernates (`hibernate.rs`): its inbox is parked and
+    /// the next task to arrive wakes it.
+    asleep: bool,
+    /// When a wake was asked for (one at a time).
+    waking: Option<std::time::Instant>,
 }
 
 /// The tasks handed to sessions in this process that have not ended, by
@@ -181,6 +190,8 @@ pub struct Broker {
     /// taken: a launch's list of stored tasks leaves them out, so a task is
     /// never both in that list and in the inbox.
     handed: Mutex<HashSet<TaskId>>,
+    /// Where a hibernated session's wake is asked for (the supervisor).
+    waker: std::sync::OnceLock<mpsc::UnboundedSender<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -201,6 +212,7 @@ impl Broker {
             cancel_reasons: Mutex::default(),
             waiting: Mutex::default(),
             handed: Mutex::default(),
+            waker: std::sync::OnceLock::new(),
         }
     }
 
@@ -235,12 +247,15 @@ impl Broker {
                 same_context,
                 handover: false,
                 parked: None,
+                asleep: false,
+                waking: None,
             },
         );
         InboxRx {
             rx,
             queued,
             quiesce,
+            woken: None,
         }
     }
 
@@ -259,9 +274,13 @@ impl Broker {
 
     /// Each route's tasks waiting for their session (for the metrics).
     pub fn queue_depths(&self) -> Vec<(String, usize)> {
+        // Hibernated routes with nothing waiting are left out (there may be
+        // a hundred thousand).
         lock(&self.inboxes)
             .values()
-            .map(|inbox| (inbox.route.clone(), lock(&inbox.queued).len()))
+            .map(|inbox| (inbox, lock(&inbox.queued).len()))
+            .filter(|(inbox, n)| !inbox.asleep || *n > 0)
+            .map(|(inbox, n)| (inbox.route.clone(), n))
             .collect()
     }
 
@@ -392,7 +411,10 @@ impl Broker {
     /// (a shutdown: they stay queued and are delivered after the restart).
     pub fn detach_inbox(&self, session_id: &str) {
         let mut inboxes = lock(&self.inboxes);
-        if !inboxes.get(session_id).is_some_and(|i| i.handover) {
+        if !inboxes
+            .get(session_id)
+            .is_some_and(|i| i.handover || i.asleep)
+        {
             inboxes.remove(session_id);
         }
     }
@@ -534,6 +556,7 @@ impl Broker {
                     parts: t.parts,
                     traceparent: None,
                     working: false,
+                    woke: None,
                 })
                 .collect(),
             Err(error) => {

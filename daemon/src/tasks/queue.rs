@@ -34,6 +34,9 @@ pub struct InboxRx {
     pub(super) queued: Queued,
     /// Cancelled by `Broker::quiesce`: take no more tasks.
     pub(super) quiesce: CancellationToken,
+    /// Set when a hibernated session's launch takes it: when the wake
+    /// began (marked on the first task it takes).
+    pub(super) woken: Option<std::time::Instant>,
 }
 
 impl InboxRx {
@@ -99,7 +102,9 @@ impl Queue {
         {
             return Next::Stopped;
         }
-        if let Some(task) = self.pending.pop_front() {
+        let woke = self.inbox.as_mut().and_then(|inbox| inbox.woken.take());
+        if let Some(mut task) = self.pending.pop_front() {
+            task.woke = woke;
             return Next::Task(task);
         }
         let Some(inbox) = self.inbox.as_mut() else {
@@ -117,15 +122,19 @@ impl Queue {
             () = stop.cancelled() => Next::Stopped,
             () = quiesce.cancelled() => Next::Stopped,
             () = idle => Next::Idle,
-            task = inbox.recv() => task.map_or(Next::Closed, |t| Next::Task(*t)),
+            task = inbox.recv() => task.map_or(Next::Closed, |mut t| {
+                t.woke = woke;
+                Next::Task(*t)
+            }),
         }
     }
 
     /// The launch ends: on a shutdown the queued tasks stay queued for the
     /// restarted session; otherwise those still waiting fail visibly.
     pub async fn release(mut self, broker: &Broker, session_id: &str, shutdown: bool) {
-        // An upgrade: the inbox goes to the next version, and the stored
-        // tasks this launch had not taken are read again by its launch.
+        // An upgrade or hibernation: the inbox goes to the next launch,
+        // and the stored tasks this launch had not taken are read again by
+        // it.
         if broker.park(session_id, &mut self.inbox) {
             self.pending.clear();
             return;
@@ -143,6 +152,26 @@ impl Queue {
         if let Some(inbox) = self.inbox.take() {
             broker.close_inbox(session_id, inbox).await;
         }
+    }
+}
+
+impl Broker {
+    /// The task woke its session: the wake's time is counted and is a span
+    /// of the task's trace.
+    fn woke(&self, began: std::time::Instant, traceparent: Option<&str>) {
+        let took = began.elapsed();
+        self.metrics().woke(took);
+        let mut span = crate::telemetry::Span::start_at(
+            "session wake",
+            crate::telemetry::Kind::Internal,
+            traceparent,
+            std::time::SystemTime::now() - took,
+        );
+        span.set("roost.wake_us", took.as_micros() as u64);
+        tracing::info!(
+            wake_ms = took.as_secs_f64() * 1000.0,
+            "woke from hibernation"
+        );
     }
 }
 
@@ -208,6 +237,9 @@ impl Broker {
         }
         // The task's span (see `watch.rs`) is the parent of what its run does.
         let traceparent = link.traceparent.clone();
+        if let Some(began) = incoming.woke {
+            self.woke(began, traceparent.as_deref());
+        }
         let outcome = crate::telemetry::scope(traceparent, work(link.clone(), incoming)).await;
         if let Some(slot) = slot {
             *lock(slot) = None;
