@@ -21,6 +21,14 @@ use crate::store::StopReason;
 /// What a woken session's launch says of itself (its events and log).
 pub(super) const WOKEN: &str = "woken by a task";
 
+/// A wake staged before the launch it wakes had finished hibernating:
+/// launched when it has.
+pub(super) struct EarlyWake {
+    pub(super) staged: Box<crate::staging::Staged>,
+    pub(super) resume: Option<Resume>,
+    pub(super) reply: oneshot::Sender<Result<Session, SupervisorError>>,
+}
+
 impl SessionTask {
     /// This launch ended idle: the session is recorded `hibernated`, with
     /// its inbox's shape for a restart; what its tools were opened to is
@@ -159,6 +167,16 @@ impl Owner {
         self.shared
             .live_count
             .store(self.live.len() as u64, Ordering::Relaxed);
+        let mut wake = self.early_wakes.remove(id);
+        // An upgrade or a stop asked meanwhile wins: the inbox goes to the
+        // next version, or closes (the waker then leaves its tasks be).
+        if (live.upgrade.is_some() || !live.waiting_stop.is_empty())
+            && let Some(wake) = wake.take()
+        {
+            let _ = wake
+                .reply
+                .send(Err(SupervisorError::NotFound(id.to_string())));
+        }
         if let Some(pending) = live.upgrade.take() {
             return self.next_version(id, live, *pending);
         }
@@ -166,7 +184,11 @@ impl Owner {
         self.asleep.insert(id.clone(), live.name);
         self.shared.metrics.set_hibernated(self.asleep.len());
         if !live.waiting_stop.is_empty() {
-            self.stop_asleep(id, live.waiting_stop);
+            return self.stop_asleep(id, live.waiting_stop);
+        }
+        // A task arrived as it went to sleep: it wakes at once.
+        if let Some(wake) = wake {
+            self.launch(*wake.staged, wake.resume, wake.reply);
         }
     }
 

@@ -154,6 +154,7 @@ impl Supervisor {
             ended: ended.clone(),
             live: HashMap::new(),
             asleep: HashMap::new(),
+            early_wakes: HashMap::new(),
             names: HashMap::new(),
             shutting_down: false,
         };
@@ -318,6 +319,8 @@ struct Owner {
     /// Hibernated sessions (`hibernate.rs`) by id: their names (kept in
     /// `names` too) and routes stay taken.
     asleep: HashMap<SessionId, String>,
+    /// Wakes asked while the session's launch was still ending hibernated.
+    early_wakes: HashMap<SessionId, hibernate::EarlyWake>,
     names: HashMap<String, SessionId>,
     shutting_down: bool,
 }
@@ -413,15 +416,30 @@ impl Owner {
             }
         };
         // A hibernated session launched again (woken, upgraded) is no
-        // longer asleep; a wake for one that is not asleep is stale.
+        // longer asleep. A wake for one whose launch is still ending
+        // hibernated waits for that end; for one that is neither, it is
+        // stale.
+        let mut early = None;
         if let Some(r) = &resume {
             if self.asleep.remove(&r.id).is_some() {
                 self.names.remove(&r.name);
                 self.shared.metrics.set_hibernated(self.asleep.len());
             } else if r.why == hibernate::WOKEN {
-                let _ = reply.send(Err(SupervisorError::NotFound(r.id.to_string())));
-                return;
+                if !self.live.contains_key(&r.id) {
+                    let _ = reply.send(Err(SupervisorError::NotFound(r.id.to_string())));
+                    return;
+                }
+                early = Some(r.id.clone());
             }
+        }
+        if let Some(id) = early {
+            let wake = hibernate::EarlyWake {
+                staged: Box::new(staged),
+                resume,
+                reply,
+            };
+            self.early_wakes.insert(id, wake);
+            return;
         }
         if self.names.contains_key(&name) {
             let _ = reply.send(Err(SupervisorError::NameInUse(name)));
@@ -586,6 +604,11 @@ impl Owner {
         let Some(mut live) = self.live.remove(id) else {
             return;
         };
+        if let Some(wake) = self.early_wakes.remove(id) {
+            let _ = wake
+                .reply
+                .send(Err(SupervisorError::NotFound(id.to_string())));
+        }
         if let Some(pending) = live.upgrade.take() {
             return self.next_version(id, live, *pending);
         }

@@ -29,22 +29,6 @@ impl Broker {
         }
     }
 
-    /// The hibernation did not happen after all (the launch was stopped,
-    /// or the row could not be written): the inbox is the launch's again
-    /// to close.
-    pub fn cancel_hibernation(&self, session_id: &str) {
-        if let Some(inbox) = lock(&self.inboxes).get_mut(session_id) {
-            inbox.asleep = false;
-        }
-    }
-
-    /// Whether the session's inbox waits parked for a wake.
-    pub fn asleep(&self, session_id: &str) -> bool {
-        lock(&self.inboxes)
-            .get(session_id)
-            .is_some_and(|inbox| inbox.asleep && inbox.parked.is_some())
-    }
-
     /// At start-up, a hibernated session's inbox, parked as it was: its
     /// route takes tasks before anything of it runs.
     pub fn open_asleep(
