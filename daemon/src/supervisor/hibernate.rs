@@ -12,14 +12,12 @@ use std::sync::atomic::Ordering;
 use roost_wire::api::{Session, SessionState};
 use tokio::sync::oneshot;
 
-use super::session::SessionTask;
 use super::{Ended, Owner, OwnerCommand, Resume, Supervisor, SupervisorError};
 use crate::ids::SessionId;
 use crate::staging::stage;
 use crate::store::StopReason;
 
-/// What a woken session's launch says of itself (its events and log).
-pub(super) const WOKEN: &str = "woken by a task";
+pub(super) use super::session::WOKEN;
 
 /// A wake staged before the launch it wakes had finished hibernating:
 /// launched when it has.
@@ -27,30 +25,6 @@ pub(super) struct EarlyWake {
     pub(super) staged: Box<crate::staging::Staged>,
     pub(super) resume: Option<Resume>,
     pub(super) reply: oneshot::Sender<Result<Session, SupervisorError>>,
-}
-
-impl SessionTask {
-    /// This launch ended idle: the session is recorded `hibernated`, with
-    /// its inbox's shape for a restart; what its tools were opened to is
-    /// closed again. Its inbox is parked already (`Queue::release`).
-    pub(super) async fn hibernate(&self) -> Option<Session> {
-        self.hibernated.store(true, Ordering::Relaxed);
-        let held = self.held.lock().ok().and_then(|mut h| h.take());
-        if let Some(held) = held {
-            let shared = Arc::clone(&self.shared);
-            let _ = tokio::task::spawn_blocking(move || shared.grants.release(held)).await;
-        }
-        let (depth, same_context) = self.staged.program.lifecycle().map_or((1, "queue"), |l| {
-            (l.inbox_depth().unwrap_or(1) as u32, l.same_context.as_str())
-        });
-        let store = &self.shared.store;
-        match store.mark_hibernated(&self.id, depth, same_context).await {
-            Ok(true) => tracing::info!("session hibernated"),
-            Ok(false) => tracing::warn!("session hibernated, but its row was not running"),
-            Err(error) => tracing::error!(%error, "cannot record the session hibernated"),
-        }
-        store.get(&self.id).await.ok().flatten()
-    }
 }
 
 impl Supervisor {
