@@ -132,7 +132,9 @@ impl Owner {
                 self.names.remove(&r.name);
                 self.shared.metrics.set_hibernated(self.asleep.len());
             } else if r.why == hibernate::WOKEN {
-                if !self.live.contains_key(&r.id) {
+                // Live and not going to sleep (woken already, or upgraded
+                // meanwhile): stale too.
+                if !self.live.contains_key(&r.id) || !self.shared.tasks.hibernating(&r.id) {
                     let _ = reply.send(Err(SupervisorError::NotFound(r.id.to_string())));
                     return;
                 }

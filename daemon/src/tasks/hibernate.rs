@@ -29,6 +29,14 @@ impl Broker {
         }
     }
 
+    /// Whether the session hibernates: its launch is ending idle, or has
+    /// ended and its inbox waits parked.
+    pub fn hibernating(&self, session_id: &str) -> bool {
+        lock(&self.inboxes)
+            .get(session_id)
+            .is_some_and(|inbox| inbox.asleep)
+    }
+
     /// At start-up, a hibernated session's inbox, parked as it was: its
     /// route takes tasks before anything of it runs.
     pub fn open_asleep(

@@ -167,3 +167,41 @@ async fn a_task_whose_streamed_updates_were_not_all_stored_does_not_complete() {
     };
     assert!(why.contains("could not be stored"), "{why}");
 }
+
+/// A hibernating session's inbox: a task that arrives while its launch is
+/// still ending asks no wake until the inbox is parked, then exactly one;
+/// a second task while that wake is under way asks none; the launch that
+/// takes the parked inbox gets both, the first marked with the wake.
+#[tokio::test]
+async fn a_parked_inbox_asks_one_wake_and_the_next_launch_gets_what_waits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (broker, _store) = broker_with_session(dir.path()).await;
+    let (waker, mut wakes) = mpsc::unbounded_channel();
+    broker.set_waker(waker);
+    let inbox = broker.open_inbox("ses_q", "q", 4, Default::default());
+    assert!(broker.begin_hibernation("ses_q"));
+    let (first, _) = broker.submit(task("m1")).await.expect("accepted");
+    assert!(wakes.try_recv().is_err(), "nothing parked yet: no wake");
+    let ending = Queue::open(&broker, "ses_q", Some(inbox)).await;
+    ending.release(&broker, "ses_q", false).await;
+    assert_eq!(wakes.try_recv().expect("woken as it parks"), "ses_q");
+    let (second, _) = broker.submit(task("m2")).await.expect("accepted");
+    assert!(wakes.try_recv().is_err(), "one wake at a time");
+    assert!(broker.hibernating("ses_q"));
+
+    let parked = broker.open_inbox("ses_q", "q", 4, Default::default());
+    assert!(!broker.hibernating("ses_q"), "taken: awake again");
+    let mut next = Queue::open(&broker, "ses_q", Some(parked)).await;
+    let stop = CancellationToken::new();
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        match next
+            .next(Some(std::time::Duration::from_secs(5)), &stop)
+            .await
+        {
+            Next::Task(task) => got.push((task.task_id, task.woke.is_some())),
+            _ => panic!("a task waits"),
+        }
+    }
+    assert_eq!(got, [(first.id, true), (second.id, false)]);
+}
