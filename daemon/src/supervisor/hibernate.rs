@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use roost_wire::api::{Session, SessionState};
 use tokio::sync::oneshot;
 
-use super::{Ended, Owner, OwnerCommand, Resume, Supervisor, SupervisorError};
+use super::{Owner, OwnerCommand, Resume, Supervisor, SupervisorError};
 use crate::ids::SessionId;
 use crate::staging::stage;
 use crate::store::StopReason;
@@ -124,7 +124,7 @@ impl Supervisor {
             .map_err(|_| SupervisorError::Gone)?;
         done.await.map_err(|_| SupervisorError::Gone)?;
         for id in self.shared.store.hibernated_with_tasks().await? {
-            self.shared.tasks.wake(&id);
+            self.shared.tasks.wake_if_asleep(&id);
         }
         Ok(count)
     }
@@ -201,13 +201,7 @@ impl Owner {
                     None
                 }
             };
-            for waiter in waiters {
-                let _ = waiter.send(match &record {
-                    Some(session) => Ok(Session::clone(session)),
-                    None => Err(SupervisorError::NotFound(id.to_string())),
-                });
-            }
-            let _ = ended.send(Ended { id, record });
+            super::tell_ended(&ended, id, record, waiters);
         });
     }
 
@@ -215,20 +209,6 @@ impl Owner {
     /// once (nothing runs to drain) and takes the parked inbox.
     pub(super) fn upgrade_asleep(&mut self, id: &SessionId, pending: super::upgrade::Pending) {
         let name = self.asleep.get(id).cloned().unwrap_or_default();
-        let super::upgrade::Pending {
-            staged,
-            why,
-            restart_count,
-            reply,
-            ..
-        } = pending;
-        let resume = Resume {
-            id: id.clone(),
-            name,
-            restart_count,
-            why,
-            arriving: None,
-        };
-        self.launch(*staged, Some(resume), reply);
+        pending.launch(self, id, name);
     }
 }

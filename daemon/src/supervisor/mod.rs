@@ -311,3 +311,20 @@ impl Supervisor {
         }
     }
 }
+
+/// A session has ended for good: those waiting on its stop get its final
+/// record (or why there is none), and so does every `wait`.
+fn tell_ended(
+    ended: &broadcast::Sender<Ended>,
+    id: SessionId,
+    record: Option<Arc<Session>>,
+    waiters: Vec<oneshot::Sender<Result<Session, SupervisorError>>>,
+) {
+    for waiter in waiters {
+        let _ = waiter.send(match &record {
+            Some(session) => Ok(Session::clone(session)),
+            None => Err(SupervisorError::NotFound(id.to_string())),
+        });
+    }
+    let _ = ended.send(Ended { id, record });
+}

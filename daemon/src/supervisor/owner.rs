@@ -329,15 +329,6 @@ impl Owner {
             .live_count
             .store(self.live.len() as u64, Ordering::Relaxed);
         let record = record.map(|r| Arc::new(*r));
-        for waiter in live.waiting_stop {
-            let _ = waiter.send(match &record {
-                Some(session) => Ok(Session::clone(session)),
-                None => Err(SupervisorError::NotFound(id.to_string())),
-            });
-        }
-        let _ = self.ended.send(Ended {
-            id: id.clone(),
-            record,
-        });
+        super::tell_ended(&self.ended, id.clone(), record, live.waiting_stop);
     }
 }

@@ -432,6 +432,16 @@ impl SessionTask {
         std::time::Duration::from_secs(self.shared.config.a2a.idle_timeout_secs)
     }
 
+    /// What its tools were opened to is closed again (unless another live
+    /// session holds the same entries).
+    async fn release_grants(&self) {
+        let held = self.held.lock().ok().and_then(|mut h| h.take());
+        if let Some(held) = held {
+            let shared = Arc::clone(&self.shared);
+            let _ = tokio::task::spawn_blocking(move || shared.grants.release(held)).await;
+        }
+    }
+
     async fn finish(&self, state: SessionState, error: Option<&str>) -> Option<Session> {
         if state == SessionState::Hibernated {
             return Box::pin(self.hibernate()).await;
@@ -440,11 +450,7 @@ impl SessionTask {
         // this launch; the next records the session.
         if state == SessionState::Stopped && self.shared.tasks.handing_over(&self.id) {
             tracing::info!("this version has drained; the next takes over");
-            let held = self.held.lock().ok().and_then(|mut h| h.take());
-            if let Some(held) = held {
-                let shared = Arc::clone(&self.shared);
-                let _ = tokio::task::spawn_blocking(move || shared.grants.release(held)).await;
-            }
+            self.release_grants().await;
             return None;
         }
         // Tasks still waiting for a session that ends fail visibly (on a
@@ -480,13 +486,7 @@ impl SessionTask {
         };
         self.shared.metrics.outcome(outcome);
         tracing::info!(state = %state, error = error.unwrap_or(""), "session ended");
-        // What its tools were opened to, they are closed to again (unless
-        // another live session holds the same entries).
-        let held = self.held.lock().ok().and_then(|mut h| h.take());
-        if let Some(held) = held {
-            let shared = Arc::clone(&self.shared);
-            let _ = tokio::task::spawn_blocking(move || shared.grants.release(held)).await;
-        }
+        self.release_grants().await;
         match self
             .shared
             .store

@@ -35,6 +35,21 @@ pub(super) struct Pending {
     pub(super) retired: tokio_util::sync::CancellationToken,
 }
 
+impl Pending {
+    /// The next version starts under the session's id and `name`; the
+    /// launch answers the upgrade.
+    pub(super) fn launch(self, owner: &mut Owner, id: &SessionId, name: String) {
+        let resume = Resume {
+            id: id.clone(),
+            name,
+            restart_count: self.restart_count,
+            why: self.why,
+            arriving: None,
+        };
+        owner.launch(*self.staged, Some(resume), self.reply);
+    }
+}
+
 impl Supervisor {
     /// Upgrades (or rolls back) live session `id_or_name`; answers its
     /// record once the new version is recorded and takes the route's tasks.
@@ -202,21 +217,7 @@ impl Owner {
     pub(super) fn next_version(&mut self, id: &SessionId, live: Live, pending: Pending) {
         pending.retired.cancel();
         self.names.remove(&live.name);
-        let Pending {
-            staged,
-            why,
-            restart_count,
-            reply,
-            ..
-        } = pending;
-        let resume = Resume {
-            id: id.clone(),
-            name: live.name.clone(),
-            restart_count,
-            why,
-            arriving: None,
-        };
-        self.launch(*staged, Some(resume), reply);
+        pending.launch(self, id, live.name.clone());
         match self.live.get_mut(id) {
             Some(next) => {
                 // A stop asked during the switch stops the new version.

@@ -4,10 +4,8 @@
 //! inbox with what waits in it.
 
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use super::queue::Queued;
-use super::{Broker, Inbox, InboxRx, NEVER_RAN, TaskId, lock};
+use super::{Broker, Inbox, NEVER_RAN, TaskId, lock};
 
 impl Broker {
     /// Where wakes are asked for from now on (set once, by the supervisor).
@@ -46,36 +44,15 @@ impl Broker {
         depth: usize,
         same_context: crate::manifest::SameContext,
     ) {
-        let depth = depth.max(1);
-        let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + super::INBOX_SLACK));
-        let queued = Queued::default();
-        let quiesce = CancellationToken::new();
-        let parked = InboxRx {
-            rx,
-            queued: std::sync::Arc::clone(&queued),
-            quiesce: quiesce.clone(),
-            woken: None,
-        };
-        lock(&self.inboxes).insert(
-            session_id.to_string(),
-            Inbox {
-                tx,
-                route: route.to_string(),
-                depth,
-                queued,
-                waiting: Default::default(),
-                quiesce,
-                same_context,
-                handover: false,
-                parked: Some(parked),
-                asleep: true,
-                waking: None,
-            },
-        );
+        let (mut inbox, rx) = Inbox::new(route, depth.max(1), same_context);
+        inbox.parked = Some(rx);
+        inbox.asleep = true;
+        lock(&self.inboxes).insert(session_id.to_string(), inbox);
     }
 
-    /// A task reached the session's inbox: wake it if it sleeps.
-    pub(super) fn wake_if_asleep(&self, session_id: &str) {
+    /// A task reached the session's inbox (or, at start-up, one stored for
+    /// it waits): wake it if it sleeps.
+    pub fn wake_if_asleep(&self, session_id: &str) {
         let mut inboxes = lock(&self.inboxes);
         if let Some(inbox) = inboxes.get_mut(session_id)
             && inbox.asleep
@@ -95,12 +72,6 @@ impl Broker {
         if let Some(waker) = self.waker.get() {
             let _ = waker.send(session_id.to_string());
         }
-    }
-
-    /// Asks a wake for a session that slept through a restart with tasks
-    /// stored for it.
-    pub fn wake(&self, session_id: &str) {
-        self.wake_if_asleep(session_id);
     }
 
     /// The wake failed (the session did not stage): the tasks waiting for

@@ -30,7 +30,7 @@ pub use link::{INPUT_TIMEOUT, TaskLink};
 pub use model::{
     A2aTask, ANSWER_ARTIFACT, EventKind, NEVER_RAN, TaskEvent, TaskState, message_text, parts_text,
 };
-use queue::{INBOX_SLACK, Queued};
+use queue::Queued;
 pub use queue::{InboxRx, Next, Queue};
 
 use crate::ids::TaskId;
@@ -232,31 +232,9 @@ impl Broker {
         if let Some(rx) = self.take_parked(session_id, depth, same_context) {
             return rx;
         }
-        let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + INBOX_SLACK));
-        let queued = Queued::default();
-        let quiesce = CancellationToken::new();
-        lock(&self.inboxes).insert(
-            session_id.to_string(),
-            Inbox {
-                tx,
-                route: route.to_string(),
-                depth,
-                queued: Arc::clone(&queued),
-                waiting: Arc::default(),
-                quiesce: quiesce.clone(),
-                same_context,
-                handover: false,
-                parked: None,
-                asleep: false,
-                waking: None,
-            },
-        );
-        InboxRx {
-            rx,
-            queued,
-            quiesce,
-            woken: None,
-        }
+        let (inbox, rx) = Inbox::new(route, depth, same_context);
+        lock(&self.inboxes).insert(session_id.to_string(), inbox);
+        rx
     }
 
     /// The session takes no more tasks (its launch ends as stopped once

@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use crate::runtime::Outcome;
 
 use super::{
-    ANSWER_ARTIFACT, Broker, EventKind, Incoming, NEVER_RAN, TaskId, TaskLink, TaskSlot, TaskState,
-    lock,
+    ANSWER_ARTIFACT, Broker, EventKind, Inbox, Incoming, NEVER_RAN, TaskId, TaskLink, TaskSlot,
+    TaskState, lock,
 };
 
 /// The tasks of a session's inbox that wait and still count against its
@@ -49,6 +49,39 @@ impl InboxRx {
 
     pub(super) fn close(&mut self) {
         self.rx.close();
+    }
+}
+
+impl Inbox {
+    /// A new inbox for `route` and its receiving end.
+    pub(super) fn new(
+        route: &str,
+        depth: usize,
+        same_context: crate::manifest::SameContext,
+    ) -> (Self, InboxRx) {
+        let (tx, rx) = mpsc::channel(depth.saturating_mul(2).max(depth + INBOX_SLACK));
+        let queued = Queued::default();
+        let quiesce = CancellationToken::new();
+        let inbox = Self {
+            tx,
+            route: route.to_string(),
+            depth,
+            queued: Arc::clone(&queued),
+            waiting: Arc::default(),
+            quiesce: quiesce.clone(),
+            same_context,
+            handover: false,
+            parked: None,
+            asleep: false,
+            waking: None,
+        };
+        let rx = InboxRx {
+            rx,
+            queued,
+            quiesce,
+            woken: None,
+        };
+        (inbox, rx)
     }
 }
 

@@ -2,7 +2,6 @@
 //! inbox's shape for a restart (the inbox itself is parked by
 //! `Queue::release`), and what its tools were opened to is closed again.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use roost_wire::api::Session;
@@ -15,11 +14,7 @@ impl SessionTask {
     /// closed again. Its inbox is parked already (`Queue::release`).
     pub(in crate::supervisor) async fn hibernate(&self) -> Option<Session> {
         self.hibernated.store(true, Ordering::Relaxed);
-        let held = self.held.lock().ok().and_then(|mut h| h.take());
-        if let Some(held) = held {
-            let shared = Arc::clone(&self.shared);
-            let _ = tokio::task::spawn_blocking(move || shared.grants.release(held)).await;
-        }
+        self.release_grants().await;
         let (depth, same_context) = self.staged.program.lifecycle().map_or((1, "queue"), |l| {
             (l.inbox_depth().unwrap_or(1) as u32, l.same_context.as_str())
         });
