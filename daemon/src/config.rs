@@ -86,6 +86,8 @@ pub struct DaemonConfig {
     pub cluster: ClusterConfig,
     pub store: StoreConfig,
     pub retention: Retention,
+    /// Sessions with `lifecycle.hibernate_after` (`hibernation:`).
+    pub hibernation: HibernationConfig,
     /// What roostd's outgoing HTTPS trusts (model servers through drivers,
     /// A2A peers, registries).
     pub tls: TlsConfig,
@@ -194,6 +196,24 @@ impl Default for ArtifactsConfig {
     }
 }
 
+/// `hibernation:`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HibernationConfig {
+    /// Sessions that hibernate (`lifecycle.hibernate_after`) awake at once;
+    /// past it the one idle the longest hibernates now, before its
+    /// `hibernate_after` is up. `null`: no bound.
+    pub max_awake: Option<u64>,
+}
+
+impl Default for HibernationConfig {
+    fn default() -> Self {
+        Self {
+            max_awake: Some(10_000),
+        }
+    }
+}
+
 /// Sizing of wasmtime's pooling allocator (slots are reserved up front).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -251,6 +271,7 @@ impl Default for DaemonConfig {
             cluster: ClusterConfig::default(),
             store: StoreConfig::default(),
             retention: Retention::default(),
+            hibernation: HibernationConfig::default(),
             tls: TlsConfig::default(),
             log: LogSettings::default(),
             telemetry: TelemetryConfig::default(),
@@ -382,6 +403,12 @@ impl DaemonConfig {
                 ),
             ));
         }
+        if self.hibernation.max_awake == Some(0) {
+            return Err(ConfigError::invalid(
+                "hibernation.max_awake",
+                "hibernation.max_awake must be at least 1 (null: no bound)".into(),
+            ));
+        }
         if self.pool.max_instances == 0 {
             return Err(ConfigError::invalid(
                 "pool.max_instances",
@@ -504,6 +531,20 @@ mod tests {
             "{err:?}"
         );
         assert!(err.to_string().contains("retention.interval_secs"), "{err}");
+    }
+
+    #[test]
+    fn hibernation_max_awake_defaults_to_ten_thousand_and_refuses_zero() {
+        assert_eq!(DaemonConfig::default().hibernation.max_awake, Some(10_000));
+        let none = DaemonConfig::from_yaml("hibernation: {max_awake: null}").expect("parses");
+        assert_eq!(none.hibernation.max_awake, None);
+        let mut zero = DaemonConfig::from_yaml("hibernation: {max_awake: 0}").expect("parses");
+        zero.state_dir = PathBuf::from("/tmp/x");
+        let err = zero.validate().expect_err("0").to_string();
+        assert!(
+            err.contains("hibernation.max_awake must be at least 1"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -328,4 +328,6 @@ impl Store {
 }
 
 #[cfg(test)]
+mod list_tests;
+#[cfg(test)]
 mod tests;

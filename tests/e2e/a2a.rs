@@ -218,8 +218,43 @@ async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
     )
     .await;
     assert_eq!(r["result"]["tasks"].as_array().map(Vec::len), Some(1));
-    assert_eq!(r["result"]["nextPageToken"], "1");
     assert!(r["result"]["tasks"][0]["artifacts"].is_array());
+    // Its token names the page after: the other task, and no token after it.
+    let token = r["result"]["nextPageToken"].as_str().expect("token");
+    assert!(!token.is_empty(), "{r}");
+    let first = r["result"]["tasks"][0]["id"].clone();
+    let r = rpc(
+        &addr,
+        "helper",
+        Some("1.0"),
+        "ListTasks",
+        json!({"pageSize": 1, "pageToken": token}),
+    )
+    .await;
+    assert_eq!(
+        r["result"]["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{r}"
+    );
+    assert_ne!(r["result"]["tasks"][0]["id"], first);
+    assert_eq!(r["result"]["nextPageToken"], "", "{r}");
+    assert_eq!(r["result"]["totalSize"], 2, "{r}");
+    let r = rpc(
+        &addr,
+        "helper",
+        Some("1.0"),
+        "ListTasks",
+        json!({"pageSize": 1, "pageToken": "1"}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pageToken '1' is not one this server issued"),
+        "{r}"
+    );
 
     // The same task over HTTP+JSON.
     let (status, _, body) = http(&addr, "GET", &format!("/a2a/helper/tasks/{id}"), &[V1], "").await;

@@ -302,3 +302,59 @@ async fn hibernate_after_that_cannot_apply_is_refused_saying_what_to_fix() {
         );
     }
 }
+
+/// `hibernation.max_awake`: past the bound, the session idle the longest
+/// hibernates at once, long before its `hibernate_after`; within it none
+/// does (the control); a woken one counts again and sends the next longest
+/// idle to sleep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_awake_the_session_idle_the_longest_hibernates_early() {
+    const HOUR: &str = "{task_acceptance: queue, after_task: sleep, hibernate_after: 1h}";
+    let config = format!("{TEST_CONFIG}hibernation: {{max_awake: 2}}\n");
+    let d = Daemon::start_with(&config, &[]).await;
+    let addr = d.client.health().await.expect("health").a2a_addr;
+    let mut ids = Vec::new();
+    for n in 1..=2 {
+        let dir = conformance(d.root.path(), &format!("hour{n}"), HOUR, "");
+        ids.push(d.start_supervised(&dir, RestartPolicy::Always).await.id);
+    }
+    // Within the bound: awake (an hour to go), both answering.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(d.metric("roost_hibernated_sessions ").await, 0);
+    for n in 1..=2 {
+        assert_eq!(
+            said(&send(&addr, &format!("hour{n}"), &format!("a{n}"), "version").await),
+            "version 0.1.0"
+        );
+    }
+    // Two more: the two idle the longest (the first two) hibernate now.
+    for n in 3..=4 {
+        let dir = conformance(d.root.path(), &format!("hour{n}"), HOUR, "");
+        ids.push(d.start_supervised(&dir, RestartPolicy::Always).await.id);
+    }
+    until(&d, &ids[0], SessionState::Hibernated).await;
+    until(&d, &ids[1], SessionState::Hibernated).await;
+    for id in &ids[2..] {
+        assert_eq!(
+            d.client.get(id).await.expect("get").state,
+            SessionState::Running
+        );
+    }
+    // A task wakes the first: three awake, so the one idle the longest of
+    // the other two (the third) hibernates.
+    assert_eq!(
+        said(&send(&addr, "hour1", "b1", "version").await),
+        "version 0.1.0"
+    );
+    until(&d, &ids[2], SessionState::Hibernated).await;
+    assert_eq!(
+        d.client.get(&ids[0]).await.expect("get").state,
+        SessionState::Running
+    );
+    assert_eq!(
+        d.client.get(&ids[3]).await.expect("get").state,
+        SessionState::Running
+    );
+    assert_eq!(d.metric("roost_hibernated_sessions ").await, 2);
+    assert_eq!(d.metric("roost_wakes_total ").await, 1);
+}

@@ -7,6 +7,20 @@ use serde_json::{Value, json};
 use super::error::A2aError;
 use super::wire::Dialect;
 
+/// A parameter by its 1.0 (camelCase) or 0.3 / gRPC (snake_case) name.
+pub(super) fn field<'a>(params: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
+    params.get(camel).or_else(|| params.get(snake))
+}
+
+/// An integer parameter, as a number or a string of one (ProtoJSON's
+/// int64).
+pub(super) fn int(v: Option<&Value>) -> Option<i64> {
+    v.and_then(|v| {
+        v.as_i64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+    })
+}
+
 /// An A2A operation either binding can ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {

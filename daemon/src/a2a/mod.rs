@@ -14,6 +14,7 @@ pub mod grpc;
 mod grpc_v03;
 mod guard;
 pub mod handoff;
+mod list;
 pub mod push;
 pub mod routing;
 mod rpc;

@@ -10,13 +10,13 @@ use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::envelope::{self, Op};
+use super::envelope::{self, Op, field, int};
 use super::error::A2aError;
 use super::routing::Route;
 use super::wire::{self, Dialect, Shape};
 use super::{At, Gateway, own_task, task_stream, wait_until_ended};
 use crate::ids::TaskId;
-use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskFilter, TaskState};
+use crate::tasks::{A2aTask, Broker, NewTask, ResumeError, SubmitError, TaskState};
 
 fn rpc_ok(id: &Value, result: Value) -> Response {
     axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
@@ -192,10 +192,6 @@ fn content_type(headers: &HeaderMap) -> Option<&[u8]> {
         .map(|v| v.as_bytes())
 }
 
-fn field<'a>(params: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
-    params.get(camel).or_else(|| params.get(snake))
-}
-
 fn task_id(params: &Value) -> Result<TaskId, A2aError> {
     params
         .get("id")
@@ -203,13 +199,6 @@ fn task_id(params: &Value) -> Result<TaskId, A2aError> {
         .filter(|s| !s.is_empty())
         .map(TaskId::from)
         .ok_or_else(|| A2aError::InvalidParams("params.id (the task id) is required".into()))
-}
-
-fn int(v: Option<&Value>) -> Option<i64> {
-    v.and_then(|v| {
-        v.as_i64()
-            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-    })
 }
 
 pub(super) async fn run(
@@ -340,57 +329,9 @@ pub(super) async fn run(
             };
             Ok(Answer::Value(render(broker, &t, d, shape).await?))
         }
-        Op::List => {
-            let page_size = int(field(params, "pageSize", "page_size")).unwrap_or(50);
-            if !(1..=100).contains(&page_size) {
-                return Err(A2aError::InvalidParams(
-                    "pageSize must be between 1 and 100".into(),
-                ));
-            }
-            let offset: u32 = match field(params, "pageToken", "page_token").and_then(Value::as_str)
-            {
-                None | Some("") => 0,
-                Some(token) => token.parse().map_err(|_| {
-                    A2aError::InvalidParams(format!(
-                        "pageToken '{token}' is not one this server issued"
-                    ))
-                })?,
-            };
-            let state =
-                match field(params, "status", "status").and_then(Value::as_str) {
-                    None | Some("") | Some("TASK_STATE_UNSPECIFIED") => None,
-                    Some(s) => Some(wire::parse_state(s).ok_or_else(|| {
-                        A2aError::InvalidParams(format!("unknown task state '{s}'"))
-                    })?),
-                };
-            let context = field(params, "contextId", "context_id").and_then(Value::as_str);
-            let include_artifacts = field(params, "includeArtifacts", "include_artifacts")
-                .map(|v| v.as_bool().unwrap_or_else(|| v.as_str() == Some("true")))
-                .unwrap_or(false);
-            let history =
-                int(field(params, "historyLength", "history_length")).map(|n| n.max(0) as usize);
-            let (tasks, total) = broker
-                .tasks(&TaskFilter {
-                    route: Some(&session.name),
-                    context_id: context,
-                    state,
-                    limit: page_size as u32,
-                    offset,
-                    owner: Some(at.owner),
-                })
-                .await?;
-            let next = offset as u64 + tasks.len() as u64;
-            let shape = Shape {
-                history,
-                artifacts: include_artifacts,
-            };
-            Ok(Answer::Value(json!({
-                "tasks": tasks.iter().map(|t| wire::task(t, d, shape)).collect::<Vec<_>>(),
-                "nextPageToken": if next < total { next.to_string() } else { String::new() },
-                "pageSize": page_size,
-                "totalSize": total,
-            })))
-        }
+        Op::List => Ok(Answer::Value(
+            super::list::list(broker, (&session.name, at.owner), params, d).await?,
+        )),
         Op::Cancel => {
             let id = task_id(params)?;
             let t = own_task(gw, at, &id).await?;

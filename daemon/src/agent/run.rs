@@ -67,6 +67,9 @@ impl AgentRun<'_> {
             ))
             .await,
         };
+        if self.plan.spec.lifecycle.hibernates().is_some() {
+            state.queue.hibernates(&self.broker);
+        }
         Box::pin(self.verify_checkpoints(&mut state)).await;
         let tools = self.tool_defs();
         Box::pin(self.write_murmur_md()).await;

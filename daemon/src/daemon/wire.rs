@@ -41,6 +41,12 @@ pub fn wire(
             }
         };
     let tasks = Arc::new(crate::tasks::Broker::new(log, Arc::clone(&metrics)));
+    tasks.set_max_awake(
+        config
+            .hibernation
+            .max_awake
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+    );
     let routes = Arc::new(crate::supervisor::Routes::default());
     let outbox = Arc::new(crate::a2a::client::Peers::new(
         a2a_base.clone(),

@@ -5,6 +5,7 @@
 use sqlx::Row;
 
 use super::writer::{RowChange, WriteOp};
+use super::writes::ENDED;
 use super::{Store, StoreError, TaskInsert, now};
 use crate::tasks::model::{
     A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_parts, message_text,
@@ -269,35 +270,24 @@ impl Store {
         .await?)
     }
 
-    /// A2A tasks, newest first, and how many match in all.
+    /// A2A tasks, newest first (by last update), and how many match in all.
+    /// Only the filters given are in the statement, so a route's list is
+    /// read and counted from `tasks_route_updated` (migration 0019) without
+    /// touching the table's other rows, and a page after another starts at
+    /// the previous page's last task rather than counting past the rows
+    /// before it: a page deep in the list costs what the first does.
     pub async fn a2a_tasks(&self, f: &TaskFilter<'_>) -> Result<(Vec<A2aTask>, u64), StoreError> {
-        let cond = "t.source = 'a2a' AND (?1 IS NULL OR t.route = ?1) \
-             AND (?2 IS NULL OR t.context_id = ?2) AND (?3 IS NULL OR t.state = ?3) \
-             AND (?6 IS NULL OR t.owner = ?6)";
-        let sql = format!(
-            "SELECT {A2A_COLUMNS} FROM tasks t WHERE {cond} \
-             ORDER BY t.updated_at DESC, t.id DESC LIMIT ?4 OFFSET ?5"
-        );
-        let state = f.state.map(TaskState::as_str);
-        let rows = sqlx::query(&sql)
-            .bind(f.route)
-            .bind(f.context_id)
-            .bind(state)
-            .bind(f.limit)
-            .bind(f.offset)
-            .bind(f.owner)
-            .fetch_all(&self.reader)
-            .await?;
-        // The same numbered parameters (?4 and ?5 unused here).
-        let total: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM tasks t WHERE {cond}"))
-            .bind(f.route)
-            .bind(f.context_id)
-            .bind(state)
-            .bind(f.limit)
-            .bind(f.offset)
-            .bind(f.owner)
-            .fetch_one(&self.reader)
-            .await?;
+        let list = ListSql::new(f);
+        let mut rows = sqlx::query(&list.page);
+        for value in &list.binds {
+            rows = rows.bind(*value);
+        }
+        let rows = rows.fetch_all(&self.reader).await?;
+        let mut total = sqlx::query_scalar::<_, i64>(&list.count);
+        for value in &list.count_binds {
+            total = total.bind(*value);
+        }
+        let total = total.fetch_one(&self.reader).await?;
         let tasks = rows.iter().map(a2a_from_row).collect::<Result<_, _>>()?;
         Ok((tasks, total.max(0) as u64))
     }
@@ -312,11 +302,32 @@ impl Store {
         ended_before: Option<&str>,
         keep: Option<u64>,
     ) -> Result<u64, StoreError> {
+        // Each bound as the (ended_at, id) the tasks to delete come before:
+        // the age bound's time, or just after the newest task past `keep`
+        // (ids are all the same length, so `id` + NUL sorts right after
+        // `id` and before every other id). Found here, on a reader, once:
+        // walking past `keep` tasks in the writer would hold every task
+        // write behind it for each batch.
+        let by_age = ended_before.map(|at| (at.to_string(), String::new()));
+        let by_count = match keep {
+            Some(keep) => sqlx::query_as::<_, (String, String)>(&format!(
+                "SELECT ended_at, id FROM tasks WHERE {ENDED} \
+                 ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET ?1"
+            ))
+            .bind(i64::try_from(keep).unwrap_or(i64::MAX))
+            .fetch_optional(&self.reader)
+            .await?
+            .map(|(at, id)| (at, format!("{id}\0"))),
+            None => None,
+        };
+        // Whichever bound reaches further.
+        let Some(before) = by_age.max(by_count) else {
+            return Ok(0);
+        };
         let mut total = 0;
         loop {
             let op = WriteOp::Prune {
-                ended_before: ended_before.map(str::to_string),
-                keep,
+                before: before.clone(),
             };
             let deleted = self.write_one(op).await?;
             total += deleted;
@@ -363,6 +374,80 @@ impl Store {
                 })
             })
             .collect()
+    }
+}
+
+/// A list's two statements: its page and its count, with only the filters
+/// given (a `?` that may be NULL would keep SQLite off the index).
+pub(super) struct ListSql<'a> {
+    pub(super) page: String,
+    pub(super) binds: Vec<&'a str>,
+    pub(super) count: String,
+    pub(super) count_binds: Vec<&'a str>,
+}
+
+impl<'a> ListSql<'a> {
+    /// A route's list is read in order from `tasks_route_updated` and
+    /// counted from `task_counts`; a context's (few tasks) from
+    /// `tasks_context`, the other filters checked on its rows (named: with
+    /// no statistics SQLite would walk the route's index instead).
+    pub(super) fn new(f: &TaskFilter<'a>) -> Self {
+        let by_context = f.context_id.is_some();
+        let table = if by_context {
+            "tasks t INDEXED BY tasks_context"
+        } else {
+            "tasks t"
+        };
+        let mut cond = String::from("t.source = 'a2a'");
+        let mut binds: Vec<&str> = Vec::new();
+        for (column, value) in [
+            ("t.context_id", f.context_id),
+            ("t.route", f.route),
+            ("t.state", f.state.map(TaskState::as_str)),
+            ("t.owner", f.owner),
+        ] {
+            if let Some(value) = value {
+                binds.push(value);
+                cond.push_str(&format!(" AND {column} = ?{}", binds.len()));
+            }
+        }
+        let (count, count_binds) = match f.route {
+            Some(route) if !by_context => {
+                let mut sql =
+                    String::from("SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE route = ?1");
+                let mut binds = vec![route];
+                for (column, value) in [
+                    ("state", f.state.map(TaskState::as_str)),
+                    ("owner", f.owner),
+                ] {
+                    if let Some(value) = value {
+                        binds.push(value);
+                        sql.push_str(&format!(" AND {column} = ?{}", binds.len()));
+                    }
+                }
+                (sql, binds)
+            }
+            _ => (
+                format!("SELECT COUNT(*) FROM {table} WHERE {cond}"),
+                binds.clone(),
+            ),
+        };
+        let mut page = cond;
+        if let Some((updated_at, id)) = f.after {
+            binds.extend([updated_at, id]);
+            let n = binds.len();
+            page.push_str(&format!(" AND (t.updated_at, t.id) < (?{}, ?{n})", n - 1));
+        }
+        Self {
+            page: format!(
+                "SELECT {A2A_COLUMNS} FROM {table} WHERE {page} \
+                 ORDER BY t.updated_at DESC, t.id DESC LIMIT {} OFFSET {}",
+                f.limit, f.offset
+            ),
+            binds,
+            count,
+            count_binds,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use crate::tasks::model::{
 };
 use roost_wire::api::{RestartPolicy, SessionState, SessionUsage, StartRequest};
 
-fn request() -> StartRequest {
+pub(super) fn request() -> StartRequest {
     StartRequest {
         path: "/caps/hello".into(),
         restart: RestartPolicy::Always,
@@ -15,7 +15,7 @@ fn request() -> StartRequest {
     }
 }
 
-async fn insert(store: &Store, id: &str, name: &str, request: &StartRequest) {
+pub(super) async fn insert(store: &Store, id: &str, name: &str, request: &StartRequest) {
     store
         .insert_session(&NewSession {
             id,
@@ -159,7 +159,7 @@ async fn name_lookup_prefers_the_live_session(pool: SqlitePool) {
     assert!(store.get("nobody").await.expect("get").is_none());
 }
 
-fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
+pub(super) fn new_task<'a>(id: &'a str) -> NewA2aTask<'a> {
     NewA2aTask {
         id,
         session_id: "ses_1",

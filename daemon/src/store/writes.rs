@@ -44,12 +44,10 @@ pub(super) enum WriteOp {
     /// A task's end and use, added to its session's totals (atomically).
     Finish(TaskEndRow),
     /// Deletes up to [`PRUNE_BATCH`] ended A2A tasks (their logs cascade)
-    /// that ended before `ended_before` or are older than the newest `keep`;
-    /// answers how many.
-    Prune {
-        ended_before: Option<String>,
-        keep: Option<u64>,
-    },
+    /// that come before `before`, an `(ended_at, id)` bound; answers how
+    /// many. (The bound is found on a reader: the writer does no more than
+    /// the deletes.)
+    Prune { before: (String, String) },
     /// Deletes up to [`PRUNE_BATCH`] tasks of a session that is not live
     /// (A2A ones in any state, their logs cascading); answers how many.
     PruneSessionTasks { session_id: String },
@@ -144,7 +142,7 @@ pub(super) fn apply(
             finish(conn, end)?;
             None
         }
-        WriteOp::Prune { ended_before, keep } => Some(prune(conn, ended_before, *keep)?),
+        WriteOp::Prune { before } => Some(prune(conn, before)?),
         WriteOp::PruneSessionTasks { session_id } => Some(
             conn.prepare_cached(
                 "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE session_id = ?1 \
@@ -367,37 +365,8 @@ fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
 }
 
 /// One batch of retention deletes (see [`WriteOp::Prune`]): the oldest
-/// ended tasks first, through the `tasks_ended` index (migration 0010). A
-/// count bound is turned into a time first: when the newest `keep` ended
-/// tasks begin.
-fn prune(
-    conn: &Connection,
-    ended_before: &Option<String>,
-    keep: Option<u64>,
-) -> rusqlite::Result<u64> {
-    const ENDED: &str = "source = 'a2a' AND ended_at IS NOT NULL AND state IN ('completed', \
-         'failed', 'canceled', 'rejected')";
-    // Each bound as the (ended_at, id) that the tasks to delete come
-    // before: the age bound's time, or the newest task past `keep` (just
-    // after it: ids are all the same length, so `id` + NUL sorts right
-    // after `id` and before every other id).
-    let by_age = ended_before.clone().map(|at| (at, String::new()));
-    let by_count: Option<(String, String)> = match keep {
-        Some(keep) => conn
-            .prepare_cached(&format!(
-                "SELECT ended_at, id FROM tasks WHERE {ENDED} ORDER BY ended_at DESC, id DESC \
-                 LIMIT 1 OFFSET ?1"
-            ))?
-            .query_row(params![i64::try_from(keep).unwrap_or(i64::MAX)], |row| {
-                Ok((row.get(0)?, format!("{}\0", row.get::<_, String>(1)?)))
-            })
-            .optional()?,
-        None => None,
-    };
-    // Whichever bound reaches further.
-    let Some((at, id)) = by_age.max(by_count) else {
-        return Ok(0);
-    };
+/// ended tasks before the bound.
+fn prune(conn: &Connection, (at, id): &(String, String)) -> rusqlite::Result<u64> {
     let deleted = conn
         .prepare_cached(&format!(
             "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE {ENDED} \
@@ -406,6 +375,10 @@ fn prune(
         .execute(params![at, id, PRUNE_BATCH])?;
     Ok(deleted as u64)
 }
+
+/// Ended A2A tasks, as `tasks_ended` indexes them.
+pub(super) const ENDED: &str = "source = 'a2a' AND ended_at IS NOT NULL AND state IN ('completed', \
+     'failed', 'canceled', 'rejected')";
 
 /// Tasks some of whose events the writer failed to store, until they end
 /// (only the writer's thread reads or writes it).

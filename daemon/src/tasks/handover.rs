@@ -37,10 +37,11 @@ impl Broker {
         let mut inboxes = lock(&self.inboxes);
         match inboxes.get_mut(session_id) {
             Some(inbox) if inbox.handover || inbox.asleep => {
-                if let Some(rx) = rx.take() {
+                if let Some(mut rx) = rx.take() {
+                    rx.forget_waker();
                     inbox.parked = Some(rx);
                 }
-                if inbox.asleep && inbox.parked.as_ref().is_some_and(|rx| !rx.rx.is_empty()) {
+                if inbox.asleep && inbox.parked.as_ref().is_some_and(|rx| !rx.is_empty()) {
                     self.ask_wake(session_id, inbox);
                 }
                 true

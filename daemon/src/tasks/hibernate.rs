@@ -13,6 +13,12 @@ impl Broker {
         let _ = self.waker.set(waker);
     }
 
+    /// At most `max` sessions that hibernate awake at once (none: no
+    /// bound); past it the one idle the longest hibernates now.
+    pub fn set_max_awake(&self, max: Option<usize>) {
+        self.drowse.set_max(max);
+    }
+
     /// The session's launch is about to end idle: its inbox is parked, not
     /// closed, when it does. `false`: it has no inbox, or it is being
     /// upgraded or drained (then it does not hibernate).
@@ -110,7 +116,7 @@ impl Broker {
             if remove {
                 parked.close();
             }
-            while let Ok(task) = parked.rx.try_recv() {
+            while let Some(task) = parked.try_recv() {
                 lock(&parked.queued).remove(&task.task_id);
                 waiting.push(task.task_id);
             }

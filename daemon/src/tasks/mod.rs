@@ -12,6 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, broadcast, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 mod accept;
+mod drowse;
 mod handover;
 mod hibernate;
 mod input;
@@ -192,6 +193,8 @@ pub struct Broker {
     handed: Mutex<HashSet<TaskId>>,
     /// Where a hibernated session's wake is asked for (the supervisor).
     waker: std::sync::OnceLock<mpsc::UnboundedSender<String>>,
+    /// The bound on sessions that hibernate awake at once.
+    drowse: Arc<drowse::Drowse>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -213,6 +216,7 @@ impl Broker {
             waiting: Mutex::default(),
             handed: Mutex::default(),
             waker: std::sync::OnceLock::new(),
+            drowse: drowse::Drowse::new(),
         }
     }
 

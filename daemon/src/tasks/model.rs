@@ -229,7 +229,7 @@ pub struct NewA2aTask<'a> {
 }
 
 /// Which tasks `a2a_tasks` returns.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, Copy)]
 pub struct TaskFilter<'a> {
     /// Tasks accepted on this route, whichever session ran them.
     pub route: Option<&'a str>,
@@ -239,6 +239,9 @@ pub struct TaskFilter<'a> {
     pub owner: Option<&'a str>,
     pub limit: u32,
     pub offset: u32,
+    /// The page after the task with this `(updated_at, id)` (the last of
+    /// the previous page).
+    pub after: Option<(&'a str, &'a str)>,
 }
 
 /// Where a task's updates go, and with what credentials.

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 use tokio::sync::mpsc;
 
@@ -37,14 +38,50 @@ pub struct InboxRx {
     /// Set when a hibernated session's launch takes it: when the wake
     /// began (marked on the first task it takes).
     pub(super) woken: Option<std::time::Instant>,
+    /// A task taken out of the channel as the inbox was parked
+    /// ([`InboxRx::forget_waker`]): the next one handed out.
+    pub(super) first: Option<Box<Incoming>>,
 }
 
 impl InboxRx {
     /// The next task handed to the session; it no longer counts as waiting.
     pub async fn recv(&mut self) -> Option<Box<Incoming>> {
-        let task = self.rx.recv().await?;
+        let task = match self.first.take() {
+            Some(task) => task,
+            None => self.rx.recv().await?,
+        };
         lock(&self.queued).remove(&task.task_id);
         Some(task)
+    }
+
+    /// The next task already in the inbox, if any (it still counts as
+    /// waiting: the caller decides what becomes of it).
+    pub(super) fn try_recv(&mut self) -> Option<Box<Incoming>> {
+        self.first.take().or_else(|| self.rx.try_recv().ok())
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.first.is_none() && self.rx.is_empty()
+    }
+
+    /// Drops the waker of the launch that last waited on this inbox. The
+    /// channel keeps the waker of its last `recv` until another replaces
+    /// it, and a waker keeps its task's memory (the launch's whole future,
+    /// ~6.6 KiB for an agent) allocated after the task ended: a parked
+    /// inbox would hold that for as long as its session sleeps. A task
+    /// that reaches the channel meanwhile is kept in `first`, not lost.
+    pub(super) fn forget_waker(&mut self) {
+        if self.first.is_some() {
+            return;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let rx = &mut self.rx;
+        let mut poll = std::pin::pin!(tokio::task::unconstrained(std::future::poll_fn(|cx| {
+            Poll::Ready(rx.poll_recv(cx))
+        })));
+        if let Poll::Ready(Poll::Ready(Some(task))) = poll.as_mut().poll(&mut cx) {
+            self.first = Some(task);
+        }
     }
 
     pub(super) fn close(&mut self) {
@@ -80,6 +117,7 @@ impl Inbox {
             queued,
             quiesce,
             woken: None,
+            first: None,
         };
         (inbox, rx)
     }
@@ -103,6 +141,8 @@ pub struct Queue {
     pending: std::collections::VecDeque<Incoming>,
     /// Counted up while this launch waits on the inbox (see `Broker::submit`).
     waiting: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// A launch that hibernates: counted toward `hibernation.max_awake`.
+    awake: Option<super::drowse::Awake>,
 }
 
 impl Queue {
@@ -117,7 +157,15 @@ impl Queue {
             inbox,
             pending,
             waiting,
+            awake: None,
         }
+    }
+
+    /// This launch hibernates when idle: it counts toward
+    /// `hibernation.max_awake`, and an idle wait ends ([`Next::Idle`])
+    /// early when that bound is passed and it has been idle the longest.
+    pub fn hibernates(&mut self, broker: &Broker) {
+        self.awake = Some(broker.drowse.awake());
     }
 
     /// The next task; `idle` (none: wait until stopped) bounds the wait.
@@ -151,10 +199,21 @@ impl Queue {
             }
         };
         let _waiting = self.waiting.as_deref().map(Waiting::new);
+        let drowsy = self.awake.as_ref().map(super::drowse::Awake::idle);
+        let told = async {
+            match &drowsy {
+                Some(idle) => idle.told().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => Next::Stopped,
             () = quiesce.cancelled() => Next::Stopped,
             () = idle => Next::Idle,
+            () = told => {
+                tracing::debug!("past hibernation.max_awake, idle the longest: hibernating now");
+                Next::Idle
+            }
             task = inbox.recv() => task.map_or(Next::Closed, |mut t| {
                 t.woke = woke;
                 Next::Task(*t)

@@ -205,3 +205,33 @@ async fn a_parked_inbox_asks_one_wake_and_the_next_launch_gets_what_waits() {
     }
     assert_eq!(got, [(first.id, true), (second.id, false)]);
 }
+
+/// A launch that waited on its inbox and then hibernated leaves no waker in
+/// the parked inbox: the channel would otherwise keep the ended launch's
+/// task (its whole future's memory) allocated while the session sleeps.
+#[tokio::test]
+async fn a_parked_inbox_keeps_no_waker_of_the_launch_that_ended() {
+    struct Count;
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {}
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (broker, _store) = broker_with_session(dir.path()).await;
+    let inbox = broker.open_inbox("ses_q", "q", 4, Default::default());
+    let mut queue = Queue::open(&broker, "ses_q", Some(inbox)).await;
+    let launch = Arc::new(Count);
+    let waker = std::task::Waker::from(Arc::clone(&launch));
+    let stop = CancellationToken::new();
+    {
+        let next = std::pin::pin!(queue.next(None, &stop));
+        let polled = next.poll(&mut std::task::Context::from_waker(&waker));
+        assert!(polled.is_pending(), "no task yet");
+    }
+    drop(waker);
+    // The control: the channel holds the launch's waker after its wait ended.
+    assert_eq!(Arc::strong_count(&launch), 2, "the channel keeps the waker");
+    assert!(broker.begin_hibernation("ses_q"));
+    queue.release(&broker, "ses_q", false).await;
+    assert!(broker.hibernating("ses_q"));
+    assert_eq!(Arc::strong_count(&launch), 1, "parked without the waker");
+}

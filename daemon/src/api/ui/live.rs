@@ -128,6 +128,7 @@ pub(super) async fn session(State(state): State<UiState>, Path(id): Path<String>
                     state: None,
                     limit: TASKS_SHOWN,
                     offset: 0,
+                    after: None,
                     // The operator sees every client's tasks.
                     owner: None,
                 })

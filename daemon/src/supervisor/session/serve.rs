@@ -23,6 +23,9 @@ impl SessionTask {
         let broker = &self.shared.tasks;
         let inbox = self.launch_inbox();
         let mut queue = Queue::open(broker, &self.id, inbox).await;
+        if lifecycle.hibernates().is_some() {
+            queue.hibernates(broker);
+        }
         let forever = lifecycle.waits_forever();
         let ends = lifecycle.ends_after_task();
         let input_timeout = Some(std::time::Duration::from_secs(lifecycle.input_timeout_secs));

@@ -1,0 +1,388 @@
+//! Benchmark, the store-growth figures of issue 36: the A2A calls a client
+//! makes, on an empty store and then, in the same run, on the same roostd
+//! with 1,000,000 completed tasks stored (state dir on the real disk,
+//! `store.sync: normal`, retention keeping 1,000,000 ended tasks and
+//! running every 5 s, so it prunes while the second half measures).
+//!
+//! The fill goes through roostd's own write path (`Store::queue_a2a_task`
+//! and the task writer's events, as the broker writes a task that
+//! completes), in the bench process while roostd is stopped: 100 routes
+//! (one of them `bench`, the route measured, with 10,000), 10,000 contexts
+//! of 100 tasks, and one context of `bench`'s with 1,000 tasks.
+//!
+//! Per store: `GetTask` of stored tasks, `ListTasks` (first page of 50, and
+//! a page of 50 half-way down the route's list, reached by its tokens),
+//! `SendMessage` on a context with 1,000 earlier tasks (one client; on the
+//! empty store a new context), then blocking `SendMessage` at 16 clients;
+//! roostd's RSS after each half; the database's size per task.
+//!
+//! `cargo bench -p roostd --bench store_growth -- [TASKS] [SECONDS]`
+//! (defaults 1000000, 5).
+
+#[allow(dead_code)]
+#[path = "../tests/e2e/harness.rs"]
+mod harness;
+#[allow(dead_code)]
+mod idle_agent;
+#[allow(dead_code)]
+mod load;
+#[allow(dead_code)]
+#[path = "../tests/e2e/mock_llm.rs"]
+mod mock_llm;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use roost_ctl::api::RestartPolicy;
+use roostd::store::{Durability, Store};
+use roostd::tasks::model::{ANSWER_ARTIFACT, EventKind, NewA2aTask, TaskState};
+use serde_json::{Value, json};
+
+use harness::{Daemon, TEST_CONFIG, conformance};
+use idle_agent::rss_kib;
+use load::{Answer, Figures, figures, level};
+
+const ROUTES: usize = 100;
+const CONTEXTS: usize = 10_000;
+const BIG: &str = "ctx_0000000000000000000000000000b16c";
+const PAGE: usize = 50;
+
+#[tokio::main]
+async fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let n: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let secs: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
+    let config =
+        format!("{TEST_CONFIG}retention: {{interval_secs: 5, tasks: {{max_count: {n}}}}}\n");
+    let mut daemon = Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
+    let dir = conformance(
+        daemon.root.path(),
+        "bench",
+        "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 128}",
+        "",
+    );
+    let session = daemon.start_supervised(&dir, RestartPolicy::Always).await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    println!("store growth: {n} tasks, {secs} s per load, state on disk");
+
+    // A few tasks to read on the empty store.
+    for i in 0..200 {
+        send(&addr, &format!("seed-{i}"), None).await;
+    }
+    let empty = measure(&daemon, &addr, secs, None, "empty").await;
+
+    daemon.signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
+    let db = daemon.state_dir.join("roost.db");
+    let filled = Instant::now();
+    let ids = fill(&db, &session.id, n).await;
+    let fill_secs = filled.elapsed().as_secs_f64();
+    let bytes = db_bytes(&db);
+    println!(
+        "filled {n} tasks in {fill_secs:.1} s ({:.0}/s); database {:.1} MiB, {:.0} bytes per task",
+        n as f64 / fill_secs,
+        bytes as f64 / 1048576.0,
+        bytes as f64 / n as f64
+    );
+    daemon.spawn().await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    daemon.wait_running(&session.id).await;
+    let full = measure(&daemon, &addr, secs, Some(&ids), "1M").await;
+
+    println!();
+    println!("| figure | empty store | {n} stored | ratio |");
+    println!("|---|---|---|---|");
+    for ((name, a), (_, b)) in empty.iter().zip(&full) {
+        println!("| {name} | {a:.3} | {b:.3} | {:.2}× |", b / a);
+    }
+    daemon.signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
+    let store = Store::open(&db, Durability::Normal).await.expect("store");
+    let left = store.count_ended_a2a_tasks("9999").await.expect("count");
+    println!("ended tasks stored at the end (retention keeps {n}): {left}");
+}
+
+/// The figures of one store, in order: name, value.
+async fn measure(
+    daemon: &Daemon,
+    addr: &str,
+    secs: u64,
+    stored: Option<&[String]>,
+    label: &str,
+) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    // GetTask of tasks the store holds (spread over all of them).
+    let ids: Vec<String> = match stored {
+        Some(ids) => ids.to_vec(),
+        None => list_ids(addr).await,
+    };
+    let get = serial(addr, 2000, |i| {
+        let id = &ids[(i * 7919) % ids.len()];
+        json!({"jsonrpc": "2.0", "id": i, "method": "GetTask", "params": {"id": id}})
+    })
+    .await;
+    out.push(("GetTask p50 ms".into(), get.p50_ms));
+    out.push(("GetTask p99 ms".into(), get.p99_ms));
+    // ListTasks: the first page, and one half-way down by its tokens.
+    let first = serial(
+        addr,
+        500,
+        |i| json!({"jsonrpc": "2.0", "id": i, "method": "ListTasks", "params": {"pageSize": PAGE}}),
+    )
+    .await;
+    out.push(("ListTasks first page p50 ms".into(), first.p50_ms));
+    out.push(("ListTasks first page p99 ms".into(), first.p99_ms));
+    let (token, depth) = halfway(addr).await;
+    let deep = serial(addr, 500, |i| {
+        json!({"jsonrpc": "2.0", "id": i, "method": "ListTasks",
+               "params": {"pageSize": PAGE, "pageToken": token}})
+    })
+    .await;
+    println!("{label}: the deep page starts after task {depth}");
+    out.push(("ListTasks deep page p50 ms".into(), deep.p50_ms));
+    out.push(("ListTasks deep page p99 ms".into(), deep.p99_ms));
+    let by_context = serial(addr, 500, |i| {
+        json!({"jsonrpc": "2.0", "id": i, "method": "ListTasks",
+               "params": {"pageSize": PAGE, "contextId": BIG}})
+    })
+    .await;
+    out.push(("ListTasks of one context p50 ms".into(), by_context.p50_ms));
+    // SendMessage on a context with 1,000 earlier tasks (one client).
+    let in_context = serial(addr, 300, |i| {
+        json!({"jsonrpc": "2.0", "id": i, "method": "SendMessage", "params": {"message": {
+            "messageId": format!("ctx-{label}-{i}"), "role": "ROLE_USER", "contextId": BIG,
+            "parts": [{"text": "hello"}]}}})
+    })
+    .await;
+    out.push((
+        "SendMessage in a big context p50 ms".into(),
+        in_context.p50_ms,
+    ));
+    out.push((
+        "SendMessage in a big context p99 ms".into(),
+        in_context.p99_ms,
+    ));
+    // Blocking SendMessage at 16 clients.
+    level(addr, "/a2a/bench", 4, 1, Answer::Task).await;
+    let load = level(addr, "/a2a/bench", 16, secs, Answer::Task).await;
+    assert_eq!(load.errors, 0, "{label}: failed sends");
+    out.push(("SendMessage 16 clients req/s".into(), load.per_sec));
+    out.push(("SendMessage 16 clients p99 ms".into(), load.p99_ms));
+    let rss = rss_kib(daemon.pid()) as f64 / 1024.0;
+    out.push(("roostd RSS MiB".into(), rss));
+    // RSS is roostd's own memory (anonymous) and file-backed pages: its
+    // executable's and the database pages its readers have mapped
+    // (`mmap_size`: the page cache).
+    out.push((
+        "  of which anonymous MiB".into(),
+        status_kib(daemon.pid(), "RssAnon:") / 1024.0,
+    ));
+    out.push((
+        "  of which file-backed MiB".into(),
+        status_kib(daemon.pid(), "RssFile:") / 1024.0,
+    ));
+    for (name, value) in &out {
+        println!("{label}: {name}: {value:.3}");
+    }
+    out
+}
+
+fn status_kib(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Ids of the bench route's tasks (the empty store's).
+async fn list_ids(addr: &str) -> Vec<String> {
+    let r = post(
+        addr,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks",
+                             "params": {"pageSize": 100}}),
+    )
+    .await;
+    r["result"]["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+/// The token of the page half-way down the route's list, and how many
+/// tasks are before it.
+async fn halfway(addr: &str) -> (String, u64) {
+    let mut token = String::new();
+    let mut seen = 0;
+    loop {
+        let r = post(
+            addr,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks",
+                                 "params": {"pageSize": 100, "pageToken": token}}),
+        )
+        .await;
+        let total = r["result"]["totalSize"].as_u64().expect("totalSize");
+        seen += r["result"]["tasks"].as_array().map_or(0, Vec::len) as u64;
+        token = r["result"]["nextPageToken"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if token.is_empty() || seen >= total / 2 {
+            return (token, seen);
+        }
+    }
+}
+
+/// `count` requests one after another on one connection; each must answer
+/// without an error.
+async fn serial(addr: &str, count: usize, body: impl Fn(usize) -> Value) -> Figures {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let started = Instant::now();
+    let mut lat = Vec::with_capacity(count);
+    for i in 0..count {
+        let req = http::Request::post("/a2a/bench")
+            .header("host", addr)
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(Full::new(bytes::Bytes::from(body(i).to_string())))
+            .expect("request");
+        let t = Instant::now();
+        sender.ready().await.expect("ready");
+        let resp = sender.send_request(req).await.expect("send");
+        let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+        let answer: Value = serde_json::from_slice(&bytes).expect("json");
+        assert!(answer.get("error").is_none(), "{answer}");
+        lat.push(Some(t.elapsed()));
+    }
+    figures(lat, started.elapsed().as_secs_f64())
+}
+
+async fn post(addr: &str, body: Value) -> Value {
+    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(conn);
+    let req = http::Request::post("/a2a/bench")
+        .header("host", addr)
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .expect("request");
+    let resp = sender.send_request(req).await.expect("send");
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    serde_json::from_slice(&bytes).expect("json")
+}
+
+async fn send(addr: &str, id: &str, context: Option<&str>) {
+    let mut message = json!({"messageId": id, "role": "ROLE_USER", "parts": [{"text": "hello"}]});
+    if let Some(c) = context {
+        message["contextId"] = json!(c);
+    }
+    let r = post(
+        addr,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                             "params": {"message": message}}),
+    )
+    .await;
+    assert!(r.get("result").is_some(), "{r}");
+}
+
+/// `n` completed tasks written as the broker writes them; the ids of the
+/// `bench` route's.
+async fn fill(db: &Path, session_id: &str, n: usize) -> Vec<String> {
+    let store = Store::open(db, Durability::Normal).await.expect("store");
+    let mut bench = Vec::new();
+    let mut big = 0;
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let r = i % ROUTES;
+        let route = if r == 0 {
+            "bench".to_string()
+        } else {
+            format!("r{r:02}")
+        };
+        let id = format!("tsk_f111{i:028x}");
+        let mut context = format!("ctx_f111{:028x}", i % CONTEXTS);
+        if r == 0 && big < 1000 {
+            context = BIG.to_string();
+            big += 1;
+        }
+        let message_id = format!("fill-{i}");
+        let parts = [json!({"text": "hello"})];
+        let message = json!({"messageId": message_id, "role": "ROLE_USER",
+                             "contextId": context, "parts": parts})
+        .to_string();
+        let (_, insert) = store.queue_a2a_task(
+            &NewA2aTask {
+                id: &id,
+                session_id,
+                route: &route,
+                owner: "",
+                context_id: &context,
+                message_id: &message_id,
+                text: "hello",
+                message_json: &message,
+                parts: &parts,
+                tick: None,
+            },
+            true,
+            false,
+        );
+        let (done, ended) = tokio::sync::oneshot::channel();
+        store.append_task_events_then(
+            &id,
+            vec![
+                EventKind::Artifact {
+                    artifact_id: ANSWER_ARTIFACT.into(),
+                    text: "echo: hello".into(),
+                    append: false,
+                    last_chunk: true,
+                    part: None,
+                },
+                EventKind::Status {
+                    state: TaskState::Completed,
+                    message: None,
+                    parts: None,
+                },
+            ],
+            false,
+            move |written| {
+                let _ = done.send(written.is_ok());
+            },
+        );
+        batch.push((insert, ended));
+        if r == 0 {
+            bench.push(id);
+        }
+        if batch.len() == 2000 || i + 1 == n {
+            for (insert, ended) in batch.drain(..) {
+                assert!(insert.committed().await.expect("insert"), "written");
+                assert!(ended.await.expect("events"), "events written");
+            }
+        }
+    }
+    store.close().await;
+    bench
+}
+
+/// The database and its WAL, in bytes.
+fn db_bytes(db: &Path) -> u64 {
+    let wal = db.with_extension("db-wal");
+    [db, wal.as_path()]
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
+}
