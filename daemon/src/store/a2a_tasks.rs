@@ -340,10 +340,9 @@ impl Store {
     /// How many ended A2A tasks ended before `ended_before` (what
     /// [`Store::prune_a2a_tasks`] would delete for it alone).
     pub async fn count_ended_a2a_tasks(&self, ended_before: &str) -> Result<u64, StoreError> {
-        let count: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM tasks WHERE source = 'a2a' AND state IN ('completed', \
-             'failed', 'canceled', 'rejected') AND ended_at IS NOT NULL AND ended_at < ?1",
-        )
+        let count: i64 = sqlx::query_scalar(&format!(
+            "SELECT COUNT(*) FROM tasks WHERE {ENDED} AND ended_at < ?1"
+        ))
         .bind(ended_before)
         .fetch_one(&self.reader)
         .await?;

@@ -18,7 +18,6 @@ use super::lock;
 
 /// Sessions that hibernate: how many are awake, and those idle, oldest
 /// first.
-#[derive(Default)]
 pub(super) struct Drowse {
     /// `usize::MAX`: no bound.
     max: AtomicUsize,
