@@ -39,7 +39,7 @@ use hyper_util::rt::TokioIo;
 use roost_ctl::api::RestartPolicy;
 
 use harness::{Daemon, conformance};
-use idle_agent::{capsule, rss_kib, start_all};
+use idle_agent::{capsule, peak_rss_kib, rss_kib, rss_parts_kib, start_all};
 use mock_llm::{MockLlm, Reply};
 
 const CLIENTS: usize = 16;
@@ -89,7 +89,28 @@ async fn main() {
     let settled_secs = started.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let rss = rss_kib(daemon.pid());
+    let peak = peak_rss_kib(daemon.pid());
+    let (anon, file) = rss_parts_kib(daemon.pid());
     let live = daemon.metric("roost_live_sessions ").await;
+    println!(
+        "{n} agent routes ({awake} awake, {asleep} with {SLEEPY}), state dir on {}",
+        daemon.state_dir.display()
+    );
+    println!(
+        "  registered through the API ({CLIENTS} clients)  {register_secs:>7.1} s  ({:.0} routes/s); \
+         all {asleep} hibernated {settled_secs:.1} s after the first start",
+        n as f64 / register_secs
+    );
+    println!(
+        "  roostd RSS               {:>7.1} MiB (anonymous {:.1}, file-backed {:.1}; {:.1} MiB empty, {:.1} MiB at the peak; {} live, {} hibernated)",
+        rss as f64 / 1024.0,
+        anon as f64 / 1024.0,
+        file as f64 / 1024.0,
+        rss_empty as f64 / 1024.0,
+        peak as f64 / 1024.0,
+        live,
+        asleep
+    );
     // With ROOST_BENCH_CYCLES=K: wake every hibernated session and let it
     // hibernate again, K times, RSS after each (does a cycle keep memory?).
     if let Some(cycles) = std::env::var("ROOST_BENCH_CYCLES")
@@ -138,6 +159,7 @@ async fn main() {
     let woken = fetch_all(&addr, sample, |route| format!("SEND {route}")).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let rss_restarted = rss_kib(daemon.pid());
+    let (anon_restarted, file_restarted) = rss_parts_kib(daemon.pid());
 
     // 3. Wake latency: scripts, then agents.
     let script = conformance(
@@ -150,22 +172,6 @@ async fn main() {
     let agent = sleepy_agent(&idle, "wake-agent");
     let agents = wake_latency(&daemon, &addr, &agent, "wake-agent", w).await;
 
-    println!(
-        "{n} agent routes ({awake} awake, {asleep} with {SLEEPY}), state dir on {}",
-        daemon.state_dir.display()
-    );
-    println!(
-        "  registered through the API ({CLIENTS} clients)  {register_secs:>7.1} s  ({:.0} routes/s); \
-         all {asleep} hibernated {settled_secs:.1} s after the first start",
-        n as f64 / register_secs
-    );
-    println!(
-        "  roostd RSS               {:>7.1} MiB ({:.1} MiB empty; {} live, {} hibernated)",
-        rss as f64 / 1024.0,
-        rss_empty as f64 / 1024.0,
-        live,
-        asleep
-    );
     println!("  after kill -9: READY     {ready_secs:>7.2} s");
     println!(
         "  agent cards answered     {cards}/{n} in {cards_secs:.1} s ({:.0}/s; the last {after_card_secs:.1} s after the restart), \
@@ -174,8 +180,10 @@ async fn main() {
     );
     println!("  tasks to hibernated routes right after: {woken}/{sampled} completed");
     println!(
-        "  roostd RSS after         {:>7.1} MiB",
-        rss_restarted as f64 / 1024.0
+        "  roostd RSS after         {:>7.1} MiB (anonymous {:.1}, file-backed {:.1})",
+        rss_restarted as f64 / 1024.0,
+        anon_restarted as f64 / 1024.0,
+        file_restarted as f64 / 1024.0
     );
     for (what, (woke, again, mean)) in [("script", scripts), ("agent", agents)] {
         println!(

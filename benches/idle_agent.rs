@@ -14,10 +14,25 @@ use crate::mock_llm::MockLlm;
 
 /// `VmRSS` of a process, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// What of `pid`'s resident memory is anonymous (heap, stacks) and what
+/// file-backed (the executable, mapped database pages), in KiB.
+pub fn rss_parts_kib(pid: u32) -> (u64, u64) {
+    (status_kib(pid, "RssAnon:"), status_kib(pid, "RssFile:"))
+}
+
+/// The most `pid` has had resident since it started, in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }

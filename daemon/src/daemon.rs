@@ -16,6 +16,7 @@ use crate::runtime::{Runtime, RuntimeConfig, RuntimeError};
 use crate::store::{Store, StoreError};
 use crate::supervisor::{Supervisor, SupervisorError};
 
+mod heap;
 mod reload;
 mod tokens;
 mod wire;
@@ -366,6 +367,13 @@ pub async fn run(
             .clone()
             .retention_loop(retention.subscribe(), servers.clone()),
     );
+    {
+        let supervisor = supervisor.clone();
+        tokio::spawn(heap::give_back(
+            move || supervisor.launches_ended(),
+            servers.clone(),
+        ));
+    }
     let access = Arc::new(crate::a2a::access::Access::new(a2a_token, route_tokens));
     tokio::spawn(reload::serve(
         reloads,

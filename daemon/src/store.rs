@@ -273,12 +273,11 @@ impl Store {
             .await?;
         sqlx::migrate!("../migrations").run(&migrator).await?;
         migrator.close().await;
-        // Readers map the database file instead of reading it page by page.
         // A local SQLite connection cannot go stale: no ping before each use.
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
-            .connect_with(options.read_only(true).pragma("mmap_size", "268435456"))
+            .connect_with(options.read_only(true))
             .await?;
         let frames = Arc::<wal::WalFrames>::default();
         Ok(Self {

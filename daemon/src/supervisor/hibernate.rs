@@ -7,7 +7,6 @@
 //! restart of roostd parks the inboxes again without waking anyone.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use roost_wire::api::{Session, SessionState};
 use tokio::sync::oneshot;
@@ -135,12 +134,9 @@ impl Owner {
     /// asked meanwhile starts its next version; a stop asked meanwhile
     /// stops it.
     pub(super) fn hibernated(&mut self, id: &SessionId, record: Option<Box<Session>>) {
-        let Some(mut live) = self.live.remove(id) else {
+        let Some(mut live) = self.take_live(id) else {
             return;
         };
-        self.shared
-            .live_count
-            .store(self.live.len() as u64, Ordering::Relaxed);
         let mut wake = self.early_wakes.remove(id);
         // An upgrade or a stop asked meanwhile wins: the inbox goes to the
         // next version, or closes (the waker then leaves its tasks be).

@@ -196,6 +196,11 @@ impl Supervisor {
         self.shared.live_count.load(Ordering::Relaxed)
     }
 
+    /// Launches that have ended (stopped, failed, hibernated) since start.
+    pub fn launches_ended(&self) -> u64 {
+        self.shared.launches_ended.load(Ordering::Relaxed)
+    }
+
     async fn ask<T>(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T, SupervisorError>>) -> OwnerCommand,

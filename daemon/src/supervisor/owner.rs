@@ -309,8 +309,18 @@ impl Owner {
         });
     }
 
+    /// Takes a launch that ended out of the live table (and the counts).
+    pub(super) fn take_live(&mut self, id: &SessionId) -> Option<Live> {
+        let live = self.live.remove(id)?;
+        self.shared
+            .live_count
+            .store(self.live.len() as u64, Ordering::Relaxed);
+        self.shared.launches_ended.fetch_add(1, Ordering::Relaxed);
+        Some(live)
+    }
+
     fn ended(&mut self, id: &SessionId, record: Option<Box<Session>>) {
-        let Some(mut live) = self.live.remove(id) else {
+        let Some(mut live) = self.take_live(id) else {
             return;
         };
         if let Some(wake) = self.early_wakes.remove(id) {
@@ -325,9 +335,6 @@ impl Owner {
         if self.names.get(&live.name).is_some_and(|owner| owner == id) {
             self.names.remove(&live.name);
         }
-        self.shared
-            .live_count
-            .store(self.live.len() as u64, Ordering::Relaxed);
         let record = record.map(|r| Arc::new(*r));
         super::tell_ended(&self.ended, id.clone(), record, live.waiting_stop);
     }

@@ -38,6 +38,7 @@ pub struct Shared {
     /// Signs agents' checkpoints (`None` if the key could not be read or made).
     pub checkpoint_key: Option<crate::agent::checkpoint::CheckpointKey>,
     pub(super) live_count: AtomicU64,
+    pub(super) launches_ended: AtomicU64,
     /// ACL entries sessions' tool uids hold, taken back with the last.
     pub(super) grants: super::grants::ToolGrants,
     /// Resuming after a restart: sessions to bring back and tried so far
@@ -138,6 +139,7 @@ impl Shared {
             metrics,
             a2a_base,
             live_count: AtomicU64::new(0),
+            launches_ended: AtomicU64::new(0),
             grants: Default::default(),
             resume: std::sync::Mutex::new(None),
             routes,
