@@ -5,7 +5,8 @@
 //! is up; the session keeps its id and name and its history shows each
 //! version; bad upgrades (another capsule, an older or equal version, a
 //! capsule that does not stage, a second upgrade during one) change
-//! nothing.
+//! nothing; `roostctl upgrade S name@version` goes to a version the session
+//! has run.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -175,6 +176,77 @@ async fn an_upgrade_and_a_rollback_under_load_drop_nothing_and_switch_when_ackno
             ("0.1.0", "rollback")
         ]
     );
+}
+
+/// `roostctl upgrade SESSION NAME@VERSION`, the real binary: the version
+/// named from the session's history is staged again and answers; one it has
+/// not run, or one that is not newer, is refused and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_to_name_at_version_goes_to_a_version_the_session_has_run() {
+    let d = Daemon::start().await;
+    let addr = d.client.health().await.expect("health").a2a_addr;
+    let v1 = capsule(d.root.path(), "svc", "0.1.0");
+    let v2 = capsule(d.root.path(), "svc", "0.2.0");
+    let session = d.client.start(&request(&v1)).await.expect("start");
+    d.client.upgrade("svc", &to(&v2)).await.expect("upgrade");
+    let back = UpgradeRequest {
+        rollback: true,
+        ..UpgradeRequest::default()
+    };
+    d.client.upgrade("svc", &back).await.expect("rollback");
+    let ctl = |args: &[&str]| {
+        std::process::Command::new(crate::cli::roostctl())
+            .arg("--socket")
+            .arg(&d.socket)
+            .args(args)
+            .env_remove("ROOST_SOCKET")
+            .output()
+            .expect("run roostctl")
+    };
+    // Refused, nothing changed: a version it has not run, the one it runs.
+    for (target, says) in [
+        ("svc@0.9.0", "has not run svc@0.9.0"),
+        ("svc@0.1.0", "not newer"),
+    ] {
+        let out = ctl(&["upgrade", "svc", target]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{target}: {stderr}");
+        assert!(stderr.contains(says), "{target}: {stderr}");
+    }
+    let (_, _, said) = ask(&addr, "svc", "before", "version").await;
+    assert_eq!(said, "version 0.1.0");
+    assert_eq!(d.client.versions("svc").await.expect("versions").len(), 3);
+    // Forward again by name@version.
+    let out = ctl(&["upgrade", "svc", "svc@0.2.0", "-q"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), session.id);
+    let (_, _, said) = ask(&addr, "svc", "after", "version").await;
+    assert_eq!(said, "version 0.2.0");
+    let versions = d.client.versions("svc").await.expect("versions");
+    let seen: Vec<(&str, &str)> = versions
+        .iter()
+        .map(|v| (v.version.as_str(), v.why.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("0.1.0", "start"),
+            ("0.2.0", "upgrade"),
+            ("0.1.0", "rollback"),
+            ("0.2.0", "upgrade")
+        ]
+    );
+    // Over the API, a directory and a version at once are refused.
+    let both = UpgradeRequest {
+        version: Some("svc@0.1.0".into()),
+        ..to(&v1)
+    };
+    let error = d.client.upgrade("svc", &both).await.expect_err("both");
+    assert!(error.to_string().contains("give one of"), "{error}");
 }
 
 async fn get(addr: &str, id: &str) -> Value {

@@ -273,9 +273,14 @@ pub enum Command {
     Upgrade {
         /// Session id or route name.
         id_or_name: String,
-        /// The new version's capsule directory (or its murmur.yaml).
-        #[arg(required_unless_present = "rollback", conflicts_with = "rollback")]
-        path: Option<PathBuf>,
+        /// The new version's capsule directory (or its murmur.yaml), or
+        /// NAME@VERSION of a version the session has run (roostctl versions).
+        #[arg(
+            required_unless_present = "rollback",
+            conflicts_with = "rollback",
+            value_name = "DIR|NAME@VERSION"
+        )]
+        target: Option<String>,
         /// Back to the version it ran before its last upgrade.
         #[arg(long)]
         rollback: bool,

@@ -88,5 +88,6 @@ Examples:
   roostctl upgrade helper ./helper-0.2.0
   roostctl upgrade helper ./helper-0.2.0 --drain-timeout 30s
   roostctl upgrade helper --rollback
+  roostctl upgrade helper helper@0.2.0     # forward again to a version it ran
 The route takes tasks throughout: those accepted during the switch, and those
 queued that had not started, run on the new version.";

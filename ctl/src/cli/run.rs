@@ -65,13 +65,19 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
         Command::Schedule(command) => super::schedule::run(&client, command, out, how).await?,
         Command::Upgrade {
             id_or_name,
-            path,
+            target,
             rollback,
             drain_timeout,
             force,
         } => {
+            let (path, version) = match target {
+                Some(t) if version_ref(&t) => (None, Some(t)),
+                Some(t) => (Some(absolute(std::path::Path::new(&t))?), None),
+                None => (None, None),
+            };
             let request = crate::api::UpgradeRequest {
-                path: path.map(|p| absolute(&p)).transpose()?,
+                path,
+                version,
                 rollback,
                 drain_timeout_secs: Some(drain_timeout.as_secs()),
                 force,
@@ -404,8 +410,39 @@ fn read_task(file: &std::path::Path) -> Result<String, CliError> {
 }
 
 /// `path` made absolute (the daemon resolves nothing against roostctl's cwd).
+/// Whether an upgrade's target names a version (`name@version`) rather
+/// than a capsule directory: it has an `@` between two non-empty parts, no
+/// path separator, and nothing exists at it.
+fn version_ref(target: &str) -> bool {
+    target
+        .split_once('@')
+        .is_some_and(|(name, version)| !name.is_empty() && !version.is_empty())
+        && !target.contains('/')
+        && !std::path::Path::new(target).exists()
+}
+
 fn absolute(path: &std::path::Path) -> Result<String, CliError> {
     absolutize(path)
         .map(|p| p.display().to_string())
         .map_err(|e| CliError::Usage(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_ref;
+
+    #[test]
+    fn an_upgrade_target_names_a_version_or_a_directory() {
+        assert!(version_ref("helper@0.2.0"));
+        for dir in [
+            "./helper-0.2.0",
+            "helper",
+            "@0.2.0",
+            "helper@",
+            "a/b@1",
+            ".",
+        ] {
+            assert!(!version_ref(dir), "{dir}");
+        }
+    }
 }

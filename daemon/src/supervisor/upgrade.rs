@@ -69,25 +69,30 @@ impl Supervisor {
             .restartable(&id)
             .await?
             .ok_or_else(|| SupervisorError::NotFound(id_or_name.to_string()))?;
-        let (next, why) = match (&request.path, request.rollback) {
-            (Some(_), true) => {
-                return Err(SupervisorError::Upgrade(
-                    "give the new version's capsule directory or --rollback, not both".into(),
-                ));
-            }
-            (None, false) => {
-                return Err(SupervisorError::Upgrade(
-                    "give the new version's capsule directory (or --rollback)".into(),
-                ));
-            }
-            (Some(path), false) => (
+        let (next, why) = match (&request.path, &request.version, request.rollback) {
+            (Some(path), None, false) => (
                 StartRequest {
                     path: path.clone(),
                     ..stored.request
                 },
                 UPGRADED,
             ),
-            (None, true) => {
+            (None, Some(wanted), false) => {
+                let versions = self.shared.store.session_versions(&id).await?;
+                let Some((_, request)) = versions
+                    .iter()
+                    .rev()
+                    .find(|(v, _)| format!("{}@{}", v.capsule, v.version) == *wanted)
+                else {
+                    return Err(SupervisorError::Upgrade(format!(
+                        "session '{}' has not run {wanted} (`roostctl versions {}` lists the \
+                         versions it has run); to install another, give its capsule directory",
+                        current.name, current.name
+                    )));
+                };
+                (request.clone(), UPGRADED)
+            }
+            (None, None, true) => {
                 let versions = self.shared.store.session_versions(&id).await?;
                 let Some((earlier, request)) = versions.len().checked_sub(2).map(|i| &versions[i])
                 else {
@@ -98,6 +103,20 @@ impl Supervisor {
                 };
                 tracing::info!(session_id = %id, version = %earlier.version, "rolling back");
                 (request.clone(), ROLLED_BACK)
+            }
+            (None, None, false) => {
+                return Err(SupervisorError::Upgrade(
+                    "give the new version's capsule directory, a name@version the session has \
+                     run, or --rollback"
+                        .into(),
+                ));
+            }
+            _ => {
+                return Err(SupervisorError::Upgrade(
+                    "give one of: the new version's capsule directory, a name@version the \
+                     session has run, --rollback"
+                        .into(),
+                ));
             }
         };
         let staged = stage(&self.shared.stage_ctx(), next).await?;

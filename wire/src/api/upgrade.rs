@@ -8,9 +8,14 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct UpgradeRequest {
     /// The new version's capsule directory or `murmur.yaml` (absolute);
-    /// absent with `rollback`.
+    /// absent with `version` or `rollback`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
+    /// `name@version` of a version the session has run before (its
+    /// history, `GET …/versions`): staged again from the start request it
+    /// ran with, e.g. forward again after a rollback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Back to the version it ran before the last upgrade.
     #[serde(default)]
     pub rollback: bool,
