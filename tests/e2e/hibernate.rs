@@ -214,7 +214,7 @@ async fn a_wake_that_cannot_stage_fails_its_task_with_the_reason_and_keeps_the_r
     assert_eq!(d.metric("roost_wakes_total ").await, 1);
 }
 
-fn model(seen: &Seen) -> Reply {
+pub(crate) fn model(seen: &Seen) -> Reply {
     let last = seen.body["messages"]
         .as_array()
         .and_then(|m| m.last())
@@ -262,7 +262,7 @@ async fn an_agent_hibernates_and_wakes_with_its_conversation() {
 }
 
 /// An agent's answer: its reply message or its artifact.
-fn said_agent(answer: &Value) -> String {
+pub(crate) fn said_agent(answer: &Value) -> String {
     let task = &answer["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{answer}");
     task["artifacts"][0]["parts"][0]["text"]

@@ -6,7 +6,7 @@
 //! version; bad upgrades (another capsule, an older or equal version, a
 //! capsule that does not stage, a second upgrade during one) change
 //! nothing; `roostctl upgrade S name@version` goes to a version the session
-//! has run.
+//! has run; an agent's conversation and its route's schedule carry over.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -433,4 +433,105 @@ async fn bad_upgrades_are_refused_with_the_reason_and_change_nothing() {
         (forced.id.as_str(), forced.version.as_str()),
         (session.id.as_str(), "0.1.0")
     );
+}
+
+/// An agent upgraded in place keeps what belongs to its route: the
+/// conversation of a context (the new version's model is given the earlier
+/// exchange) and the route's schedule (same id, firing into the new
+/// version).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_conversation_and_its_routes_schedule_carry_over_an_upgrade() {
+    use roost_ctl::api::{ScheduleRequest, ScheduleTimes};
+    let d = Daemon::start_with(
+        crate::harness::TEST_CONFIG,
+        &[("ROOST_E2E_KEY", crate::agents::KEY)],
+    )
+    .await;
+    crate::agents::publish_agent_artifacts(&d).await;
+    let addr = d.client.health().await.expect("health").a2a_addr;
+    let mock = crate::mock_llm::MockLlm::start(crate::hibernate::model).await;
+    let extra = "lifecycle: {task_acceptance: queue, after_task: sleep}\n";
+    let v1 = crate::agents::agent(d.root.path(), "keeper", &mock, "", extra);
+    let v2 = d.root.path().join("keeper-0.2.0");
+    std::fs::create_dir_all(&v2).expect("mkdir");
+    let manifest = std::fs::read_to_string(v1.join("murmur.yaml")).expect("manifest");
+    std::fs::write(
+        v2.join("murmur.yaml"),
+        manifest.replacen("\nversion: 0.1.0", "\nversion: 0.2.0", 1),
+    )
+    .expect("write");
+    let session = d.client.start(&request(&v1)).await.expect("start");
+    let ask = |id: &'static str, text: &'static str| {
+        let addr = addr.clone();
+        async move {
+            let answer = rpc(
+                &addr,
+                "keeper",
+                Some("1.0"),
+                "SendMessage",
+                json!({"message": {"messageId": id, "role": "ROLE_USER", "contextId": "ctx-keep",
+                       "parts": [{"text": text}]}}),
+            )
+            .await;
+            crate::hibernate::said_agent(&answer)
+        }
+    };
+    assert_eq!(ask("k1", "one").await, "heard one");
+    let schedule = d
+        .client
+        .add_schedule(&ScheduleRequest {
+            route: "keeper".into(),
+            text: "tick".into(),
+            times: ScheduleTimes {
+                every: Some("2s".into()),
+                ..ScheduleTimes::default()
+            },
+            name: Some("ticker".into()),
+            ..ScheduleRequest::default()
+        })
+        .await
+        .expect("schedule");
+    let upgraded = d.client.upgrade("keeper", &to(&v2)).await.expect("upgrade");
+    assert_eq!(
+        (upgraded.id.as_str(), upgraded.version.as_str()),
+        (session.id.as_str(), "0.2.0")
+    );
+    let fired_at_switch = fired(&d, &schedule.id).await;
+    // The conversation: the new version's model sees the earlier exchange.
+    assert_eq!(ask("k2", "two").await, "heard two");
+    let call = mock
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.body["messages"].to_string().contains("two"))
+        .expect("the model call of the second task");
+    let messages = call.body["messages"].to_string();
+    assert!(
+        messages.contains("one") && messages.contains("heard one"),
+        "the upgraded agent was not given the context's earlier exchange: {messages}"
+    );
+    // The schedule: the same one fires again, into the new version.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fired(&d, &schedule.id).await <= fired_at_switch {
+        assert!(
+            Instant::now() < deadline,
+            "the schedule stopped firing\n{}",
+            d.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let now = d.client.get(&session.id).await.expect("get");
+    assert_eq!(now.version, "0.2.0");
+}
+
+/// How many tasks schedule `id` has fired (panics if it is gone).
+async fn fired(d: &Daemon, id: &str) -> u64 {
+    d.client
+        .schedules(Some("keeper"))
+        .await
+        .expect("schedules")
+        .into_iter()
+        .find(|s| s.id == id)
+        .unwrap_or_else(|| panic!("schedule {id} is gone after the upgrade"))
+        .fired
 }
