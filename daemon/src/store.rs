@@ -246,11 +246,8 @@ impl Store {
     /// (a disk that hangs), for tests.
     #[cfg(test)]
     pub fn stall_writer(&self, how_long: Duration) {
-        self.tasks.write_then(
-            Vec::new(),
-            Box::new(move |_| std::thread::sleep(how_long)),
-            true,
-        );
+        self.tasks
+            .write_on_thread(Vec::new(), Box::new(move |_| std::thread::sleep(how_long)));
     }
 
     /// Opens (creating if needed) the database at `path` and applies

@@ -10,7 +10,9 @@
 //! It does not die with a write: a panic fails the jobs of the group in
 //! hand (their callers hear `Stopped`), the transaction is rolled back and
 //! the thread goes on with the rest. Whoever waits on it waits at most
-//! [`WRITE_DEADLINE`].
+//! [`WRITE_DEADLINE`]. When it is idle, a caller whose commit needs no sync
+//! commits on its own thread instead (`commit.rs`): a lone request's write
+//! then makes no hop at all.
 //!
 //! What it costs per write is kept small: a task's events in one job are
 //! numbered with one lookup and change the task's row with one update; no
@@ -28,8 +30,11 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::wal::{WAL_SIZE_LIMIT, WalFrames};
 pub(super) use super::writes::{RowChange, TaskEndRow, WriteOp};
-use super::writes::{apply, exec};
 use tokio::sync::oneshot;
+
+mod commit;
+#[cfg(test)]
+mod tests;
 
 /// The longest anyone waits for the writer before giving up with
 /// [`WriteError::Timeout`] (a disk that hangs, not a slow one).
@@ -37,6 +42,10 @@ pub const WRITE_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Most writes one transaction takes.
 const WRITES_PER_COMMIT: usize = 256;
+
+/// How many groups of one waiting caller the thread takes, after one of
+/// more, before callers commit on their own threads again.
+const CROWDED: u8 = 8;
 
 /// How long writes nobody waits for (a task's streamed updates) may wait for
 /// a write somebody does, to share its commit. Streams see updates this much
@@ -87,6 +96,11 @@ impl Queued {
     fn writes(&self) -> usize {
         self.ops.iter().map(WriteOp::answers).sum()
     }
+
+    /// Its commit must be synced (`store.sync: full`).
+    fn durable(&self) -> bool {
+        self.ops.iter().any(WriteOp::durable)
+    }
 }
 
 /// What waits for the writer, under one lock.
@@ -106,11 +120,56 @@ struct Backlog {
     timer_armed: bool,
     /// The last handle is gone: finish what is queued and stop.
     closed: bool,
+    /// A commit on a caller's thread took the WAL past where the thread
+    /// checkpoints: the thread runs it.
+    checkpoint: bool,
+    /// Callers are many: set to [`CROWDED`] when the thread takes a group
+    /// with jobs of more than one caller who waits, one less for each group
+    /// it takes with one. While it is not 0 commits go to the thread, where
+    /// they share one (`commit::here`).
+    crowded: u8,
+}
+
+impl Backlog {
+    /// Takes up to [`WRITES_PER_COMMIT`] writes off the queue, oldest first
+    /// (`on_thread`: for the thread, which counts how crowded it is).
+    fn take(&mut self, on_thread: bool) -> Vec<(Vec<WriteOp>, Then)> {
+        let mut group = Vec::new();
+        let (mut count, mut waited) = (0, 0);
+        while count < WRITES_PER_COMMIT
+            && let Some(job) = self.jobs.pop_front()
+        {
+            count += job.writes();
+            waited += usize::from(job.urgent);
+            group.push((job.ops, job.then));
+        }
+        self.count -= count;
+        self.checkpoint = false;
+        if on_thread {
+            self.crowded = match waited {
+                0 => self.crowded,
+                1 => self.crowded.saturating_sub(1),
+                _ => CROWDED,
+            };
+        }
+        if self.jobs.is_empty() {
+            self.urgent = false;
+            self.lazy_since = None;
+        } else {
+            self.urgent = self.jobs.iter().any(|j| j.urgent);
+        }
+        group
+    }
 }
 
 struct Inner {
     queue: Mutex<Backlog>,
     wake: Condvar,
+    /// The right to commit (`commit.rs`): the thread's, or a caller's that
+    /// found it idle.
+    conn: Mutex<commit::Conn>,
+    durability: super::Durability,
+    frames: Arc<WalFrames>,
     /// The last ticket handed out.
     tickets: AtomicU64,
     /// How long a caller waits before it withdraws its job (milliseconds;
@@ -126,25 +185,8 @@ impl Inner {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes up to [`WRITES_PER_COMMIT`] writes off the queue, oldest first.
-    fn take(&self) -> Vec<(Vec<WriteOp>, Then)> {
-        let mut q = self.queue();
-        let mut group = Vec::new();
-        let mut count = 0;
-        while count < WRITES_PER_COMMIT
-            && let Some(job) = q.jobs.pop_front()
-        {
-            count += job.writes();
-            group.push((job.ops, job.then));
-        }
-        q.count -= count;
-        if q.jobs.is_empty() {
-            q.urgent = false;
-            q.lazy_since = None;
-        } else {
-            q.urgent = q.jobs.iter().any(|j| j.urgent);
-        }
-        group
+    fn conn(&self) -> MutexGuard<'_, commit::Conn> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -193,6 +235,9 @@ impl TaskWriter {
         let shared = Arc::new(Inner {
             queue: Mutex::new(Backlog::default()),
             wake: Condvar::new(),
+            conn: Mutex::new(commit::Conn::new(conn, frames.restart_at())),
+            durability,
+            frames,
             tickets: AtomicU64::new(0),
             deadline_ms: AtomicU64::new(WRITE_DEADLINE.as_millis() as u64),
             pushes: Arc::default(),
@@ -200,7 +245,7 @@ impl TaskWriter {
         let thread = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("roost-store".into())
-            .spawn(move || serve(&thread, &conn, durability, &frames))
+            .spawn(move || commit::serve(&thread))
             .map_err(|e| WriteError::Thread(Arc::new(e)))?;
         Ok(Self(Arc::new(Handle(shared))))
     }
@@ -232,14 +277,22 @@ impl TaskWriter {
     /// urgent job brings it along sooner): a lone blocking request then
     /// makes one hand-off to the thread instead of two.
     pub(super) fn write_then(&self, ops: Vec<WriteOp>, then: Then, urgent: bool) {
-        self.queue(ops, then, urgent, 0);
+        self.queue(ops, then, urgent, 0, urgent);
+    }
+
+    /// Queues `ops` as [`TaskWriter::write_then`] does (urgent), committed
+    /// on the writer's thread even when its caller could commit them: a
+    /// `then` that blocks (a test's stall) must not block its caller.
+    #[cfg(test)]
+    pub(super) fn write_on_thread(&self, ops: Vec<WriteOp>, then: Then) {
+        self.queue(ops, then, true, 0, false);
     }
 
     /// Queues `ops` as [`TaskWriter::write_then`] does (urgent), under a
     /// ticket its caller can [`TaskWriter::withdraw`] it by.
     pub(super) fn write_withdrawable(&self, ops: Vec<WriteOp>, then: Then) -> u64 {
         let ticket = self.0.0.tickets.fetch_add(1, Ordering::Relaxed) + 1;
-        self.queue(ops, then, true, ticket);
+        self.queue(ops, then, true, ticket, true);
         ticket
     }
 
@@ -278,15 +331,23 @@ impl TaskWriter {
             .store(deadline.as_millis() as u64, Ordering::Relaxed);
     }
 
-    fn queue(&self, ops: Vec<WriteOp>, then: Then, urgent: bool, ticket: u64) {
+    /// `here`: the caller may commit it itself if the writer is idle
+    /// (`commit::here`).
+    fn queue(&self, ops: Vec<WriteOp>, then: Then, urgent: bool, ticket: u64, here: bool) {
         let shared = &self.0.0;
-        let mut q = shared.queue();
-        let job = Queued {
+        let mut job = Queued {
             ops,
             then,
             urgent,
             ticket,
         };
+        if here {
+            match commit::here(shared, job) {
+                None => return,
+                Some(back) => job = back,
+            }
+        }
+        let mut q = shared.queue();
         q.count += job.writes();
         q.jobs.push_back(job);
         if urgent {
@@ -349,179 +410,4 @@ impl Drop for Disarm {
             self.0.wake.notify_one();
         }
     }
-}
-
-/// The thread: [`run`], picked up again after a panic (the jobs of the
-/// group in hand are dropped unanswered, so their callers hear `Stopped`).
-fn serve(shared: &Inner, conn: &Connection, durability: super::Durability, frames: &WalFrames) {
-    loop {
-        // Whether commits are synced now (`None`: `store.sync: normal`,
-        // never). Set again after a panic, whatever the panic left.
-        let mut synced = (durability == super::Durability::Full
-            && exec(conn, "PRAGMA synchronous = FULL").is_ok())
-        .then_some(true);
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run(shared, conn, &mut synced, frames);
-        }));
-        match ran {
-            Ok(()) => return,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                tracing::error!(panic = %what, "the task writer panicked: the writes in hand failed; it goes on");
-                // A transaction the panic left open is undone.
-                let _ = conn.execute_batch("ROLLBACK");
-                shared.queue().thread_waits = None;
-            }
-        }
-    }
-}
-
-/// Commits what is queued once a job is urgent or the oldest has lingered
-/// long enough (up to [`WRITES_PER_COMMIT`] writes at a time).
-///
-/// `synced` (with `store.sync: full` only): whether commits are synced now.
-/// A group with no durable write commits without a sync (see
-/// [`WriteOp::durable`]); SQLite syncs the WAL up to the next synced
-/// commit, so an unsynced write never outlives a synced one after it.
-///
-/// `frames`: past its `restart_at` it checkpoints between two commits, so
-/// the WAL starts over (see `checkpointer.rs`).
-fn run(shared: &Inner, conn: &Connection, synced: &mut Option<bool>, frames: &WalFrames) {
-    let mut next_checkpoint = frames.restart_at();
-    loop {
-        {
-            let mut q = shared.queue();
-            loop {
-                let now = Instant::now();
-                let due = q.lazy_since.map(|since| since + LINGER);
-                let work =
-                    q.urgent || q.count >= WRITES_PER_COMMIT || due.is_some_and(|due| due <= now);
-                if work {
-                    break;
-                }
-                if q.closed {
-                    if q.jobs.is_empty() {
-                        return;
-                    }
-                    break;
-                }
-                q.thread_waits = Some(due.is_some());
-                q = match due {
-                    Some(due) => {
-                        shared
-                            .wake
-                            .wait_timeout(q, due - now)
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0
-                    }
-                    None => shared.wake.wait(q).unwrap_or_else(PoisonError::into_inner),
-                };
-                q.thread_waits = None;
-            }
-        }
-        let mut group = shared.take();
-        if let Some(now) = synced {
-            let want = group
-                .iter()
-                .any(|(ops, _)| ops.iter().any(WriteOp::durable));
-            if want != *now {
-                let level = if want {
-                    "PRAGMA synchronous = FULL"
-                } else {
-                    "PRAGMA synchronous = NORMAL"
-                };
-                if exec(conn, level).is_ok() {
-                    *now = want;
-                }
-            }
-        }
-        commit(conn, &mut group);
-        if super::push_writes::take_queued() {
-            shared.pushes.notify_one();
-        }
-        let (now, every) = (frames.get(), frames.restart_at());
-        if now < every {
-            next_checkpoint = every;
-        } else if now >= next_checkpoint {
-            // Once per `every` frames while the WAL does not start over (a
-            // reader on an old snapshot can keep a checkpoint from its end).
-            next_checkpoint = now.saturating_add(every);
-            let started = Instant::now();
-            let r = super::wal::passive(conn);
-            tracing::debug!(
-                frames = now,
-                took_us = started.elapsed().as_micros() as u64,
-                "WAL checkpoint on the writer"
-            );
-            if let Err(error) = r {
-                tracing::warn!(%error, "WAL checkpoint on the writer failed");
-            }
-        }
-    }
-}
-
-/// Commits the group in one transaction and answers each job, in order.
-/// If any write fails, the transaction is undone and each job is tried again
-/// in a transaction of its own, so a write that fails fails its job alone
-/// (and a job is all written or not at all).
-fn commit(conn: &Connection, group: &mut Vec<(Vec<WriteOp>, Then)>) {
-    if group.is_empty() {
-        return;
-    }
-    let results = match transaction(conn, group.iter().map(|(ops, _)| ops)) {
-        Ok(results) => results,
-        Err(e) if group.len() == 1 => vec![failed(&group[0].0, e)],
-        Err(_) => group
-            .iter()
-            .map(|(ops, _)| match transaction(conn, std::iter::once(ops)) {
-                Ok(mut one) => one.pop().unwrap_or_default(),
-                Err(e) => failed(ops, e),
-            })
-            .collect(),
-    };
-    for ((_, then), written) in group.drain(..).zip(results) {
-        then(written);
-    }
-}
-
-/// Applies each job's writes in one transaction: all of them, or (`Err`) none.
-fn transaction<'a>(
-    conn: &Connection,
-    jobs: impl Iterator<Item = &'a Vec<WriteOp>>,
-) -> rusqlite::Result<Vec<Vec<Written>>> {
-    // Cached statements: `BEGIN`/`COMMIT` are not parsed again per group.
-    exec(conn, "BEGIN IMMEDIATE")?;
-    let applied = jobs
-        .map(|ops| {
-            let mut written = Vec::with_capacity(ops.len());
-            for op in ops {
-                apply(conn, op, &mut written)?;
-            }
-            Ok(written.into_iter().map(Ok).collect())
-        })
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .and_then(|results| exec(conn, "COMMIT").map(|()| results));
-    if applied.is_err() {
-        // A failed COMMIT may leave the transaction open.
-        let _ = exec(conn, "ROLLBACK");
-    }
-    applied
-}
-
-/// Each answer of a job that was not written (for good: its task's events
-/// have a hole, which its end must not hide).
-fn failed(ops: &[WriteOp], e: rusqlite::Error) -> Vec<Written> {
-    for op in ops {
-        if let WriteOp::Events { task_id, .. } = op {
-            super::writes::lost::mark(task_id);
-        }
-    }
-    let e = WriteError::Sql(Arc::new(e));
-    ops.iter()
-        .flat_map(|op| std::iter::repeat_n(Err(e.clone()), op.answers()))
-        .collect()
 }

@@ -1,0 +1,107 @@
+//! Benchmark: what `store.sync: full` costs beside `normal` (issue 36's
+//! durability targets), side by side in one run. Two roostds on the same
+//! disk, each hosting the conformance capsule (the `a2a` bench's agent),
+//! one with `store.sync: normal` and one with `full`; at 1, 16 and 128
+//! clients each level runs on one, then on the other. Before the levels,
+//! the disk's own sync: 4 KiB written over a page of a preallocated file
+//! (as SQLite writes a WAL that has started over) and `fdatasync`ed, 500
+//! times, in a temp dir beside the state dirs.
+//!
+//! The targets it checks: at 1 client `full`'s p50 ≤ `normal`'s p50 + 2 ×
+//! the sync's p50 (+10 %: a lone blocking send syncs twice, its record and
+//! its end); at 16 and 128 clients `full` ≥ 0.9× `normal`'s req/s (commits
+//! of many requests share a sync).
+//!
+//! `cargo bench -p roostd --bench a2a_sync -- [SECONDS_PER_LEVEL]`
+
+#[allow(dead_code)]
+#[path = "../tests/e2e/harness.rs"]
+mod harness;
+#[allow(dead_code)]
+mod load;
+
+use std::io::{Seek, SeekFrom, Write};
+use std::time::{Duration, Instant};
+
+use harness::Daemon;
+use load::{Answer, level};
+
+/// p50 and p99 (ms) of `fdatasync` after a 4 KiB overwrite, in `dir`.
+fn disk_sync(dir: &std::path::Path) -> (f64, f64) {
+    const PAGES: u64 = 1024;
+    let path = dir.join("sync-probe");
+    let mut file = std::fs::File::create(&path).expect("probe file");
+    file.write_all(&vec![0u8; (PAGES * 4096) as usize])
+        .expect("preallocate");
+    file.sync_all().expect("sync");
+    let page = vec![7u8; 4096];
+    let mut took = Vec::new();
+    for i in 0..500u64 {
+        file.seek(SeekFrom::Start((i % PAGES) * 4096))
+            .expect("seek");
+        file.write_all(&page).expect("write");
+        let t = Instant::now();
+        file.sync_data().expect("fdatasync");
+        took.push(t.elapsed());
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    took.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    (ms(took[took.len() / 2]), ms(took[took.len() * 99 / 100]))
+}
+
+fn main() {
+    let secs: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(5);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let config = |sync: &str| {
+            format!(
+                "{}logs: {{max_bytes: 1048576}}\nstore: {{sync: {sync}}}\n",
+                harness::TEST_CONFIG
+            )
+        };
+        let normal = Daemon::start_with(&config("normal"), &[("RUST_LOG", "warn")]).await;
+        let full = Daemon::start_with(&config("full"), &[("RUST_LOG", "warn")]).await;
+        let normal_addr = load::start_bench_capsule(&normal).await;
+        let full_addr = load::start_bench_capsule(&full).await;
+        for addr in [&normal_addr, &full_addr] {
+            level(addr, "/a2a/bench", 4, 1, Answer::Task).await;
+        }
+        let probe = tempfile::tempdir().expect("tempdir");
+        let (sync_p50, sync_p99) = disk_sync(probe.path());
+        println!(
+            "A2A SendMessage (blocking, JSON-RPC), store.sync normal beside full, {secs} s per level, state dirs under {}",
+            std::env::temp_dir().display()
+        );
+        println!("the disk's fdatasync after a 4 KiB overwrite: p50 {sync_p50:.3} ms, p99 {sync_p99:.3} ms");
+        println!(
+            "{:>7} | {:>9} {:>7} {:>7} {:>4} | {:>7} {:>7} {:>7} {:>4} | {:>10} | target",
+            "clients", "normal/s", "p50 ms", "p99 ms", "err", "full/s", "p50 ms", "p99 ms", "err",
+            "full÷norm"
+        );
+        for clients in [1, 16, 128] {
+            let n = level(&normal_addr, "/a2a/bench", clients, secs, Answer::Task).await;
+            let f = level(&full_addr, "/a2a/bench", clients, secs, Answer::Task).await;
+            let target = if clients == 1 {
+                let ceiling = (n.p50_ms + 2.0 * sync_p50) * 1.1;
+                let met = if f.p50_ms <= ceiling { "met" } else { "NOT met" };
+                format!("full p50 ≤ {ceiling:.3} ms (normal p50 + 2 syncs, +10 %): {met}")
+            } else {
+                let met = if f.per_sec >= 0.9 * n.per_sec { "met" } else { "NOT met" };
+                format!("full ≥ 0.9× normal: {met}")
+            };
+            println!(
+                "{clients:>7} | {:>9.0} {:>7.2} {:>7.2} {:>4} | {:>7.0} {:>7.2} {:>7.2} {:>4} | {:>9.2}x | {target}",
+                n.per_sec, n.p50_ms, n.p99_ms, n.errors, f.per_sec, f.p50_ms, f.p99_ms, f.errors,
+                f.per_sec / n.per_sec
+            );
+        }
+    });
+}
