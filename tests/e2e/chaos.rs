@@ -3,7 +3,8 @@
 //! After each restart every acknowledged task is readable and ends (or is
 //! still queued), none ran twice, the database passes `integrity_check`, and
 //! no session is `running` without a live guest. `CHAOS_ROUNDS` rounds
-//! (default 3; `scripts/chaos N` runs N).
+//! (default 3; `scripts/chaos N` runs N), alternating `store.sync: full`
+//! and `normal`.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -136,6 +137,15 @@ async fn acknowledged_tasks_survive_kill_9_at_any_moment_and_run_once() {
         eprintln!(
             "chaos round {round}: killed after {kill_after:?}, {this_round} tasks acknowledged"
         );
+        // The next round runs with the other `store.sync`: `full` (the
+        // default, round 0) and `normal`, where a lone request's commits are
+        // made on its own thread rather than the writer's.
+        let sync = if round % 2 == 0 { "normal" } else { "full" };
+        std::fs::write(
+            &daemon.config,
+            format!("{TEST_CONFIG}store: {{sync: {sync}}}\n"),
+        )
+        .expect("config");
         daemon.spawn().await;
         let addr = daemon.client.health().await.expect("health").a2a_addr;
 

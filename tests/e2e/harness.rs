@@ -191,7 +191,8 @@ pub struct Daemon {
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     pub client: Client,
-    config: PathBuf,
+    /// Its config file, read again by each [`Daemon::spawn`].
+    pub config: PathBuf,
     env: Vec<(String, String)>,
     generation: u32,
     /// The roostd executable (the built one unless a test copies it).
