@@ -235,7 +235,7 @@ impl TaskWriter {
         let shared = Arc::new(Inner {
             queue: Mutex::new(Backlog::default()),
             wake: Condvar::new(),
-            conn: Mutex::new(commit::Conn::new(conn, frames.restart_at())),
+            conn: Mutex::new(commit::Conn::new(conn, durability, frames.restart_at())),
             durability,
             frames,
             tickets: AtomicU64::new(0),

@@ -29,10 +29,13 @@ pub(in crate::store) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn new(conn: Connection, restart_at: u64) -> Self {
+    /// `conn` was opened with `durability`'s `synchronous` level: with
+    /// `full` its commits are synced from the first (whoever makes it: a
+    /// caller that came before the thread first took the lock included).
+    pub(super) fn new(conn: Connection, durability: Durability, restart_at: u64) -> Self {
         Self {
             conn,
-            synced: None,
+            synced: (durability == Durability::Full).then_some(true),
             next_checkpoint: restart_at,
         }
     }
