@@ -152,13 +152,19 @@ impl Backlog {
                 _ => CROWDED,
             };
         }
+        self.settle();
+        group
+    }
+
+    /// Whether a job left is urgent, and when the oldest lazy one came, once
+    /// jobs have left the queue.
+    fn settle(&mut self) {
         if self.jobs.is_empty() {
             self.urgent = false;
             self.lazy_since = None;
         } else {
             self.urgent = self.jobs.iter().any(|j| j.urgent);
         }
-        group
     }
 }
 
@@ -308,12 +314,7 @@ impl TaskWriter {
         if let Some(job) = q.jobs.remove(at) {
             q.count -= job.writes();
         }
-        if q.jobs.is_empty() {
-            q.urgent = false;
-            q.lazy_since = None;
-        } else {
-            q.urgent = q.jobs.iter().any(|j| j.urgent);
-        }
+        q.settle();
         true
     }
 
