@@ -19,32 +19,71 @@ pub(super) const SESSION_COLUMNS: &str = "id, name, capsule, version, \
 pub(super) const TASK_COLUMNS: &str = "id, context_id, source, state, input_bytes, input_tokens, \
      output_tokens, turns, error, created_at, ended_at";
 
-pub(super) fn session_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Session, StoreError> {
-    let state: String = row.try_get("state")?;
-    let policy: String = row.try_get("restart_policy")?;
+/// A row's cells by column name, as each database layer reads them: the
+/// readers' (sqlx) and the task writer's own connection (rusqlite), so a
+/// record is made from either by one mapping.
+pub(super) trait Cells {
+    fn text(&self, column: &str) -> Result<String, StoreError>;
+    fn maybe_text(&self, column: &str) -> Result<Option<String>, StoreError>;
+    fn int(&self, column: &str) -> Result<i64, StoreError>;
+}
+
+impl Cells for sqlx::sqlite::SqliteRow {
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        Ok(self.try_get(column)?)
+    }
+    fn maybe_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.try_get(column)?)
+    }
+    fn int(&self, column: &str) -> Result<i64, StoreError> {
+        Ok(self.try_get(column)?)
+    }
+}
+
+impl Cells for rusqlite::Row<'_> {
+    fn text(&self, column: &str) -> Result<String, StoreError> {
+        self.get(column).map_err(cell(column))
+    }
+    fn maybe_text(&self, column: &str) -> Result<Option<String>, StoreError> {
+        self.get(column).map_err(cell(column))
+    }
+    fn int(&self, column: &str) -> Result<i64, StoreError> {
+        self.get(column).map_err(cell(column))
+    }
+}
+
+fn cell(column: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError::Corrupt(format!("{column}: {e}"))
+}
+
+pub(super) fn session_from_row(row: &impl Cells) -> Result<Session, StoreError> {
+    let state = row.text("state")?;
+    let policy = row.text("restart_policy")?;
+    let count = |column: &str| row.int(column).map(|n| n.max(0) as u64);
     Ok(Session {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        capsule: row.try_get("capsule")?,
-        version: row.try_get("version")?,
+        id: row.text("id")?,
+        name: row.text("name")?,
+        capsule: row.text("capsule")?,
+        version: row.text("version")?,
         state: SessionState::from_str(&state).map_err(StoreError::Corrupt)?,
-        error: row.try_get("error")?,
-        workdir: row.try_get("workdir")?,
-        bookkeeping_dir: row.try_get("bookkeeping_dir")?,
-        manifest: row.try_get("manifest")?,
+        error: row.maybe_text("error")?,
+        workdir: row.text("workdir")?,
+        bookkeeping_dir: row.text("bookkeeping_dir")?,
+        manifest: row.text("manifest")?,
         restart_policy: RestartPolicy::from_str(&policy).map_err(StoreError::Corrupt)?,
-        restart_count: row.try_get::<u32, _>("restart_count")?,
-        created_at: row.try_get("created_at")?,
-        started_at: row.try_get("started_at")?,
-        ended_at: row.try_get("ended_at")?,
-        updated_at: row.try_get("updated_at")?,
-        artifacts: serde_json::from_str(&row.try_get::<String, _>("artifacts_json")?)
+        restart_count: u32::try_from(row.int("restart_count")?)
+            .map_err(|e| StoreError::Corrupt(format!("restart_count: {e}")))?,
+        created_at: row.text("created_at")?,
+        started_at: row.maybe_text("started_at")?,
+        ended_at: row.maybe_text("ended_at")?,
+        updated_at: row.text("updated_at")?,
+        artifacts: serde_json::from_str(&row.text("artifacts_json")?)
             .map_err(|e| StoreError::Corrupt(format!("artifacts_json: {e}")))?,
-        sandbox: row.try_get("sandbox")?,
+        sandbox: row.text("sandbox")?,
         usage: SessionUsage {
-            input_tokens: row.try_get::<i64, _>("input_tokens")?.max(0) as u64,
-            output_tokens: row.try_get::<i64, _>("output_tokens")?.max(0) as u64,
-            turns: row.try_get::<i64, _>("turns")?.max(0) as u64,
+            input_tokens: count("input_tokens")?,
+            output_tokens: count("output_tokens")?,
+            turns: count("turns")?,
         },
     })
 }

@@ -5,7 +5,13 @@
 //! session's record is the operator's, not an acknowledged task (see
 //! [`WriteOp::durable`](super::writes::WriteOp::durable)).
 
-use rusqlite::{Connection, params};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+use roost_wire::api::Session;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::StoreError;
+use super::rows::{SESSION_COLUMNS, session_from_row};
 
 /// A new session row, recorded `running` (staging is done before it exists).
 pub(super) struct SessionRow {
@@ -88,6 +94,49 @@ pub(super) struct UpgradeRow {
     pub request_json: String,
     pub why: &'static str,
     pub at: String,
+}
+
+/// Where the writer leaves a session's record as the transaction that
+/// changed it left it: a transition's caller gets the row it wrote without
+/// a read afterwards (a round trip to a reader's thread).
+#[derive(Clone)]
+pub(super) struct Record {
+    id: String,
+    row: Arc<Mutex<Option<Result<Session, String>>>>,
+}
+
+impl Record {
+    pub(super) fn of(id: &str) -> Self {
+        Self {
+            id: id.to_string(),
+            row: Arc::default(),
+        }
+    }
+
+    /// Reads the row inside the write's transaction (again, when a group
+    /// that failed is tried one job at a time).
+    pub(super) fn fill(&self, conn: &Connection) -> rusqlite::Result<()> {
+        static SQL: LazyLock<String> =
+            LazyLock::new(|| format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"));
+        let read = conn
+            .prepare_cached(&SQL)?
+            .query_row(params![self.id], |row| {
+                Ok(session_from_row(row).map_err(|e| e.to_string()))
+            })
+            .optional()?;
+        *self.row.lock().unwrap_or_else(PoisonError::into_inner) = read;
+        Ok(())
+    }
+
+    /// The record as committed; `None` when there is no such row.
+    pub(super) fn take(&self) -> Option<Result<Session, StoreError>> {
+        let read = self
+            .row
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        Some(read.map_err(StoreError::Corrupt))
+    }
 }
 
 /// Applies one; answers the rows it changed.

@@ -5,7 +5,7 @@ use roost_wire::api::{ArtifactRecord, Session, SessionState, SessionUsage, Start
 use sqlx::Row;
 
 use super::rows::{SESSION_COLUMNS, artifacts_json, session_from_row};
-use super::session_writes::{SessionRow, SessionWrite, UpgradeRow};
+use super::session_writes::{Record, SessionRow, SessionWrite, UpgradeRow};
 use super::writer::WriteOp;
 use super::{Store, StoreError, now};
 
@@ -131,14 +131,16 @@ impl Store {
         restart_count: u32,
         error: Option<&str>,
     ) -> Result<Session, StoreError> {
-        self.session_write(SessionWrite::Restarting {
-            id: id.to_string(),
-            restart_count,
-            error: error.map(str::to_string),
-            at: now(),
-        })
-        .await?;
-        self.record(id).await
+        self.session_write_read(
+            id,
+            SessionWrite::Restarting {
+                id: id.to_string(),
+                restart_count,
+                error: error.map(str::to_string),
+                at: now(),
+            },
+        )
+        .await
     }
 
     /// The session runs another version of its capsule from now (`why`:
@@ -155,17 +157,19 @@ impl Store {
     ) -> Result<Session, StoreError> {
         let request_json =
             serde_json::to_string(request).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        self.session_write(SessionWrite::Upgraded(Box::new(UpgradeRow {
-            id: id.to_string(),
-            capsule: capsule.to_string(),
-            version: version.to_string(),
-            manifest: manifest.to_string(),
-            request_json,
-            why,
-            at: now(),
-        })))
-        .await?;
-        self.record(id).await
+        self.session_write_read(
+            id,
+            SessionWrite::Upgraded(Box::new(UpgradeRow {
+                id: id.to_string(),
+                capsule: capsule.to_string(),
+                version: version.to_string(),
+                manifest: manifest.to_string(),
+                request_json,
+                why,
+                at: now(),
+            })),
+        )
+        .await
     }
 
     /// The versions a session has run, oldest first (empty until its first
@@ -210,15 +214,17 @@ impl Store {
         error: Option<&str>,
         stop_reason: Option<StopReason>,
     ) -> Result<Session, StoreError> {
-        self.session_write(SessionWrite::Ended {
-            id: id.to_string(),
-            state: state.as_str(),
-            error: error.map(str::to_string),
-            stop_reason: stop_reason.map(StopReason::as_str),
-            at: now(),
-        })
-        .await?;
-        self.record(id).await
+        self.session_write_read(
+            id,
+            SessionWrite::Ended {
+                id: id.to_string(),
+                state: state.as_str(),
+                error: error.map(str::to_string),
+                stop_reason: stop_reason.map(StopReason::as_str),
+                at: now(),
+            },
+        )
+        .await
     }
 
     /// At start-up: every session the database says was live is marked
@@ -233,9 +239,27 @@ impl Store {
 
     /// One session write on the task writer; the rows it changed.
     pub(super) async fn session_write(&self, write: SessionWrite) -> Result<u64, StoreError> {
-        let changed = self.write_one(WriteOp::Session(write)).await?;
+        let changed = self.write_one(WriteOp::Session(write, None)).await?;
         self.session_changes.send_modify(|n| *n = n.wrapping_add(1));
         Ok(changed)
+    }
+
+    /// One session write, and session `id`'s record as its transaction
+    /// left it (read by the writer in that transaction: no read after it).
+    async fn session_write_read(
+        &self,
+        id: &str,
+        write: SessionWrite,
+    ) -> Result<Session, StoreError> {
+        let record = Record::of(id);
+        self.write_one(WriteOp::Session(write, Some(record.clone())))
+            .await?;
+        self.session_changes.send_modify(|n| *n = n.wrapping_add(1));
+        match record.take() {
+            Some(read) => read,
+            // No such row: the reader says so as it always has.
+            None => self.record(id).await,
+        }
     }
 
     /// A session's record by id, as committed.

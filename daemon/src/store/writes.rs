@@ -55,8 +55,12 @@ pub(super) enum WriteOp {
     /// events and what tasks it has left; answers 1, or 0 when it is live
     /// or gone.
     DeleteSession { id: String },
-    /// A session row's change; answers the rows it changed.
-    Session(super::session_writes::SessionWrite),
+    /// A session row's change; answers the rows it changed, and leaves
+    /// the row as changed in the record, if one is given.
+    Session(
+        super::session_writes::SessionWrite,
+        Option<super::session_writes::Record>,
+    ),
     /// A push config's change, or the outbox's bookkeeping.
     Push(super::push_writes::PushWrite),
     /// A schedule's change, or a tick passed over.
@@ -82,7 +86,7 @@ impl WriteOp {
             WriteOp::Schedule(write) => write.durable(),
             _ => !matches!(
                 self,
-                WriteOp::Session(_)
+                WriteOp::Session(..)
                     | WriteOp::Conversation(_)
                     | WriteOp::Prune { .. }
                     | WriteOp::PruneSessionTasks { .. }
@@ -151,7 +155,13 @@ pub(super) fn apply(
             )?
             .execute(params![session_id, PRUNE_BATCH])? as u64,
         ),
-        WriteOp::Session(write) => Some(super::session_writes::apply(conn, write)?),
+        WriteOp::Session(write, record) => {
+            let changed = super::session_writes::apply(conn, write)?;
+            if let Some(record) = record {
+                record.fill(conn)?;
+            }
+            Some(changed)
+        }
         WriteOp::Push(write) => Some(super::push_writes::apply(conn, write)?),
         WriteOp::Schedule(write) => Some(super::schedule_writes::apply(conn, write)?),
         WriteOp::Conversation(save) => Some(super::conversation_writes::save(conn, save)?),
