@@ -114,8 +114,8 @@ impl SessionTask {
             let _ = reply.send(Err(error));
             return None;
         }
-        let installed = match Box::pin(self.register(again)).await {
-            Ok((session, installed)) => {
+        let installing = match Box::pin(self.register(again)).await {
+            Ok((session, installing)) => {
                 let arriving = self.arriving.lock().ok().and_then(|mut a| a.take());
                 if let Some(arriving) = arriving {
                     arriving.await;
@@ -126,7 +126,7 @@ impl SessionTask {
                 if again != Some(WOKEN) {
                     self.install_schedules().await;
                 }
-                installed
+                installing
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot record session");
@@ -134,7 +134,7 @@ impl SessionTask {
                 return None;
             }
         };
-        if let Err(error) = Box::pin(self.prepare(installed)).await {
+        if let Err(error) = Box::pin(self.prepare(installing)).await {
             tracing::warn!(%error, "staging failed");
             let error = format!("staging failed: {error}");
             return Box::pin(self.finish(SessionState::Failed, Some(&error))).await;

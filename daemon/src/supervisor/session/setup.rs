@@ -70,6 +70,10 @@ pub enum SetupError {
 
 use super::super::grants::{Granted, MAX_GRANTS};
 
+/// A session's directories and installed artifacts being made, on a
+/// blocking thread, while its row is written and its start answered.
+pub(super) type Installing = tokio::task::JoinHandle<Result<(), SetupError>>;
+
 /// Opens what a session's tools may use to their uid with POSIX ACL entries
 /// (modes and owners stay): an operator's workdir and `filesystem.read_write`
 /// trees read-write, `read_only` trees read-only (never through a link, not
@@ -130,10 +134,6 @@ fn open_to_tools(
 }
 
 impl SessionTask {
-    /// Creates the bookkeeping dir (installing the staged artifacts into it)
-    /// while the row is written, or, when resuming after a daemon restart,
-    /// records the restart on the existing row. Returns the record and the
-    /// outcome of the installation.
     /// Takes the session's route in the cluster's route table (nothing to
     /// do on one host): refused when another node runs a session of that
     /// name.
@@ -154,13 +154,19 @@ impl SessionTask {
         Ok(claims.claim(claim, resumed).await?)
     }
 
+    /// Creates the bookkeeping dir (installing the staged artifacts into it)
+    /// while the row is written, or, when resuming after a daemon restart,
+    /// records the restart on the existing row. Returns the record once it
+    /// is written, and the installation, which may still be under way.
     pub(super) async fn register(
         &self,
         again: Option<&'static str>,
-    ) -> Result<(Session, Result<(), SetupError>), SupervisorError> {
+    ) -> Result<(Session, Installing), SupervisorError> {
         // The bookkeeping dir is the workdir, or inside it. It is made while the
-        // row is written (a directory costs as much as a commit here); should it
-        // fail, the run fails with the reason and the row says so.
+        // row is written, and the start is answered once the row exists,
+        // before the directories may be (on this disk two directories cost
+        // more than the commit): the run waits for them, and should they
+        // fail, it fails with the reason and the row says so.
         let dir = self.bookkeeping.clone();
         let items = self.staged.artifacts.items.clone();
         let shell = self.staged.policy.shell_allow.clone();
@@ -262,18 +268,14 @@ impl SessionTask {
             }
             Ok(())
         });
-        let (made, recorded) = tokio::join!(install, self.record(again));
-        let installed = made.unwrap_or_else(|e| Err(SetupError::Join(e)));
-        Ok((recorded?, installed))
+        let recorded = self.record(again).await?;
+        Ok((recorded, install))
     }
 
     /// Everything between installation and the first run: the shell/network
     /// warning, `on-stage` hooks (which can fail staging), and the lock.
-    pub(super) async fn prepare(
-        &mut self,
-        installed: Result<(), SetupError>,
-    ) -> Result<(), SetupError> {
-        installed?;
+    pub(super) async fn prepare(&mut self, installing: Installing) -> Result<(), SetupError> {
+        installing.await??;
         let staged = &self.staged;
         let policy = &staged.policy;
         if policy.shell_allow.iter().any(|b| b == "bash") && !policy.network_allow.is_empty() {
