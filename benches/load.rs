@@ -163,3 +163,73 @@ pub async fn start_bench_capsule(daemon: &crate::harness::Daemon) -> String {
         .expect("start");
     addr
 }
+
+/// A task whose message is "hello", as the broker names it.
+pub struct Hello<'a> {
+    pub id: &'a str,
+    pub session_id: &'a str,
+    pub route: &'a str,
+    pub context_id: &'a str,
+    pub message_id: &'a str,
+}
+
+/// Queues `task`'s record as the broker does for a blocking send to a
+/// session that waits for it (`working` at once); `dedupe`: look for its
+/// message id on the route first.
+pub fn queue_hello(
+    store: &roostd::store::Store,
+    task: Hello<'_>,
+    dedupe: bool,
+) -> roostd::store::TaskInsert {
+    let parts = [serde_json::json!({"text": "hello"})];
+    let message = serde_json::json!({"messageId": task.message_id, "role": "ROLE_USER",
+                                     "contextId": task.context_id, "parts": parts})
+    .to_string();
+    let (_, insert) = store.queue_a2a_task(
+        &roostd::tasks::model::NewA2aTask {
+            id: task.id,
+            session_id: task.session_id,
+            route: task.route,
+            owner: "",
+            context_id: task.context_id,
+            message_id: task.message_id,
+            text: "hello",
+            message_json: &message,
+            parts: &parts,
+            tick: None,
+        },
+        true,
+        dedupe,
+    );
+    insert
+}
+
+/// Writes task `id`'s end as the broker does when the conformance capsule
+/// answers "hello" (the answer, then `completed`); `urgent`: a client
+/// waits for it. Answers whether it was written.
+pub fn answer(
+    store: &roostd::store::Store,
+    id: &str,
+    urgent: bool,
+) -> tokio::sync::oneshot::Receiver<bool> {
+    use roostd::tasks::model::{ANSWER_ARTIFACT, EventKind, TaskState};
+    let (done, ended) = tokio::sync::oneshot::channel();
+    let events = vec![
+        EventKind::Artifact {
+            artifact_id: ANSWER_ARTIFACT.into(),
+            text: "echo: hello".into(),
+            append: false,
+            last_chunk: true,
+            part: None,
+        },
+        EventKind::Status {
+            state: TaskState::Completed,
+            message: None,
+            parts: None,
+        },
+    ];
+    store.append_task_events_then(id, events, urgent, move |written| {
+        let _ = done.send(written.is_ok());
+    });
+    ended
+}

@@ -3,6 +3,10 @@
 //! peak RSS; in the same run, the in-process floor (prepared component →
 //! instantiate + call `run`), so the ratio is visible.
 //!
+//! Then what a start's parts cost alone: one HTTP exchange on the control
+//! socket (`GET /v1/health`; a start makes two), the session's two writes
+//! through `Store`, its two directories on the same disk.
+//!
 //! `ROOST_BENCH_BASELINE=/path/to/other/roostd` runs the same passes against
 //! that roostd too, alternating with this tree's (before, this, before,
 //! this), so a change is measured side by side in one run.
@@ -81,6 +85,55 @@ async fn floor(iterations: usize) -> (Duration, Duration) {
     }
     samples.sort();
     (percentile(&samples, 0.5), percentile(&samples, 0.99))
+}
+
+/// What a start's parts cost alone, serially: its two session writes
+/// (the row, then its end) through roostd's own `Store` on a fresh
+/// database in `dir`, and its two directories (the workdir and the
+/// bookkeeping dir in it) made on the same disk. p50 each, µs.
+async fn parts_floor(dir: &std::path::Path, n: usize) -> (f64, f64) {
+    use roostd::store::{Durability, NewSession, Store};
+    let store = Store::open(&dir.join("floor.db"), Durability::Full)
+        .await
+        .expect("a store");
+    let request = roost_wire::api::StartRequest {
+        path: "/caps/noop".into(),
+        ..Default::default()
+    };
+    let mut writes = Vec::with_capacity(n);
+    let mut dirs = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = format!("ses_{i:032x}");
+        let t = Instant::now();
+        store
+            .insert_session(&NewSession {
+                id: &id,
+                name: &format!("noop-{i}"),
+                capsule: "noop",
+                version: "0.1.0",
+                manifest: "/caps/noop/murmur.yaml",
+                workdir: "/w",
+                bookkeeping_dir: "/w/.murmur",
+                request: &request,
+                artifacts: &[],
+                sandbox: "",
+            })
+            .await
+            .expect("its row");
+        store
+            .mark_ended(&id, SessionState::Completed, None, None)
+            .await
+            .expect("its end");
+        writes.push(t.elapsed());
+        let work = dir.join("sessions").join(&id);
+        let t = Instant::now();
+        std::fs::create_dir_all(work.join(".murmur")).expect("its directories");
+        dirs.push(t.elapsed());
+    }
+    store.close().await;
+    writes.sort();
+    dirs.sort();
+    (us(percentile(&writes, 0.5)), us(percentile(&dirs, 0.5)))
 }
 
 /// Figures of one pass.
@@ -194,6 +247,14 @@ fn main() {
             us(floor_p50),
             us(floor_p99)
         );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (writes, dirs) = parts_floor(dir.path(), 2000).await;
+        println!(
+            "  the session's two writes   p50 {writes:>8.1} µs  (its row, then its end, through Store alone)"
+        );
+        println!(
+            "  its two directories        p50 {dirs:>8.1} µs  (mkdir, the same disk)"
+        );
     });
 }
 
@@ -218,10 +279,23 @@ async fn host(
     let serial = drive(&d.client, &cap, n.div_ceil(4), 1).await;
     // Pass 2: `concurrency` clients, for throughput.
     let loaded = drive(&d.client, &cap, n, concurrency).await;
+    // One HTTP exchange on the control socket that does nothing else (a
+    // start makes two: the 201, then the wait).
+    let mut health = Vec::with_capacity(1000);
+    for _ in 0..1000 {
+        let t = Instant::now();
+        d.client.health().await.expect("health");
+        health.push(t.elapsed());
+    }
+    health.sort();
     let rss = peak_rss_kib(d.pid());
     let compiled = d.metric("roost_components_compiled_total").await;
     println!("{label} (compiles during run: {compiled})");
     serial.print("concurrency 1");
     loaded.print(&format!("concurrency {concurrency}"));
     println!("  roostd peak RSS            {rss:>8} KiB");
+    println!(
+        "  GET /v1/health             p50 {:>8.1} µs  (one exchange on the control socket)",
+        us(percentile(&health, 0.5))
+    );
 }

@@ -37,7 +37,6 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use roost_ctl::api::RestartPolicy;
 use roostd::store::{Durability, Store};
-use roostd::tasks::model::{ANSWER_ARTIFACT, EventKind, NewA2aTask, TaskState};
 use serde_json::{Value, json};
 
 use harness::{Daemon, TEST_CONFIG, conformance};
@@ -171,6 +170,19 @@ async fn measure(
     assert_eq!(load.errors, 0, "{label}: failed sends");
     out.push(("SendMessage 16 clients req/s".into(), load.per_sec));
     out.push(("SendMessage 16 clients p99 ms".into(), load.p99_ms));
+    // GetTask again once retention has pruned what the load added (it
+    // runs every 5 s): beside the first pass, which runs while it prunes,
+    // this shows what the deletes cost a read.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let quiet = serial(addr, 2000, |i| {
+        // The newer half: retention has taken some of the oldest by now.
+        let half = ids.len() / 2;
+        let id = &ids[half + (i * 7919 + 1) % (ids.len() - half)];
+        json!({"jsonrpc": "2.0", "id": i, "method": "GetTask", "params": {"id": id}})
+    })
+    .await;
+    out.push(("GetTask, retention idle, p50 ms".into(), quiet.p50_ms));
+    out.push(("GetTask, retention idle, p99 ms".into(), quiet.p99_ms));
     let rss = rss_kib(daemon.pid()) as f64 / 1024.0;
     out.push(("roostd RSS MiB".into(), rss));
     // RSS is roostd's own memory (anonymous) and file-backed pages: its
@@ -319,49 +331,18 @@ async fn fill(db: &Path, session_id: &str, n: usize) -> Vec<String> {
             context = BIG.to_string();
             big += 1;
         }
-        let message_id = format!("fill-{i}");
-        let parts = [json!({"text": "hello"})];
-        let message = json!({"messageId": message_id, "role": "ROLE_USER",
-                             "contextId": context, "parts": parts})
-        .to_string();
-        let (_, insert) = store.queue_a2a_task(
-            &NewA2aTask {
+        let insert = load::queue_hello(
+            &store,
+            load::Hello {
                 id: &id,
                 session_id,
                 route: &route,
-                owner: "",
                 context_id: &context,
-                message_id: &message_id,
-                text: "hello",
-                message_json: &message,
-                parts: &parts,
-                tick: None,
+                message_id: &format!("fill-{i}"),
             },
-            true,
             false,
         );
-        let (done, ended) = tokio::sync::oneshot::channel();
-        store.append_task_events_then(
-            &id,
-            vec![
-                EventKind::Artifact {
-                    artifact_id: ANSWER_ARTIFACT.into(),
-                    text: "echo: hello".into(),
-                    append: false,
-                    last_chunk: true,
-                    part: None,
-                },
-                EventKind::Status {
-                    state: TaskState::Completed,
-                    message: None,
-                    parts: None,
-                },
-            ],
-            false,
-            move |written| {
-                let _ = done.send(written.is_ok());
-            },
-        );
+        let ended = load::answer(&store, &id, false);
         batch.push((insert, ended));
         if r == 0 {
             bench.push(id);
