@@ -16,6 +16,11 @@
 //! empty store a new context), then blocking `SendMessage` at 16 clients;
 //! roostd's RSS after each half; the database's size per task.
 //!
+//! At the end, with roostd stopped: what retention costs alone at that
+//! size (20,000 of the oldest deleted through `Store`, µs and bytes
+//! written a task, beside the fill's), then the same again without the
+//! two indexes whose keys are random to a task's age.
+//!
 //! `cargo bench -p roostd --bench store_growth -- [TASKS] [SECONDS]`
 //! (defaults 1000000, 5).
 
@@ -78,8 +83,10 @@ async fn main() {
     daemon.signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
     let db = daemon.state_dir.join("roost.db");
     let filled = Instant::now();
+    let written_before = written();
     let ids = fill(&db, &session.id, n).await;
     let fill_secs = filled.elapsed().as_secs_f64();
+    let fill_bytes = written() - written_before;
     let bytes = db_bytes(&db);
     println!(
         "filled {n} tasks in {fill_secs:.1} s ({:.0}/s); database {:.1} MiB, {:.0} bytes per task",
@@ -102,6 +109,46 @@ async fn main() {
     let store = Store::open(&db, Durability::Normal).await.expect("store");
     let left = store.count_ended_a2a_tasks("9999").await.expect("count");
     println!("ended tasks stored at the end (retention keeps {n}): {left}");
+    // What retention costs the writer at this size, alone: the oldest
+    // 20,000 deleted as the retention loop deletes them, beside what a
+    // task's record and end cost in the fill.
+    println!(
+        "the fill: {:.0} µs and {:.1} KiB written a task (its record and end, 2,000 queued at a time)",
+        fill_secs * 1e6 / n as f64,
+        fill_bytes as f64 / 1024.0 / n as f64,
+    );
+    let left = prune_alone(&store, left, "with every index").await;
+    // The same without the two indexes whose keys are random to a task's
+    // age (a context's tasks, a route's message ids): what they cost it.
+    let conn = rusqlite::Connection::open(&db).expect("a connection");
+    conn.busy_timeout(Duration::from_secs(30))
+        .expect("busy timeout");
+    conn.execute_batch("DROP INDEX tasks_context; DROP INDEX tasks_message;")
+        .expect("drop the two indexes");
+    drop(conn);
+    prune_alone(&store, left, "without tasks_context and tasks_message").await;
+    store.close().await;
+}
+
+/// Deletes the oldest 20,000 of `left` ended tasks as the retention loop
+/// does, alone (roostd stopped), and prints what it cost a task; returns
+/// how many are left.
+async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
+    let written_before = written();
+    let pruned = Instant::now();
+    let deleted = store
+        .prune_a2a_tasks(None, Some(left.saturating_sub(20_000)))
+        .await
+        .expect("prune");
+    let secs = pruned.elapsed().as_secs_f64();
+    let bytes = written() - written_before;
+    println!(
+        "retention alone, {label}: {deleted} tasks deleted in {secs:.2} s, {:.0} µs and {:.1} KiB \
+         written (WAL and checkpoints) a task",
+        secs * 1e6 / deleted.max(1) as f64,
+        bytes as f64 / 1024.0 / deleted.max(1) as f64,
+    );
+    left - deleted
 }
 
 /// The figures of one store, in order: name, value.
@@ -356,6 +403,17 @@ async fn fill(db: &Path, session_id: &str, n: usize) -> Vec<String> {
     }
     store.close().await;
     bench
+}
+
+/// Bytes this process has written through system calls (`wchar`): the
+/// store's WAL frames and its checkpoints' copies into the database.
+fn written() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The database and its WAL, in bytes.
