@@ -387,9 +387,10 @@ pub(super) struct ListSql<'a> {
 
 impl<'a> ListSql<'a> {
     /// A route's list is read in order from `tasks_route_updated` and
-    /// counted from `task_counts`; a context's (few tasks) from
-    /// `tasks_context`, the other filters checked on its rows (named: with
-    /// no statistics SQLite would walk the route's index instead).
+    /// counted from `task_counts`; a context's (few tasks) read and counted
+    /// from `tasks_context`, which holds the other filters' columns too
+    /// (migration 0021; named: with no statistics SQLite would walk the
+    /// route's index instead).
     pub(super) fn new(f: &TaskFilter<'a>) -> Self {
         let by_context = f.context_id.is_some();
         let table = if by_context {
