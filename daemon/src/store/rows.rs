@@ -16,6 +16,11 @@ pub(super) const SESSION_COLUMNS: &str = "id, name, capsule, version, \
      bookkeeping_dir, restart_policy, restart_count, created_at, started_at, ended_at, updated_at, \
      artifacts_json, sandbox, input_tokens, output_tokens, turns";
 
+/// One session's record by id: the readers' statement and the one the
+/// task writer reads a changed row back with, alike.
+pub(super) static SESSION_BY_ID: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"));
+
 pub(super) const TASK_COLUMNS: &str = "id, context_id, source, state, input_bytes, input_tokens, \
      output_tokens, turns, error, created_at, ended_at";
 

@@ -5,13 +5,13 @@
 //! session's record is the operator's, not an acknowledged task (see
 //! [`WriteOp::durable`](super::writes::WriteOp::durable)).
 
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use roost_wire::api::Session;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
-use super::rows::{SESSION_COLUMNS, session_from_row};
+use super::rows::{SESSION_BY_ID, session_from_row};
 
 /// A new session row, recorded `running` (staging is done before it exists).
 pub(super) struct SessionRow {
@@ -116,10 +116,8 @@ impl Record {
     /// Reads the row inside the write's transaction (again, when a group
     /// that failed is tried one job at a time).
     pub(super) fn fill(&self, conn: &Connection) -> rusqlite::Result<()> {
-        static SQL: LazyLock<String> =
-            LazyLock::new(|| format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"));
         let read = conn
-            .prepare_cached(&SQL)?
+            .prepare_cached(&SESSION_BY_ID)?
             .query_row(params![self.id], |row| {
                 Ok(session_from_row(row).map_err(|e| e.to_string()))
             })

@@ -4,7 +4,7 @@
 use roost_wire::api::{ArtifactRecord, Session, SessionState, SessionUsage, StartRequest};
 use sqlx::Row;
 
-use super::rows::{SESSION_COLUMNS, artifacts_json, session_from_row};
+use super::rows::{SESSION_BY_ID, SESSION_COLUMNS, artifacts_json, session_from_row};
 use super::session_writes::{Record, SessionRow, SessionWrite, UpgradeRow};
 use super::writer::WriteOp;
 use super::{Store, StoreError, now};
@@ -264,8 +264,10 @@ impl Store {
 
     /// A session's record by id, as committed.
     async fn record(&self, id: &str) -> Result<Session, StoreError> {
-        let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
-        let row = sqlx::query(&sql).bind(id).fetch_one(&self.reader).await?;
+        let row = sqlx::query(&SESSION_BY_ID)
+            .bind(id)
+            .fetch_one(&self.reader)
+            .await?;
         session_from_row(&row)
     }
 
