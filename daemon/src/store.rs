@@ -6,7 +6,8 @@
 //! `push_writes.rs` says), agents' conversations per context
 //! (`conversations.rs`, written as `conversation_writes.rs` says),
 //! schedules and their ticks (`schedules.rs`, written as
-//! `schedule_writes.rs` says), all written
+//! `schedule_writes.rs` says), de-duplication entries of deleted tasks
+//! (`message_ids.rs`), all written
 //! by the one writer thread (`writer.rs`), in a WAL database with embedded
 //! migrations; rows are read back in `rows.rs`.
 
@@ -23,6 +24,7 @@ mod checkpointer;
 mod conversation_writes;
 mod conversations;
 mod hibernations;
+mod message_ids;
 mod push;
 mod push_writes;
 mod rows;
@@ -39,6 +41,7 @@ pub use agent_tasks::{NewAgentTask, TaskEnd};
 use checkpointer::Checkpointer;
 pub use conversations::Conversation;
 pub use hibernations::Asleep;
+pub use message_ids::Swept;
 pub use push::now_ms;
 pub use sessions::{NewSession, Resumable, StopReason};
 use writer::{TaskWriter, WriteOp};
@@ -184,6 +187,8 @@ pub struct Store {
     /// Bumped after every committed session write (`roostctl events -f`
     /// waits on it: `session_events.rs`).
     session_changes: tokio::sync::watch::Sender<u64>,
+    /// De-duplication entries of deleted tasks, until they are cleared.
+    sweeps: Arc<message_ids::Sweeps>,
 }
 
 /// The database and its WAL and shared-memory files are roostd's alone
@@ -283,6 +288,7 @@ impl Store {
             wal: frames,
             reader,
             session_changes: tokio::sync::watch::Sender::new(0),
+            sweeps: Arc::default(),
         })
     }
 
@@ -297,6 +303,7 @@ impl Store {
             wal: frames,
             reader: pool,
             session_changes: tokio::sync::watch::Sender::new(0),
+            sweeps: Arc::default(),
         })
     }
 
@@ -325,5 +332,7 @@ impl Store {
 
 #[cfg(test)]
 mod list_tests;
+#[cfg(test)]
+mod message_ids_tests;
 #[cfg(test)]
 mod tests;

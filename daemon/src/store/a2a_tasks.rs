@@ -241,8 +241,8 @@ impl Store {
         message_id: &str,
     ) -> Result<Option<A2aTask>, StoreError> {
         let sql = format!(
-            "SELECT {A2A_COLUMNS} FROM tasks t WHERE t.route = ?1 AND t.owner = ?3 \
-             AND t.message_id = ?2 AND t.source = 'a2a' LIMIT 1"
+            "SELECT {A2A_COLUMNS} FROM task_messages m JOIN tasks t ON t.id = m.task_id \
+             WHERE m.route = ?1 AND m.owner = ?3 AND m.message_id = ?2 AND t.source = 'a2a'"
         );
         let row = sqlx::query(&sql)
             .bind(route)
@@ -332,6 +332,8 @@ impl Store {
             let deleted = self.write_one(op).await?;
             total += deleted;
             if deleted < u64::from(super::writes::PRUNE_BATCH) {
+                self.tasks_gone(total);
+                self.sweep_if_due().await?;
                 return Ok(total);
             }
         }

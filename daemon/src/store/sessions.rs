@@ -330,14 +330,18 @@ impl Store {
     /// Deletes a session that is not live, with its events and tasks (in
     /// batches on the task writer). `false` when it is live (or gone).
     pub async fn delete_session(&self, id: &str) -> Result<bool, StoreError> {
+        let mut gone = 0;
         loop {
             let op = WriteOp::PruneSessionTasks {
                 session_id: id.to_string(),
             };
-            if self.write_one(op).await? < u64::from(super::writes::PRUNE_BATCH) {
+            let deleted = self.write_one(op).await?;
+            gone += deleted;
+            if deleted < u64::from(super::writes::PRUNE_BATCH) {
                 break;
             }
         }
+        self.tasks_gone(gone);
         let op = WriteOp::DeleteSession { id: id.to_string() };
         Ok(self.write_one(op).await? == 1)
     }

@@ -48,6 +48,11 @@ pub(super) enum WriteOp {
     /// many. (The bound is found on a reader: the writer does no more than
     /// the deletes.)
     Prune { before: (String, String) },
+    /// Deletes de-duplication entries whose tasks a reader found gone
+    /// (route, owner, message id, the task it named): an entry that names
+    /// another task by now (its message came again) stays. Answers how
+    /// many went.
+    ForgetMessages(Vec<[String; 4]>),
     /// Deletes up to [`PRUNE_BATCH`] tasks of a session that is not live
     /// (A2A ones in any state, their logs cascading); answers how many.
     PruneSessionTasks { session_id: String },
@@ -89,6 +94,7 @@ impl WriteOp {
                 WriteOp::Session(..)
                     | WriteOp::Conversation(_)
                     | WriteOp::Prune { .. }
+                    | WriteOp::ForgetMessages(_)
                     | WriteOp::PruneSessionTasks { .. }
                     | WriteOp::DeleteSession { .. }
                     | WriteOp::Probe
@@ -147,6 +153,17 @@ pub(super) fn apply(
             None
         }
         WriteOp::Prune { before } => Some(prune(conn, before)?),
+        WriteOp::ForgetMessages(entries) => {
+            let mut forget = conn.prepare_cached(
+                "DELETE FROM task_messages WHERE route = ?1 AND owner = ?2 AND message_id = ?3 \
+                 AND task_id = ?4",
+            )?;
+            let mut gone = 0;
+            for [route, owner, message_id, task_id] in entries {
+                gone += forget.execute(params![route, owner, message_id, task_id])? as u64;
+            }
+            Some(gone)
+        }
         WriteOp::PruneSessionTasks { session_id } => Some(
             conn.prepare_cached(
                 "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE session_id = ?1 \
@@ -192,12 +209,14 @@ pub(super) fn apply(
             tick,
         } => {
             // Writes are serial here, so the lookup and the insert cannot
-            // interleave with another attempt of the same message.
+            // interleave with another attempt of the same message. An
+            // entry whose task is gone (retention) finds nothing.
             let seen: Option<String> = match dedupe {
                 true => conn
                     .prepare_cached(
-                        "SELECT id FROM tasks WHERE route = ?1 AND owner = ?3 AND message_id = ?2 \
-                         LIMIT 1",
+                        "SELECT m.task_id FROM task_messages m WHERE m.route = ?1 \
+                         AND m.owner = ?3 AND m.message_id = ?2 \
+                         AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = m.task_id)",
                     )?
                     .query_row(params![route, message_id, owner], |row| row.get(0))
                     .optional()?,
@@ -231,6 +250,16 @@ pub(super) fn apply(
                 },
                 owner,
             ])?;
+            // The message's entry names its first task still stored: one
+            // whose task is gone is taken over; one whose task is there
+            // (the message came again with de-duplication off) stays.
+            conn.prepare_cached(
+                "INSERT INTO task_messages (route, owner, message_id, task_id) \
+                 VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (route, owner, message_id) DO UPDATE SET task_id = excluded.task_id \
+                 WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = task_messages.task_id)",
+            )?
+            .execute(params![route, owner, message_id, id])?;
             let mut event = conn.prepare_cached(
                 "INSERT INTO task_events (task_id, seq, body_json, at) VALUES (?1, ?2, ?3, ?4)",
             )?;

@@ -1,0 +1,119 @@
+//! De-duplication entries whose tasks are gone: counted as tasks are
+//! deleted, and cleared in key order once enough have gone (migration
+//! 0022). A task's delete leaves its entry, since the entry's page is random
+//! to the task's age; a lookup joins the task, so the entry finds nothing
+//! until this clears it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use sqlx::Row;
+
+use super::writer::WriteOp;
+use super::{Store, StoreError};
+
+/// Entries a reader looks over per round; the writer deletes the gone
+/// ones among them, which lie on the few pages those entries fill.
+const CHUNK: i64 = 1000;
+
+/// Tasks deleted before a sweep is worth its walk, at least.
+pub(super) const SWEEP_AFTER: u64 = 10_000;
+
+/// How many tasks went since the last sweep, and whether one runs.
+#[derive(Default)]
+pub(super) struct Sweeps {
+    gone: AtomicU64,
+    running: AtomicBool,
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Entries looked over.
+    pub walked: u64,
+    /// Entries deleted (their tasks were gone).
+    pub forgotten: u64,
+}
+
+impl Store {
+    /// `n` tasks were deleted: their entries are left for a sweep.
+    pub(super) fn tasks_gone(&self, n: u64) {
+        self.sweeps.gone.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Sweeps the entries of gone tasks once they may be a fifth of all
+    /// (more gone than a quarter of the A2A tasks stored: a walk then
+    /// clears several on each page it writes), and at least
+    /// [`SWEEP_AFTER`]: retention calls it after its deletes.
+    pub(super) async fn sweep_if_due(&self) -> Result<(), StoreError> {
+        let gone = self.sweeps.gone.load(Ordering::Relaxed);
+        if gone < SWEEP_AFTER {
+            return Ok(());
+        }
+        let stored: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(n), 0) FROM task_counts")
+            .fetch_one(&self.reader)
+            .await?;
+        if gone >= stored.max(0) as u64 / 4 {
+            self.sweep_message_ids().await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every de-duplication entry whose task is gone: a reader
+    /// walks the entries in key order, [`CHUNK`] at a time, and the writer
+    /// deletes the gone ones of each chunk (an entry its message's new task
+    /// took over meanwhile stays). One sweep at a time; `None` when one is
+    /// already running.
+    pub async fn sweep_message_ids(&self) -> Result<Option<Swept>, StoreError> {
+        if self.sweeps.running.swap(true, Ordering::AcqRel) {
+            return Ok(None);
+        }
+        self.sweeps.gone.store(0, Ordering::Relaxed);
+        let swept = self.sweep(CHUNK).await;
+        self.sweeps.running.store(false, Ordering::Release);
+        let swept = swept?;
+        tracing::debug!(
+            walked = swept.walked,
+            forgotten = swept.forgotten,
+            "de-duplication entries of gone tasks cleared"
+        );
+        Ok(Some(swept))
+    }
+
+    /// The walk, `chunk` entries a round.
+    pub(super) async fn sweep(&self, chunk: i64) -> Result<Swept, StoreError> {
+        const FIRST: &str = "SELECT route, owner, message_id, task_id, \
+             EXISTS (SELECT 1 FROM tasks t WHERE t.id = m.task_id) FROM task_messages m \
+             ORDER BY route, owner, message_id LIMIT ?4";
+        const NEXT: &str = "SELECT route, owner, message_id, task_id, \
+             EXISTS (SELECT 1 FROM tasks t WHERE t.id = m.task_id) FROM task_messages m \
+             WHERE (route, owner, message_id) > (?1, ?2, ?3) \
+             ORDER BY route, owner, message_id LIMIT ?4";
+        let mut swept = Swept::default();
+        let mut after: Option<[String; 3]> = None;
+        loop {
+            let query = match &after {
+                None => sqlx::query(FIRST).bind("").bind("").bind(""),
+                Some([route, owner, message_id]) => sqlx::query(NEXT)
+                    .bind(route.as_str())
+                    .bind(owner.as_str())
+                    .bind(message_id.as_str()),
+            };
+            let rows = query.bind(chunk).fetch_all(&self.reader).await?;
+            let mut gone = Vec::new();
+            for row in &rows {
+                let entry: [String; 4] = [row.get(0), row.get(1), row.get(2), row.get(3)];
+                if !row.get::<bool, _>(4) {
+                    gone.push(entry);
+                }
+            }
+            swept.walked += rows.len() as u64;
+            after = rows.last().map(|r| [r.get(0), r.get(1), r.get(2)]);
+            if !gone.is_empty() {
+                swept.forgotten += self.write_one(WriteOp::ForgetMessages(gone)).await?;
+            }
+            if rows.len() < chunk as usize {
+                return Ok(swept);
+            }
+        }
+    }
+}
