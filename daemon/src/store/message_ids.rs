@@ -40,10 +40,12 @@ impl Store {
         self.sweeps.gone.fetch_add(n, Ordering::Relaxed);
     }
 
-    /// Sweeps the entries of gone tasks once they may be a fifth of all
-    /// (more gone than a quarter of the A2A tasks stored: a walk then
-    /// clears several on each page it writes), and at least
-    /// [`SWEEP_AFTER`]: retention calls it after its deletes.
+    /// Sweeps the entries of gone tasks once as many tasks have gone as
+    /// there are A2A tasks stored (so the table holds at most about twice
+    /// the entries it needs), and at least [`SWEEP_AFTER`]: a walk costs
+    /// ~4 µs an entry (BENCHMARKS.md), so each gone task pays for about two
+    /// entries walked, and a page written holds several entries cleared.
+    /// Retention calls it after its deletes.
     pub(super) async fn sweep_if_due(&self) -> Result<(), StoreError> {
         let gone = self.sweeps.gone.load(Ordering::Relaxed);
         if gone < SWEEP_AFTER {
@@ -52,7 +54,7 @@ impl Store {
         let stored: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(n), 0) FROM task_counts")
             .fetch_one(&self.reader)
             .await?;
-        if gone >= stored.max(0) as u64 / 4 {
+        if gone >= stored.max(0) as u64 {
             self.sweep_message_ids().await?;
         }
         Ok(())
@@ -79,39 +81,54 @@ impl Store {
         Ok(Some(swept))
     }
 
-    /// The walk, `chunk` entries a round.
+    /// The walk, `chunk` entries a round: SQLite picks out the gone
+    /// tasks' entries of each chunk on the reader, so only those (and the
+    /// chunk's last key, with how many it held) come back.
     pub(super) async fn sweep(&self, chunk: i64) -> Result<Swept, StoreError> {
-        const FIRST: &str = "SELECT route, owner, message_id, task_id, \
-             EXISTS (SELECT 1 FROM tasks t WHERE t.id = m.task_id) FROM task_messages m \
-             ORDER BY route, owner, message_id LIMIT ?4";
-        const NEXT: &str = "SELECT route, owner, message_id, task_id, \
-             EXISTS (SELECT 1 FROM tasks t WHERE t.id = m.task_id) FROM task_messages m \
-             WHERE (route, owner, message_id) > (?1, ?2, ?3) \
-             ORDER BY route, owner, message_id LIMIT ?4";
+        let walk = |after: &str| {
+            format!(
+                "WITH chunk AS MATERIALIZED (SELECT route, owner, message_id, task_id \
+                 FROM task_messages {after} ORDER BY route, owner, message_id LIMIT ?4) \
+                 SELECT route, owner, message_id, task_id, 0 FROM chunk \
+                 WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = chunk.task_id) \
+                 UNION ALL SELECT * FROM (SELECT route, owner, message_id, '', \
+                 (SELECT COUNT(*) FROM chunk) FROM chunk \
+                 ORDER BY route DESC, owner DESC, message_id DESC LIMIT 1)"
+            )
+        };
+        let first = walk("");
+        let next = walk("WHERE (route, owner, message_id) > (?1, ?2, ?3)");
         let mut swept = Swept::default();
         let mut after: Option<[String; 3]> = None;
         loop {
             let query = match &after {
-                None => sqlx::query(FIRST).bind("").bind("").bind(""),
-                Some([route, owner, message_id]) => sqlx::query(NEXT)
+                None => sqlx::query(&first).bind("").bind("").bind(""),
+                Some([route, owner, message_id]) => sqlx::query(&next)
                     .bind(route.as_str())
                     .bind(owner.as_str())
                     .bind(message_id.as_str()),
             };
-            let rows = query.bind(chunk).fetch_all(&self.reader).await?;
-            let mut gone = Vec::new();
-            for row in &rows {
-                let entry: [String; 4] = [row.get(0), row.get(1), row.get(2), row.get(3)];
-                if !row.get::<bool, _>(4) {
-                    gone.push(entry);
+            let mut rows = query.bind(chunk).fetch_all(&self.reader).await?;
+            // The last row is the chunk's last key and its size (none
+            // when the walk is past the end).
+            let walked = match rows.last() {
+                Some(last) if last.get::<i64, _>(4) > 0 => {
+                    after = Some([last.get(0), last.get(1), last.get(2)]);
+                    let walked = last.get::<i64, _>(4);
+                    rows.pop();
+                    walked
                 }
-            }
-            swept.walked += rows.len() as u64;
-            after = rows.last().map(|r| [r.get(0), r.get(1), r.get(2)]);
+                _ => 0,
+            };
+            swept.walked += walked as u64;
+            let gone: Vec<[String; 4]> = rows
+                .iter()
+                .map(|r| [r.get(0), r.get(1), r.get(2), r.get(3)])
+                .collect();
             if !gone.is_empty() {
                 swept.forgotten += self.write_one(WriteOp::ForgetMessages(gone)).await?;
             }
-            if rows.len() < chunk as usize {
+            if walked < chunk {
                 return Ok(swept);
             }
         }
