@@ -9,7 +9,9 @@
 -- (the message is new again, as it was when its task was deleted), and
 -- its next task takes the entry over. Retention clears such entries later
 -- in key order, many to a page, after a reader has found which they are
--- (`Store::sweep_message_ids`).
+-- (`Store::sweep_message_ids`). `tasks.message_id` is no longer written
+-- (the message, its id with it, is in `message_json`): the column stays,
+-- with the ids of tasks recorded before, until they are pruned.
 CREATE TABLE task_messages (
     route      TEXT NOT NULL,
     owner      TEXT NOT NULL,

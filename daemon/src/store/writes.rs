@@ -231,8 +231,8 @@ pub(super) fn apply(
             }
             conn.prepare_cached(
                 "INSERT INTO tasks (id, session_id, context_id, source, state, input_bytes, \
-                 created_at, updated_at, route, message_json, message_id, owner) \
-                 VALUES (?1, ?2, ?3, 'a2a', ?9, ?4, ?5, ?5, ?6, ?7, ?8, ?10)",
+                 created_at, updated_at, route, message_json, owner) \
+                 VALUES (?1, ?2, ?3, 'a2a', ?8, ?4, ?5, ?5, ?6, ?7, ?9)",
             )?
             .execute(params![
                 id,
@@ -242,7 +242,6 @@ pub(super) fn apply(
                 at,
                 route,
                 message_json,
-                message_id,
                 if working.is_some() {
                     "working"
                 } else {
