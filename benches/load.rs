@@ -98,6 +98,75 @@ where
     figures(results, started.elapsed().as_secs_f64())
 }
 
+/// Where a level's slowest requests fall in time: `clients` clients for
+/// `secs`, each request's start and latency kept; of the slowest 1 %, how
+/// many started in each tenth of a second (their start modulo 1 s, from
+/// the level's start) and in how many distinct 100 ms windows. A cause
+/// that recurs every second (roostd's checkpoints) puts them in one or two
+/// tenths; stalls that hit every request in flight at once put them in
+/// few windows; the machine's own noise spreads them.
+pub async fn tail(addr: &str, path: &str, clients: usize, secs: u64, answer: Answer) -> String {
+    let origin = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..clients)
+        .map(|_| {
+            let (addr, path, stop) = (addr.to_string(), path.to_string(), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                let stream = tokio::net::TcpStream::connect(&addr)
+                    .await
+                    .expect("connect");
+                stream.set_nodelay(true).expect("nodelay");
+                let (mut sender, conn) =
+                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                        .await
+                        .expect("handshake");
+                tokio::spawn(conn);
+                while !stop.load(Ordering::Relaxed) {
+                    let req = http::Request::post(&path)
+                        .header("host", &addr)
+                        .header("content-type", "application/json")
+                        .header("a2a-version", "1.0")
+                        .body(Full::new(body(next_message())))
+                        .expect("request");
+                    let started = Instant::now();
+                    if sender.ready().await.is_err() {
+                        break;
+                    }
+                    let resp = sender.send_request(req).await.expect("send");
+                    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+                    assert!(answer.is(&String::from_utf8_lossy(&bytes)), "a bad answer");
+                    out.push((started - origin, started.elapsed()));
+                }
+                out
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("client"));
+    }
+    all.sort_by_key(|(_, took)| std::cmp::Reverse(*took));
+    let slow = &all[..(all.len() / 100).max(1)];
+    let mut tenths = [0usize; 10];
+    let mut windows = std::collections::BTreeSet::new();
+    for (at, _) in slow {
+        tenths[(at.subsec_millis() / 100) as usize] += 1;
+        windows.insert(at.as_millis() / 100);
+    }
+    format!(
+        "{} slowest of {} (from {:.2} ms): by tenth of a second {:?}, in {} of {} 100 ms windows",
+        slow.len(),
+        all.len(),
+        slow.last().map_or(0.0, |(_, t)| t.as_secs_f64() * 1e3),
+        tenths,
+        windows.len(),
+        secs * 10
+    )
+}
+
 /// What a good answer is.
 #[derive(Clone, Copy)]
 pub enum Answer {

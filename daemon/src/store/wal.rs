@@ -9,12 +9,15 @@ use rusqlite::Connection;
 
 /// Bytes the WAL file is trimmed to when it starts over
 /// (`journal_size_limit`; see `checkpointer.rs`).
-pub(super) const WAL_SIZE_LIMIT: u64 = 64 << 20;
+pub(super) const WAL_SIZE_LIMIT: u64 = 256 << 20;
 
-/// Frames in the WAL past which the writer runs a checkpoint itself (64 MiB
-/// of 4 KiB pages, the `journal_size_limit`). Each costs the writer a few
-/// milliseconds (measured: syncing what the WAL took since the last
-/// background pass, and the database file), so they are kept rare.
+/// Frames in the WAL past which the writer runs a checkpoint itself (256
+/// MiB of 4 KiB pages, the `journal_size_limit`). Each holds every commit
+/// while it syncs what the WAL took since the last background pass, and
+/// the database file: a few ms when idle, 30–60 ms under full load on this
+/// VM's disk, where 64 MiB came every ~0.3 s and the stalls were the
+/// slowest 1 % at 128 clients (BENCHMARKS.md, issue 36). So they are kept
+/// rare.
 pub(super) const RESTART_FRAMES: u64 = WAL_SIZE_LIMIT / 4096;
 
 /// Frames in the WAL after the writer's last commit, and how many make the
