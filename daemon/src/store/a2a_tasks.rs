@@ -333,7 +333,11 @@ impl Store {
             total += deleted;
             if deleted < u64::from(super::writes::PRUNE_BATCH) {
                 self.tasks_gone(total);
-                self.sweep_if_due().await?;
+                // The deletes stand whatever the sweep does: a failed one
+                // is tried again after the next.
+                if let Err(error) = self.sweep_if_due().await {
+                    tracing::warn!(%error, "de-duplication entries of gone tasks not cleared");
+                }
                 return Ok(total);
             }
         }

@@ -25,6 +25,15 @@ pub(super) struct Sweeps {
     running: AtomicBool,
 }
 
+/// Marks a sweep as running until dropped.
+struct Running<'a>(&'a Sweeps);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.store(false, Ordering::Release);
+    }
+}
+
 /// What one sweep did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Swept {
@@ -69,10 +78,18 @@ impl Store {
         if self.sweeps.running.swap(true, Ordering::AcqRel) {
             return Ok(None);
         }
-        self.sweeps.gone.store(0, Ordering::Relaxed);
-        let swept = self.sweep(CHUNK).await;
-        self.sweeps.running.store(false, Ordering::Release);
-        let swept = swept?;
+        // Cleared however the walk ends: an error, or its caller gone (a
+        // `roostctl prune` whose client hung up drops it midway).
+        let _running = Running(&self.sweeps);
+        let gone = self.sweeps.gone.swap(0, Ordering::Relaxed);
+        let swept = match self.sweep(CHUNK).await {
+            Ok(swept) => swept,
+            Err(e) => {
+                // Still to be swept, with those that go meanwhile.
+                self.sweeps.gone.fetch_add(gone, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
         tracing::debug!(
             walked = swept.walked,
             forgotten = swept.forgotten,

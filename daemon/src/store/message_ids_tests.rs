@@ -127,6 +127,27 @@ async fn retention_sweeps_once_enough_tasks_have_gone(pool: SqlitePool) {
     );
 }
 
+#[sqlx::test(migrations = "../migrations")]
+async fn a_sweep_dropped_midway_leaves_the_next_one_free_to_run(pool: SqlitePool) {
+    let store = Store::from_pool(pool).expect("store");
+    twelve_then_pruned(&store).await;
+    // Polled once (it marks itself running and waits for its first read),
+    // then dropped, as when a `roostctl prune` client hangs up.
+    let mut sweep = Box::pin(store.sweep_message_ids());
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(sweep.as_mut().poll(cx))).await;
+    assert!(first.is_pending(), "still reading when dropped");
+    drop(sweep);
+    let swept = store.sweep_message_ids().await.expect("swept");
+    assert_eq!(
+        swept,
+        Some(Swept {
+            walked: 12,
+            forgotten: 8
+        }),
+        "not refused as if the dropped one still ran"
+    );
+}
+
 #[sqlx::test(migrations = false)]
 async fn migration_0022_moves_each_messages_first_task_into_its_table(pool: SqlitePool) {
     // The database as 0021 left it, with a message that made two tasks
