@@ -18,10 +18,12 @@ const CHUNK: i64 = 1000;
 /// Tasks deleted before a sweep is worth its walk, at least.
 pub(super) const SWEEP_AFTER: u64 = 10_000;
 
-/// How many tasks went since the last sweep, and whether one runs.
+/// How many tasks went since the last sweep, whether that count has been
+/// seeded from the table since roostd started, and whether a sweep runs.
 #[derive(Default)]
 pub(super) struct Sweeps {
     gone: AtomicU64,
+    seeded: AtomicBool,
     running: AtomicBool,
 }
 
@@ -56,14 +58,30 @@ impl Store {
     /// entries walked, and a page written holds several entries cleared.
     /// Retention calls it after its deletes.
     pub(super) async fn sweep_if_due(&self) -> Result<(), StoreError> {
+        let stored = || async {
+            let n: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(n), 0) FROM task_counts")
+                .fetch_one(&self.reader)
+                .await?;
+            Ok::<_, StoreError>(n.max(0) as u64)
+        };
+        // The count is in memory: the first time after a start, the entries
+        // beyond the tasks stored are what went before it (else a roostd
+        // restarted more often than it deletes its store's worth would
+        // never sweep).
+        if !self.sweeps.seeded.load(Ordering::Relaxed) {
+            let entries: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_messages")
+                .fetch_one(&self.reader)
+                .await?;
+            // (This round's deletes are among them, maybe counted already.)
+            let before = (entries.max(0) as u64).saturating_sub(stored().await?);
+            self.sweeps.gone.fetch_max(before, Ordering::Relaxed);
+            self.sweeps.seeded.store(true, Ordering::Relaxed);
+        }
         let gone = self.sweeps.gone.load(Ordering::Relaxed);
         if gone < SWEEP_AFTER {
             return Ok(());
         }
-        let stored: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(n), 0) FROM task_counts")
-            .fetch_one(&self.reader)
-            .await?;
-        if gone >= stored.max(0) as u64 {
+        if gone >= stored().await? {
             self.sweep_message_ids().await?;
         }
         Ok(())

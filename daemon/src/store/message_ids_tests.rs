@@ -128,6 +128,25 @@ async fn retention_sweeps_once_enough_tasks_have_gone(pool: SqlitePool) {
 }
 
 #[sqlx::test(migrations = "../migrations")]
+async fn after_a_restart_the_entries_left_from_before_count_toward_a_sweep(pool: SqlitePool) {
+    // Entries of SWEEP_AFTER tasks deleted before the restart (a count kept
+    // in memory is gone with it).
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1) \
+         INSERT INTO task_messages (route, owner, message_id, task_id) \
+         SELECT 'hello', '', 'old-' || i, 'tsk_gone_' || i FROM n",
+    )
+    .bind(message_ids::SWEEP_AFTER as i64)
+    .execute(&pool)
+    .await
+    .expect("entries of deleted tasks");
+    let store = Store::from_pool(pool).expect("store");
+    twelve_then_pruned(&store).await;
+    // That round's eight and the ten thousand before it: due.
+    assert_eq!(entries(&store).await.len(), 4, "swept by the prune's round");
+}
+
+#[sqlx::test(migrations = "../migrations")]
 async fn a_sweep_dropped_midway_leaves_the_next_one_free_to_run(pool: SqlitePool) {
     let store = Store::from_pool(pool).expect("store");
     twelve_then_pruned(&store).await;
