@@ -152,10 +152,16 @@ async fn a_sweep_dropped_midway_leaves_the_next_one_free_to_run(pool: SqlitePool
     twelve_then_pruned(&store).await;
     // Polled once (it marks itself running and waits for its first read),
     // then dropped, as when a `roostctl prune` client hangs up.
+    // Every reader held, so its first read waits for one.
+    let mut held = Vec::new();
+    for _ in 0..store.reader.options().get_max_connections() {
+        held.push(store.reader.acquire().await.expect("a reader"));
+    }
     let mut sweep = Box::pin(store.sweep_message_ids());
     let first = std::future::poll_fn(|cx| std::task::Poll::Ready(sweep.as_mut().poll(cx))).await;
     assert!(first.is_pending(), "still reading when dropped");
     drop(sweep);
+    drop(held);
     let swept = store.sweep_message_ids().await.expect("swept");
     assert_eq!(
         swept,
