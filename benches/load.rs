@@ -43,6 +43,22 @@ pub async fn client(
     stop: Arc<AtomicBool>,
     answer: Answer,
 ) -> Vec<Option<Duration>> {
+    timed_client(addr, path, stop, answer, Instant::now())
+        .await
+        .into_iter()
+        .map(|r| r.map(|(_, took)| took))
+        .collect()
+}
+
+/// [`client`], keeping when each request started (since `origin`) beside
+/// its latency.
+async fn timed_client(
+    addr: String,
+    path: String,
+    stop: Arc<AtomicBool>,
+    answer: Answer,
+    origin: Instant,
+) -> Vec<Option<(Duration, Duration)>> {
     let mut out = Vec::new();
     let stream = tokio::net::TcpStream::connect(&addr)
         .await
@@ -72,7 +88,7 @@ pub async fn client(
             }
             Err(_) => false,
         };
-        out.push(ok.then(|| started.elapsed()));
+        out.push(ok.then(|| (started - origin, started.elapsed())));
     }
     out
 }
@@ -110,43 +126,17 @@ pub async fn tail(addr: &str, path: &str, clients: usize, secs: u64, answer: Ans
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
-            let (addr, path, stop) = (addr.to_string(), path.to_string(), Arc::clone(&stop));
-            tokio::spawn(async move {
-                let mut out = Vec::new();
-                let stream = tokio::net::TcpStream::connect(&addr)
-                    .await
-                    .expect("connect");
-                stream.set_nodelay(true).expect("nodelay");
-                let (mut sender, conn) =
-                    hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                        .await
-                        .expect("handshake");
-                tokio::spawn(conn);
-                while !stop.load(Ordering::Relaxed) {
-                    let req = http::Request::post(&path)
-                        .header("host", &addr)
-                        .header("content-type", "application/json")
-                        .header("a2a-version", "1.0")
-                        .body(Full::new(body(next_message())))
-                        .expect("request");
-                    let started = Instant::now();
-                    if sender.ready().await.is_err() {
-                        break;
-                    }
-                    let resp = sender.send_request(req).await.expect("send");
-                    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-                    assert!(answer.is(&String::from_utf8_lossy(&bytes)), "a bad answer");
-                    out.push((started - origin, started.elapsed()));
-                }
-                out
-            })
+            let (addr, path) = (addr.to_string(), path.to_string());
+            tokio::spawn(timed_client(addr, path, Arc::clone(&stop), answer, origin))
         })
         .collect();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
     for t in tasks {
-        all.extend(t.await.expect("client"));
+        for r in t.await.expect("client") {
+            all.push(r.expect("a good answer"));
+        }
     }
     all.sort_by_key(|(_, took)| std::cmp::Reverse(*took));
     let slow = &all[..(all.len() / 100).max(1)];
