@@ -8,7 +8,7 @@ TASKS completed tasks as `store_growth` fills them (100 routes, 10,000
 contexts across the whole fill, four events a task), with client message
 ids that are either random (`uuid`: UUIDv4, as the A2A SDKs make them) or
 `fill-<n>` (`fill`: the store_growth bench's). Then, on a fresh copy each,
-the oldest 20,000 ended tasks are deleted the way retention deletes them
+the oldest 20,000 ended tasks (`DELETES`) are deleted the way retention deletes them
 (roostd's statement, batches of 200, a passive checkpoint every 2,000), and
 the µs and bytes written (WAL and checkpoints) per task are printed:
 
@@ -19,12 +19,21 @@ the µs and bytes written (WAL and checkpoints) per task are printed:
   other index keyed at random to a task's age (not a layout roostd has:
   what that index costs a delete).
 
+With `CONVERSATIONS=1` each context also has an agent's conversation (an
+agent route that keeps one per context), and the layouts compared are
+`0022` (migration 0013's trigger, whose check for another task of the
+context no index covers) and `0023` (the check reads `tasks_context`).
+`CONTEXTS` (default 10,000) sets how many contexts the tasks spread over:
+as many as TASKS makes a context of one task each, an agent's usual
+conversation. `DELETES` (default 20,000) sets how many tasks are deleted.
+
 Uses Python's own sqlite3 module (the SQLite it links, not roostd's
 bundled one) with roostd's pragmas (WAL, synchronous NORMAL, foreign keys,
 no auto-checkpoint). State in DIR (default: a directory under /var/tmp,
 on the real disk), removed at the end.
 
     python3 benches/prune_layouts.py [TASKS] [uuid|fill] [DIR]
+    CONVERSATIONS=1 CONTEXTS=100000 DELETES=2000 python3 benches/prune_layouts.py 100000
 """
 
 import glob
@@ -42,6 +51,10 @@ DIR = sys.argv[3] if len(sys.argv) > 3 else tempfile.mkdtemp(dir="/var/tmp")
 MIGRATIONS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "migrations", "*.sql")))
 BEFORE = [m for m in MIGRATIONS if int(os.path.basename(m)[:4]) <= 21]
 M0022 = [m for m in MIGRATIONS if os.path.basename(m).startswith("0022")]
+M0023 = [m for m in MIGRATIONS if os.path.basename(m).startswith("0023")]
+CONVERSATIONS = os.environ.get("CONVERSATIONS") == "1"
+CONTEXTS = int(os.environ.get("CONTEXTS", "10000"))
+DELETES = int(os.environ.get("DELETES", "20000"))
 
 # roostd's retention delete (daemon/src/store/writes.rs, `prune`).
 PRUNE = (
@@ -89,7 +102,7 @@ def fill(path):
         r = i % 100
         route = "bench" if r == 0 else f"r{r:02}"
         task = f"tsk_f111{i:028x}"
-        context = f"ctx_f111{i % 10_000:028x}"
+        context = f"ctx_f111{i % CONTEXTS:028x}"
         message = str(uuid.uuid4()) if IDS == "uuid" else f"fill-{i}"
         at = f"2026-12-05T{i // 3_600_000 % 24:02}:{i // 60_000 % 60:02}:{i // 1000 % 60:02}.{i:09d}Z"
         conn.execute(
@@ -109,6 +122,12 @@ def fill(path):
             "answer = 'hello back' WHERE id = ?",
             (at, at, task),
         )
+        if CONVERSATIONS and i < CONTEXTS:
+            conn.execute(
+                "INSERT INTO conversations (route, context_id, messages, updated_at) "
+                "VALUES (?, ?, '[]', ?)",
+                (route, context, at),
+            )
         if i % 20_000 == 19_999:
             conn.execute("COMMIT")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -130,7 +149,7 @@ def prune(base, label, setup):
                 conn.executescript(f.read())
         else:
             conn.executescript(migration)
-    bound = conn.execute("SELECT ended_at, id FROM tasks ORDER BY ended_at, id LIMIT 1 OFFSET 20000").fetchone()
+    bound = conn.execute("SELECT ended_at, id FROM tasks ORDER BY ended_at, id LIMIT 1 OFFSET ?", (DELETES,)).fetchone()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     os.sync()
     before, started, deleted = written(), time.perf_counter(), 0
@@ -156,9 +175,13 @@ def main():
           f"{os.path.getsize(base) / TASKS:.0f} bytes a task")
     print("| layout | deleted | a task | written a task |")
     print("|---|---|---|---|")
-    prune(base, "0021 (`tasks_message` on `tasks`)", [])
-    prune(base, "0022 (`task_messages`, entries left for a sweep)", M0022)
-    prune(base, "0022 without `tasks_context`", M0022 + ["DROP INDEX tasks_context;"])
+    if CONVERSATIONS:
+        prune(base, "0022, a conversation per context (0013's trigger)", M0022)
+        prune(base, "0023 (the trigger reads `tasks_context`)", M0022 + M0023)
+    else:
+        prune(base, "0021 (`tasks_message` on `tasks`)", [])
+        prune(base, "0022 (`task_messages`, entries left for a sweep)", M0022)
+        prune(base, "0022 without `tasks_context`", M0022 + ["DROP INDEX tasks_context;"])
     shutil.rmtree(DIR, ignore_errors=True)
 
 

@@ -335,4 +335,6 @@ mod list_tests;
 #[cfg(test)]
 mod message_ids_tests;
 #[cfg(test)]
+mod prune_tests;
+#[cfg(test)]
 mod tests;

@@ -404,14 +404,20 @@ fn finish(conn: &Connection, end: &TaskEndRow) -> rusqlite::Result<()> {
 
 /// One batch of retention deletes (see [`WriteOp::Prune`]): the oldest
 /// ended tasks before the bound.
-fn prune(conn: &Connection, (at, id): &(String, String)) -> rusqlite::Result<u64> {
+pub(super) fn prune(conn: &Connection, (at, id): &(String, String)) -> rusqlite::Result<u64> {
     let deleted = conn
-        .prepare_cached(&format!(
-            "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE {ENDED} \
-             AND (ended_at, id) < (?1, ?2) ORDER BY ended_at, id LIMIT ?3)"
-        ))?
+        .prepare_cached(&prune_statement())?
         .execute(params![at, id, PRUNE_BATCH])?;
     Ok(deleted as u64)
+}
+
+/// Retention's delete: up to [`PRUNE_BATCH`] ended A2A tasks before
+/// `(?1, ?2)` (`ended_at`, `id`), oldest first.
+pub(super) fn prune_statement() -> String {
+    format!(
+        "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE {ENDED} \
+         AND (ended_at, id) < (?1, ?2) ORDER BY ended_at, id LIMIT ?3)"
+    )
 }
 
 /// Ended A2A tasks, as `tasks_ended` indexes them.
