@@ -331,10 +331,10 @@ impl Store {
 }
 
 #[cfg(test)]
+mod growth_tests;
+#[cfg(test)]
 mod list_tests;
 #[cfg(test)]
 mod message_ids_tests;
-#[cfg(test)]
-mod prune_tests;
 #[cfg(test)]
 mod tests;

@@ -72,11 +72,15 @@ impl Store {
     /// Hibernated sessions with A2A tasks accepted that never started (sent
     /// just before roostd stopped): woken at start-up.
     pub async fn hibernated_with_tasks(&self) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT DISTINCT t.session_id FROM tasks t JOIN hibernations h \
-             ON h.session_id = t.session_id WHERE t.source = 'a2a' AND t.state = 'submitted'",
-        )
-        .fetch_all(&self.reader)
-        .await?)
+        Ok(sqlx::query_scalar(HIBERNATED_WITH_TASKS)
+            .fetch_all(&self.reader)
+            .await?)
     }
 }
+
+/// From the hibernated sessions to their tasks, so start-up reads only
+/// theirs: joined the other way, SQLite walked every task's entry in
+/// `tasks_session` (0.1 s at 300,000 tasks, with no session asleep).
+pub(super) const HIBERNATED_WITH_TASKS: &str = "SELECT h.session_id FROM hibernations h \
+     WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.session_id = h.session_id \
+     AND t.source = 'a2a' AND t.state = 'submitted')";

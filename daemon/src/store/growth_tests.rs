@@ -1,12 +1,15 @@
-//! Unit tests of retention's delete as the store grows: a batch walks no
-//! table, triggers included (SQLite's own count of full-scan steps), with
-//! a control that shows the count sees a walk inside a trigger.
+//! Unit tests of statements whose cost must not grow with the store:
+//! retention's delete walks no table, triggers included (SQLite's own count
+//! of full-scan steps, with a control that shows the count sees a walk
+//! inside a trigger), and start-up's read of hibernated sessions with tasks
+//! goes from the sessions to their tasks.
 
 use rusqlite::StatementStatus;
 
 use super::tests::{insert, new_task, request};
 use super::*;
 use crate::tasks::model::{EventKind, NewA2aTask, TaskState};
+use roost_wire::api::SessionState;
 
 /// Migration 0013's trigger, whose check for another task of the context
 /// no index covers: the control.
@@ -109,4 +112,73 @@ async fn retention_deletes_tasks_with_conversations_without_walking_the_table(po
         "the old trigger dropped it as well"
     );
     assert!(has_conversation(40).await);
+}
+
+#[sqlx::test(migrations = "../migrations")]
+async fn start_up_finds_hibernated_sessions_with_tasks_from_the_sessions(pool: SqlitePool) {
+    let path = pool.connect_options().get_filename().to_path_buf();
+    let store = Store::from_pool(pool).expect("store");
+    let done = EventKind::Status {
+        parts: None,
+        state: TaskState::Completed,
+        message: None,
+    };
+    // Asleep with a task that never started; asleep with only an ended
+    // one; awake with one that never started.
+    for (session, name) in [("ses_1", "a"), ("ses_2", "b"), ("ses_3", "c")] {
+        insert(&store, session, name, &request()).await;
+        store.mark_running(session).await.expect("running");
+    }
+    for (id, session) in [("tsk_1", "ses_1"), ("tsk_2", "ses_2"), ("tsk_3", "ses_3")] {
+        store
+            .insert_a2a_task(&NewA2aTask {
+                session_id: session,
+                ..new_task(id)
+            })
+            .await
+            .expect("task");
+    }
+    store
+        .append_task_event("tsk_2", &done)
+        .await
+        .expect("ended");
+    for session in ["ses_1", "ses_2"] {
+        assert!(
+            store
+                .mark_hibernated(session, 8, "queue")
+                .await
+                .expect("asleep")
+        );
+    }
+    let asleep = store.get("ses_1").await.expect("get").expect("row");
+    assert_eq!(asleep.state, SessionState::Hibernated);
+    assert_eq!(
+        store.hibernated_with_tasks().await.expect("read"),
+        ["ses_1"]
+    );
+    let conn = rusqlite::Connection::open(&path).expect("open");
+    let plan_of = |sql: &str| -> Vec<String> {
+        conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("plan")
+            .query_map([], |r| r.get::<_, String>(3))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("plan rows")
+    };
+    // The control: the join as it was walks every task's entry.
+    let joined = plan_of(
+        "SELECT DISTINCT t.session_id FROM tasks t JOIN hibernations h \
+         ON h.session_id = t.session_id WHERE t.source = 'a2a' AND t.state = 'submitted'",
+    );
+    assert!(joined.iter().any(|p| p.starts_with("SCAN t")), "{joined:?}");
+    let plan = plan_of(hibernations::HIBERNATED_WITH_TASKS);
+    assert!(
+        plan.iter()
+            .any(|p| p.starts_with("SEARCH t USING INDEX tasks_session")),
+        "each asleep session's tasks by index: {plan:?}"
+    );
+    assert!(
+        !plan.iter().any(|p| p.starts_with("SCAN t")),
+        "no walk of every task: {plan:?}"
+    );
 }
