@@ -23,16 +23,20 @@ const WALKING_TRIGGER: &str = "DROP TRIGGER conversation_after_last_task;
                           AND route = OLD.route);
     END;";
 
+/// The event that ends a task `completed`.
+fn completed() -> EventKind {
+    EventKind::Status {
+        parts: None,
+        state: TaskState::Completed,
+        message: None,
+    }
+}
+
 #[sqlx::test(migrations = "../migrations")]
 async fn retention_deletes_tasks_with_conversations_without_walking_the_table(pool: SqlitePool) {
     let path = pool.connect_options().get_filename().to_path_buf();
     let store = Store::from_pool(pool).expect("store");
     insert(&store, "ses_1", "hello", &request()).await;
-    let done = EventKind::Status {
-        parts: None,
-        state: TaskState::Completed,
-        message: None,
-    };
     // An agent route that keeps a conversation per context, a task each;
     // the first 40 end (in id order), the last 20 are still working.
     let ids: Vec<String> = (0..60).map(|i| format!("tsk_{i:04}")).collect();
@@ -50,7 +54,10 @@ async fn retention_deletes_tasks_with_conversations_without_walking_the_table(po
             .await
             .expect("conversation");
         if i < 40 {
-            store.append_task_event(id, &done).await.expect("ended");
+            store
+                .append_task_event(id, &completed())
+                .await
+                .expect("ended");
         }
     }
     // Retention's own statement, on a connection as the writer opens it.
@@ -118,11 +125,6 @@ async fn retention_deletes_tasks_with_conversations_without_walking_the_table(po
 async fn start_up_finds_hibernated_sessions_with_tasks_from_the_sessions(pool: SqlitePool) {
     let path = pool.connect_options().get_filename().to_path_buf();
     let store = Store::from_pool(pool).expect("store");
-    let done = EventKind::Status {
-        parts: None,
-        state: TaskState::Completed,
-        message: None,
-    };
     // Asleep with a task that never started; asleep with only an ended
     // one; awake with one that never started.
     for (session, name) in [("ses_1", "a"), ("ses_2", "b"), ("ses_3", "c")] {
@@ -139,7 +141,7 @@ async fn start_up_finds_hibernated_sessions_with_tasks_from_the_sessions(pool: S
             .expect("task");
     }
     store
-        .append_task_event("tsk_2", &done)
+        .append_task_event("tsk_2", &completed())
         .await
         .expect("ended");
     for session in ["ses_1", "ses_2"] {
