@@ -11,7 +11,11 @@
 //! that roostd too, alternating with this tree's (before, this, before,
 //! this), so a change is measured side by side in one run.
 //!
-//! `[ROOST_BENCH_BASELINE=…] cargo bench -p roostd --bench sessions -- [N] [CONCURRENCY]`
+//! roostd logs at `warn` (`ROOST_BENCH_LOG=info` for the default level).
+//! `ROOST_BENCH_ROUNDS` sets how many rounds (default 2 beside a baseline,
+//! else 1); each host starts after a `sync` and 3 s.
+//!
+//! `[ROOST_BENCH_BASELINE=…] [ROOST_BENCH_LOG=…] cargo bench -p roostd --bench sessions -- [N] [CONCURRENCY]`
 
 #[allow(dead_code)]
 #[path = "../tests/e2e/harness.rs"]
@@ -230,7 +234,10 @@ fn main() {
              log: {{level: warn}}\n{sync}"
         );
         println!("sessions bench (noop capsule, warm cache)");
-        let rounds = if baseline.is_some() { 2 } else { 1 };
+        let rounds = std::env::var("ROOST_BENCH_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(if baseline.is_some() { 2 } else { 1 });
         for round in 1..=rounds {
             if let Some(old) = &baseline {
                 host(&format!("before, round {round}"), Some(old), &config, n, concurrency).await;
@@ -267,9 +274,18 @@ async fn host(
     n: usize,
     concurrency: usize,
 ) {
+    // The config's `log.level` (warn), as the A2A benches run, or
+    // `ROOST_BENCH_LOG`'s: the test harness's `RUST_LOG` (debug, for tests'
+    // logs) would win over it.
+    let level = std::env::var("ROOST_BENCH_LOG").unwrap_or_else(|_| "warn".into());
+    let log = [("RUST_LOG", level.as_str())];
+    // Each host on a disk with no write-back pending from the one before
+    // (a pass leaves thousands of new directories and a WAL behind).
+    let _ = std::process::Command::new("sync").status();
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let d = match binary {
-        Some(b) => harness::Daemon::start_binary(b, config).await,
-        None => harness::Daemon::start_with(config, &[]).await,
+        Some(b) => harness::Daemon::start_binary(b, config, &log).await,
+        None => harness::Daemon::start_with(config, &log).await,
     };
     let cap = harness::capsule(d.root.path(), "noop", "noop", "");
     // Warm the component cache.

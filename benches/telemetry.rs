@@ -93,7 +93,7 @@ async fn host(label: &'static str, binary: Option<&std::path::Path>, extra: &str
         harness::TEST_CONFIG
     );
     let daemon = match binary {
-        Some(b) => Daemon::start_binary(b, &config).await,
+        Some(b) => Daemon::start_binary(b, &config, &[]).await,
         None => Daemon::start_with(&config, &[]).await,
     };
     let addr = load::start_bench_capsule(&daemon).await;

@@ -467,7 +467,7 @@ async fn a_renamed_roostd_still_jails_its_tools() {
         .status()
         .expect("cp");
     assert!(copied.success(), "copy roostd");
-    let daemon = Daemon::start_binary(&renamed, TEST_CONFIG).await;
+    let daemon = Daemon::start_binary(&renamed, TEST_CONFIG, &[]).await;
     let health = daemon.client.health().await.expect("health");
     assert_eq!(
         health.jail_helper.as_deref(),

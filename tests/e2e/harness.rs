@@ -212,8 +212,8 @@ impl Daemon {
 
     /// A roostd from another executable (a renamed copy, say).
     #[allow(dead_code)]
-    pub async fn start_binary(binary: &Path, config: &str) -> Self {
-        Self::start_from(binary, config, &[]).await
+    pub async fn start_binary(binary: &Path, config: &str, env: &[(&str, &str)]) -> Self {
+        Self::start_from(binary, config, env).await
     }
 
     async fn start_from(binary: &Path, config: &str, env: &[(&str, &str)]) -> Self {

@@ -196,7 +196,7 @@ async fn the_package_installs_where_debian_and_systemd_look_and_runs_on_its_defa
     // The packaged file as it ships (every line commented), on a free port.
     let mut config = std::fs::read_to_string(&packaged).expect("packaged config");
     config.push_str("\na2a_listen: 127.0.0.1:0\n");
-    let daemon = Daemon::start_binary(&roostd, &config).await;
+    let daemon = Daemon::start_binary(&roostd, &config, &[]).await;
     let socket = daemon.socket.to_str().expect("utf-8").to_string();
     let ctl = |args: &[&str]| {
         let mut all = vec!["--socket", socket.as_str()];

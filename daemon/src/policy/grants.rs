@@ -25,8 +25,18 @@ const SYSTEM_TREES_WRITE: [&str; 8] = [
 ];
 
 /// What grants must stay clear of, as roostd's config names it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Protected {
+    /// The paths as the config names them, resolved when first held
+    /// against a path (a start that names none, most of them, resolves
+    /// nothing).
+    named: Named,
+    resolved: std::sync::OnceLock<Named>,
+}
+
+/// roostd's paths, as named or with their links resolved.
+#[derive(Debug, Clone)]
+struct Named {
     /// roostd's own paths, with what each is (for the error).
     own: Vec<(PathBuf, String)>,
     /// roostd's own paths that may be read but never written (the jail
@@ -46,16 +56,30 @@ impl Protected {
         binaries: Vec<(PathBuf, String)>,
         allow: &[PathBuf],
     ) -> Self {
-        let real = |list: Vec<(PathBuf, String)>| {
-            list.into_iter()
-                .map(|(p, what)| (resolved(&p), what))
-                .collect()
-        };
         Self {
-            own: real(own),
-            own_binaries: real(binaries),
-            allow: allow.iter().map(|p| resolved(p)).collect(),
+            named: Named {
+                own,
+                own_binaries: binaries,
+                allow: allow.to_vec(),
+            },
+            resolved: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The paths with their links resolved, as they are now.
+    fn real(&self) -> &Named {
+        self.resolved.get_or_init(|| {
+            let real = |list: &[(PathBuf, String)]| {
+                list.iter()
+                    .map(|(p, what)| (resolved(p), what.clone()))
+                    .collect()
+            };
+            Named {
+                own: real(&self.named.own),
+                own_binaries: real(&self.named.own_binaries),
+                allow: self.named.allow.iter().map(|p| resolved(p)).collect(),
+            }
+        })
     }
 
     /// Every `read_only` and `read_write` grant of `policy`.
@@ -67,7 +91,12 @@ impl Protected {
         for path in &policy.read_write {
             self.check_path(field, path)?;
             let real = resolved(path);
-            if let Some((own, what)) = self.own_binaries.iter().find(|(o, _)| overlaps(&real, o)) {
+            if let Some((own, what)) = self
+                .real()
+                .own_binaries
+                .iter()
+                .find(|(o, _)| overlaps(&real, o))
+            {
                 return Err(PolicyError::ProtectedPath {
                     field: field.to_string(),
                     path: path.display().to_string(),
@@ -88,7 +117,7 @@ impl Protected {
             path: path.display().to_string(),
             what,
         };
-        for (own, what) in &self.own {
+        for (own, what) in &self.real().own {
             if overlaps(&real, own) {
                 return Err(refuse(format!("{what} ({})", own.display())));
             }
@@ -104,7 +133,7 @@ impl Protected {
             path: path.display().to_string(),
             what,
         };
-        let allowed = self.allow.iter().any(|a| real.starts_with(a));
+        let allowed = self.real().allow.iter().any(|a| real.starts_with(a));
         for tree in trees {
             let tree = Path::new(tree);
             // A grant inside a system tree (every path is inside `/`: only

@@ -182,6 +182,7 @@ impl Owner {
             capsule = %staged.manifest.name,
             name = %name
         );
+        let staged_takes_tasks = staged.program.lifecycle().is_some();
         let task = session::SessionTask {
             shared: Arc::clone(&self.shared),
             id: id.clone(),
@@ -197,6 +198,7 @@ impl Owner {
             held: std::sync::Mutex::new(None),
             arriving: std::sync::Mutex::new(arriving),
             hibernated: Arc::clone(&hibernated),
+            may_hold_tasks: resume.is_some() || staged_takes_tasks,
         };
         let tx = self.tx.clone();
         let again = resume.as_ref().map(|r| r.why);

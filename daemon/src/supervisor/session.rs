@@ -52,6 +52,10 @@ pub(super) struct SessionTask {
     pub(super) arriving: std::sync::Mutex<Option<futures::future::BoxFuture<'static, ()>>>,
     /// Set when this launch ended hibernated (the owner keeps its route).
     pub(super) hibernated: Arc<AtomicBool>,
+    /// Whether tasks can be stored for it: it takes tasks, or it ran
+    /// before under this id (resumed, restarted, upgraded, woken, taken
+    /// over). A new session that takes none has none to fail at its end.
+    pub(super) may_hold_tasks: bool,
 }
 
 /// How one run ended.
@@ -122,6 +126,8 @@ impl SessionTask {
                 }
                 self.shared.add_route(&self.id, &self.name);
                 let _ = reply.send(Ok(session));
+                // The answer goes out before this task's next store call.
+                tokio::task::yield_now().await;
                 // A woken session's schedules are where it left them.
                 if again != Some(WOKEN) {
                     self.install_schedules().await;
@@ -462,14 +468,16 @@ impl SessionTask {
             if let Some(inbox) = inbox {
                 self.shared.tasks.close_inbox(&self.id, inbox).await;
             }
-            let pending = self.shared.tasks.pending(&self.id).await;
-            self.shared
-                .tasks
-                .fail_all(
-                    pending.into_iter().map(|t| t.task_id),
-                    crate::tasks::NEVER_RAN,
-                )
-                .await;
+            if self.may_hold_tasks {
+                let pending = self.shared.tasks.pending(&self.id).await;
+                self.shared
+                    .tasks
+                    .fail_all(
+                        pending.into_iter().map(|t| t.task_id),
+                        crate::tasks::NEVER_RAN,
+                    )
+                    .await;
+            }
         }
         let stop_reason = (state == SessionState::Stopped).then(|| {
             if self.by_shutdown.load(Ordering::Relaxed) {
