@@ -238,15 +238,21 @@ fn main() {
             .ok()
             .and_then(|r| r.parse().ok())
             .unwrap_or(if baseline.is_some() { 2 } else { 1 });
+        // Each host's state stays until the end: on an ext4 without a
+        // journal, a new inode skips those deleted in the last minute or
+        // five, one lookup each, so deleting a host's thousands of session
+        // directories would slow the next host's `mkdir`s.
+        let mut kept = Vec::new();
         for round in 1..=rounds {
             if let Some(old) = &baseline {
-                host(&format!("before, round {round}"), Some(old), &config, n, concurrency).await;
+                let label = format!("before, round {round}");
+                kept.push(host(&label, Some(old), &config, n, concurrency).await);
             }
             let label = match baseline {
                 Some(_) => format!("this tree, round {round}"),
                 None => "this tree".to_string(),
             };
-            host(&label, None, &config, n, concurrency).await;
+            kept.push(host(&label, None, &config, n, concurrency).await);
         }
         let (floor_p50, floor_p99) = floor(2000).await;
         println!(
@@ -262,18 +268,19 @@ fn main() {
         println!(
             "  its two directories        p50 {dirs:>8.1} µs  (mkdir, the same disk)"
         );
+        drop(kept);
     });
 }
 
 /// One roostd (this tree's, or `binary`) through both passes, its figures
-/// printed under `label`.
+/// printed under `label`; its state dir, kept.
 async fn host(
     label: &str,
     binary: Option<&std::path::Path>,
     config: &str,
     n: usize,
     concurrency: usize,
-) {
+) -> tempfile::TempDir {
     // The config's `log.level` (warn), as the A2A benches run, or
     // `ROOST_BENCH_LOG`'s: the test harness's `RUST_LOG` (debug, for tests'
     // logs) would win over it.
@@ -283,7 +290,7 @@ async fn host(
     // (a pass leaves thousands of new directories and a WAL behind).
     let _ = std::process::Command::new("sync").status();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let d = match binary {
+    let mut d = match binary {
         Some(b) => harness::Daemon::start_binary(b, config, &log).await,
         None => harness::Daemon::start_with(config, &log).await,
     };
@@ -314,4 +321,6 @@ async fn host(
         "  GET /v1/health             p50 {:>8.1} µs  (one exchange on the control socket)",
         us(percentile(&health, 0.5))
     );
+    // Its state, deleted at the end of the bench (above).
+    std::mem::replace(&mut d.root, tempfile::tempdir().expect("tempdir"))
 }
