@@ -125,11 +125,19 @@ impl SessionTask {
                     arriving.await;
                 }
                 self.shared.add_route(&self.id, &self.name);
+                // A woken session's schedules are where it left them. A
+                // capsule's own are there when its start is answered;
+                // clearing those an earlier version of the route left (a
+                // manifest without any) comes after the answer.
+                let schedules = again != Some(WOKEN);
+                let own = !self.staged.manifest.schedules.is_empty();
+                if schedules && own {
+                    self.install_schedules().await;
+                }
                 let _ = reply.send(Ok(session));
                 // The answer goes out before this task's next store call.
                 tokio::task::yield_now().await;
-                // A woken session's schedules are where it left them.
-                if again != Some(WOKEN) {
+                if schedules && !own {
                     self.install_schedules().await;
                 }
                 installing
