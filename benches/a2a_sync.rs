@@ -12,7 +12,11 @@
 //! its end); at 16 and 128 clients `full` ≥ 0.9× `normal`'s req/s (commits
 //! of many requests share a sync).
 //!
-//! `cargo bench -p roostd --bench a2a_sync -- [SECONDS_PER_LEVEL]`
+//! `ROOST_BENCH_BASELINE=/path/to/other/roostd` adds a third roostd, that
+//! binary with `full`, run at each level after the other two: the change
+//! between two builds, side by side in the same run.
+//!
+//! `[ROOST_BENCH_BASELINE=…] cargo bench -p roostd --bench a2a_sync -- [SECONDS_PER_LEVEL]`
 
 #[allow(dead_code)]
 #[path = "../tests/e2e/harness.rs"]
@@ -71,7 +75,17 @@ fn main() {
         let full = Daemon::start_with(&config("full"), &[("RUST_LOG", "warn")]).await;
         let normal_addr = load::start_bench_capsule(&normal).await;
         let full_addr = load::start_bench_capsule(&full).await;
-        for addr in [&normal_addr, &full_addr] {
+        let baseline = match std::env::var_os("ROOST_BENCH_BASELINE") {
+            Some(binary) => {
+                let binary = std::path::PathBuf::from(binary);
+                let d = Daemon::start_binary(&binary, &config("full"), &[("RUST_LOG", "warn")]).await;
+                let addr = load::start_bench_capsule(&d).await;
+                Some((binary, d, addr))
+            }
+            None => None,
+        };
+        let addrs = [Some(&normal_addr), Some(&full_addr), baseline.as_ref().map(|(_, _, a)| a)];
+        for addr in addrs.into_iter().flatten() {
             level(addr, "/a2a/bench", 4, 1, Answer::Task).await;
         }
         let probe = tempfile::tempdir().expect("tempdir");
@@ -102,6 +116,19 @@ fn main() {
                 n.per_sec, n.p50_ms, n.p99_ms, n.errors, f.per_sec, f.p50_ms, f.p99_ms, f.errors,
                 f.per_sec / n.per_sec
             );
+            if let Some((binary, _, addr)) = &baseline {
+                let b = level(addr, "/a2a/bench", clients, secs, Answer::Task).await;
+                println!(
+                    "{:>7} | full with {}: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms, {} errors; this build's full ÷ it: {:.2}x",
+                    "",
+                    binary.display(),
+                    b.per_sec,
+                    b.p50_ms,
+                    b.p99_ms,
+                    b.errors,
+                    f.per_sec / b.per_sec
+                );
+            }
         }
     });
 }
