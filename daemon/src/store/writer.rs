@@ -10,9 +10,9 @@
 //! It does not die with a write: a panic fails the jobs of the group in
 //! hand (their callers hear `Stopped`), the transaction is rolled back and
 //! the thread goes on with the rest. Whoever waits on it waits at most
-//! [`WRITE_DEADLINE`]. When it is idle, a caller whose commit needs no sync
-//! commits on its own thread instead (`commit.rs`): a lone request's write
-//! then makes no hop at all.
+//! [`WRITE_DEADLINE`]. When it is idle, a caller commits on its own thread
+//! instead (`commit.rs`, with its rules for a synced commit): a lone
+//! request's write then makes no hop at all.
 //!
 //! What it costs per write is kept small: a task's events in one job are
 //! numbered with one lookup and change the task's row with one update; no

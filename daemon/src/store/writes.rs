@@ -78,6 +78,10 @@ pub(super) enum WriteOp {
     /// Panics on the thread (tests of its recovery).
     #[cfg(test)]
     Panic,
+    /// Holds its commit this long (tests of who waits for a slow disk);
+    /// durable, as a task's write is.
+    #[cfg(test)]
+    Stall(std::time::Duration),
 }
 
 impl WriteOp {
@@ -194,6 +198,11 @@ pub(super) fn apply(
         ),
         #[cfg(test)]
         WriteOp::Panic => panic!("a write that panics"),
+        #[cfg(test)]
+        WriteOp::Stall(long) => {
+            std::thread::sleep(*long);
+            None
+        }
         WriteOp::Task {
             id,
             session_id,

@@ -1,12 +1,17 @@
 //! Where the task writer's queue is committed: on its thread, or on the
-//! caller's own thread when the writer is idle and the commit needs no sync
-//! — a lone request's commit then costs no hop to the thread and back
-//! (two thread wake-ups each; measured in BENCHMARKS.md, issue 36).
+//! caller's own thread when the writer is idle — a lone request's commit
+//! then costs no hop to the thread and back (two thread wake-ups each;
+//! measured in BENCHMARKS.md, issue 36).
 //!
 //! One lock, [`Conn`], is the right to commit: whoever holds it takes what
 //! is queued and commits it, so commits (and the `then` of each job) keep
 //! the order the jobs were queued in, whichever thread makes them. A caller
 //! only tries the lock: it never waits for the writer on its own thread.
+//!
+//! A synced commit (`store.sync: full`) waits for the disk. A caller makes
+//! one only when no other caller waits (else they share the thread's sync)
+//! and its runtime has another worker to go on serving connections; the
+//! lock admits one committer, so the disk holds one worker at most.
 
 use std::sync::{PoisonError, TryLockError};
 use std::time::Instant;
@@ -102,12 +107,14 @@ impl Conn {
 }
 
 /// Commits `job`, with whatever is queued before it, on the calling thread
-/// if nobody is committing, the group needs no sync and fits one commit,
-/// and callers are not crowding in (`Backlog::crowded`; measured: without
-/// that rule, at 16 and 128 clients, commits on callers' threads made
-/// 12–19 % fewer req/s than group commits on the thread, with twice the
-/// p99 at 128); otherwise gives it back to be queued for the thread. Its `then` (and
-/// those of the jobs taken with it) run here, before this returns.
+/// if nobody is committing, the group fits one commit, callers are not
+/// crowding in (`Backlog::crowded`; measured: without that rule, at 16 and
+/// 128 clients, commits on callers' threads made 12–19 % fewer req/s than
+/// group commits on the thread, with twice the p99 at 128), and, if the
+/// group is synced, nobody else waits for a commit and the thread may wait
+/// for the disk ([`may_sync_here`]); otherwise gives it back to be queued
+/// for the thread. Its `then` (and those of the jobs taken with it) run
+/// here, before this returns.
 pub(super) fn here(shared: &Inner, job: Queued) -> Option<Queued> {
     let mut c = match shared.conn.try_lock() {
         Ok(c) => c,
@@ -117,7 +124,16 @@ pub(super) fn here(shared: &Inner, job: Queued) -> Option<Queued> {
     let mut group = {
         let mut q = shared.queue();
         let syncs = c.synced.is_some() && (job.durable() || q.jobs.iter().any(Queued::durable));
-        if q.crowded > 0 || syncs || q.count + job.writes() > WRITES_PER_COMMIT {
+        if syncs && q.urgent {
+            // Another caller waits too: they share the thread's sync (and
+            // the next few commits go there as well).
+            q.crowded = super::CROWDED;
+            return Some(job);
+        }
+        if q.crowded > 0
+            || (syncs && !may_sync_here())
+            || q.count + job.writes() > WRITES_PER_COMMIT
+        {
             return Some(job);
         }
         q.count += job.writes();
@@ -134,6 +150,17 @@ pub(super) fn here(shared: &Inner, job: Queued) -> Option<Queued> {
         let _ = c.conn.execute_batch("ROLLBACK");
     }
     None
+}
+
+/// Whether this thread may wait for a synced commit: a thread outside any
+/// runtime, or a worker of a runtime with another worker to serve its
+/// connections meanwhile (the connection's lock admits one committer, so
+/// the disk holds one worker at most). Not a runtime's only thread.
+fn may_sync_here() -> bool {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    Handle::try_current().map_or(true, |h| {
+        h.runtime_flavor() == RuntimeFlavor::MultiThread && h.metrics().num_workers() >= 2
+    })
 }
 
 /// The thread: [`run`], picked up again after a panic (the jobs of the

@@ -17,6 +17,15 @@ fn noting(seen: &Seen, job: &'static str) -> Then {
     })
 }
 
+/// A store in a temp dir (kept while the `TempDir` lives).
+async fn store(durability: Durability) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("roost.db"), durability)
+        .await
+        .expect("open");
+    (dir, store)
+}
+
 /// What `seen` holds once `n` jobs have run (or after 5 s).
 async fn when(seen: &Seen, n: usize) -> Vec<(&'static str, String)> {
     for _ in 0..500 {
@@ -47,10 +56,7 @@ fn durable() -> Vec<WriteOp> {
 /// queue's on whichever thread commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_writer_lets_its_caller_commit_after_what_was_queued_before() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("roost.db"), Durability::Normal)
-        .await
-        .expect("open");
+    let (_dir, store) = store(Durability::Normal).await;
     let me = std::thread::current().name().unwrap_or("").to_string();
     let mut by_caller = 0;
     for _ in 0..100 {
@@ -76,16 +82,14 @@ async fn an_idle_writer_lets_its_caller_commit_after_what_was_queued_before() {
     );
 }
 
-/// With `store.sync: full` a write whose commit is synced always goes to
-/// the writer's thread (no caller's thread waits for the disk); the
-/// control: a write that needs no sync, from the same caller on the same
-/// store, is committed by the caller.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_synced_commit_is_always_made_on_the_writers_thread() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("roost.db"), Durability::Full)
-        .await
-        .expect("open");
+/// With `store.sync: full`, on a current-thread runtime (whose one thread
+/// runs every task: nothing would serve its connections while it waited
+/// for the disk), a write whose commit is synced goes to the writer's
+/// thread; the control: a write that needs no sync, from the same caller on
+/// the same store, is committed by the caller.
+#[tokio::test]
+async fn a_synced_commit_goes_to_the_writers_thread_from_a_runtimes_only_thread() {
+    let (_dir, store) = store(Durability::Full).await;
     let me = std::thread::current().name().unwrap_or("").to_string();
     for _ in 0..20 {
         let seen = Seen::default();
@@ -109,5 +113,96 @@ async fn a_synced_commit_is_always_made_on_the_writers_thread() {
     assert!(
         by_caller > 0,
         "no unsynced commit was made by its caller in 100 tries"
+    );
+}
+
+/// How many times a task that ticks every millisecond ticked while `work`
+/// ran in a task of its own.
+async fn ticks_while(work: impl Future<Output = ()> + Send + 'static) -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let ticker = tokio::spawn({
+        let ticks = Arc::clone(&ticks);
+        async move {
+            loop {
+                ticks.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let before = ticks.load(Ordering::Relaxed);
+    tokio::spawn(work).await.expect("work");
+    let during = ticks.load(Ordering::Relaxed) - before;
+    ticker.abort();
+    during
+}
+
+/// Where a synced write that holds its commit for 300 ms (a slow disk) is
+/// committed when a task on `store`'s runtime makes it, and how often
+/// another task of that runtime ticked meanwhile.
+async fn stalled_commit(store: &Store) -> (String, String, usize) {
+    let seen = Seen::default();
+    let caller = Arc::new(Mutex::new(String::new()));
+    let during = ticks_while({
+        let (store, seen, caller) = (store.clone(), Arc::clone(&seen), Arc::clone(&caller));
+        async move {
+            *caller.lock().expect("caller") =
+                std::thread::current().name().unwrap_or("").to_string();
+            let stall = vec![WriteOp::Stall(Duration::from_millis(300))];
+            store.tasks.write_then(stall, noting(&seen, "stall"), true);
+            when(&seen, 1).await;
+        }
+    })
+    .await;
+    let all = seen.lock().expect("seen").clone();
+    let caller = caller.lock().expect("caller").clone();
+    (
+        caller,
+        all.first().map(|(_, t)| t.clone()).unwrap_or_default(),
+        during,
+    )
+}
+
+/// With `store.sync: full` and a runtime of two workers, an idle writer
+/// lets a caller make a synced commit on its own worker (no hop to the
+/// thread and back), and the runtime's other tasks go on, on the other
+/// worker, while that commit waits for the disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_synced_commit_on_a_callers_worker_leaves_the_other_worker_serving() {
+    let (_dir, store) = store(Durability::Full).await;
+    for _ in 0..20 {
+        let (caller, committer, during) = stalled_commit(&store).await;
+        if committer == caller {
+            assert!(
+                during >= 30,
+                "another task ticked {during} times during a 300 ms synced commit on a worker"
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    panic!("no synced commit was made by its caller in 20 tries");
+}
+
+/// With `store.sync: full` and a runtime of one worker, a synced commit
+/// goes to the writer's thread, and the runtime's other tasks go on while
+/// it waits for the disk. The control: the same wait made on that worker
+/// stalls them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_synced_commit_leaves_a_runtimes_only_worker_serving() {
+    let (_dir, store) = store(Durability::Full).await;
+    for _ in 0..5 {
+        let (_, committer, during) = stalled_commit(&store).await;
+        assert_eq!(committer, "roost-store");
+        assert!(
+            during >= 30,
+            "another task ticked {during} times during a 300 ms synced commit"
+        );
+    }
+    let control = ticks_while(async { std::thread::sleep(Duration::from_millis(300)) }).await;
+    assert!(
+        control <= 2,
+        "control: a 300 ms wait on the only worker let another task tick {control} times"
     );
 }
