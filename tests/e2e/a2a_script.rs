@@ -608,3 +608,98 @@ async fn the_documented_sdk_client_example_asks_a_session_and_exits_with_the_tas
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// The text of a task's status message, if it has one.
+fn status_text(task: &Value) -> String {
+    task["status"]["message"]["parts"]
+        .as_array()
+        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_still_queued_when_their_session_is_stopped_fail_saying_they_never_ran() {
+    let (daemon, addr) = daemon().await;
+    start(
+        &daemon,
+        "one-at-a-time",
+        "{task_acceptance: queue, after_task: sleep, queue_depth: 8, concurrency: 1}",
+        "",
+    )
+    .await;
+    let acknowledged = |id: &'static str, text: &'static str| {
+        let addr = addr.clone();
+        async move {
+            let reply = rpc(
+                &addr,
+                "one-at-a-time",
+                Some("1.0"),
+                "SendMessage",
+                json!({"message": message(id, text), "configuration": {"returnImmediately": true}}),
+            )
+            .await;
+            reply["result"]["task"]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no task for {id}: {reply}"))
+                .to_string()
+        }
+    };
+    // "sleep" holds the one slot until it is canceled; the two after it wait.
+    let running = acknowledged("m-running", "sleep").await;
+    until_state(&addr, "one-at-a-time", &running, "TASK_STATE_WORKING").await;
+    let queued = [
+        acknowledged("m-queued-1", "first").await,
+        acknowledged("m-queued-2", "second").await,
+    ];
+    for id in &queued {
+        let task = rpc(
+            &addr,
+            "one-at-a-time",
+            Some("1.0"),
+            "GetTask",
+            json!({"id": id}),
+        )
+        .await;
+        assert_eq!(
+            state(&task["result"]),
+            "TASK_STATE_SUBMITTED",
+            "queued behind the running task: {task}"
+        );
+    }
+    daemon.client.stop("one-at-a-time").await.expect("stop");
+    for id in &queued {
+        let task = until_state(&addr, "one-at-a-time", id, "TASK_STATE_FAILED").await;
+        assert_eq!(
+            status_text(&task),
+            "the session ended before the task ran",
+            "{task}"
+        );
+    }
+    // The control: the task that was running when the session stopped ends
+    // too, but not with that reason (it ran).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ended = loop {
+        let task = rpc(
+            &addr,
+            "one-at-a-time",
+            Some("1.0"),
+            "GetTask",
+            json!({"id": running}),
+        )
+        .await["result"]
+            .clone();
+        if !matches!(state(&task), "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED") {
+            break task;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the running task never ended: {task}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(
+        status_text(&ended),
+        "the session ended before the task ran",
+        "{ended}"
+    );
+}
