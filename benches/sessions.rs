@@ -5,7 +5,9 @@
 //!
 //! Then what a start's parts cost alone: one HTTP exchange on the control
 //! socket (`GET /v1/health`; a start makes two), the session's two writes
-//! through `Store`, its two directories on the same disk.
+//! through `Store`, its two directories on the same disk, and the load of
+//! its `murmur.yaml` (read, parsed, checked) with a text loaded before (the
+//! parse kept) and with a new text each time.
 //!
 //! `ROOST_BENCH_BASELINE=/path/to/other/roostd` runs the same passes against
 //! that roostd too, alternating with this tree's (before, this, before,
@@ -268,8 +270,55 @@ fn main() {
         println!(
             "  its two directories        p50 {dirs:>8.1} µs  (mkdir, the same disk)"
         );
+        // The bench capsule's three lines, and the conformance example's
+        // (a lifecycle, limits and a card of two skills).
+        let example = std::fs::read_to_string(harness::repo().join("examples/a2a-conformance/murmur.yaml"))
+            .expect("the example's manifest");
+        let sections: String = example
+            .lines()
+            .filter(|l| !["name:", "version:", "component:"].iter().any(|k| l.starts_with(k)))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        for (what, extra) in [("its manifest's load", ""), ("  … the example's", sections.as_str())] {
+            let (kept_p50, parsed_p50) = manifest_loads(dir.path(), extra, 2000);
+            println!(
+                "  {what:<26} p50 {kept_p50:>8.1} µs  (a text loaded before)   \
+                 {parsed_p50:>8.1} µs  (a new text each time)"
+            );
+        }
         drop(kept);
     });
+}
+
+/// What loading the bench capsule's `murmur.yaml` costs (read, parse and
+/// checks: `CapsuleManifest::load`), p50 µs: one capsule loaded `n` times
+/// (the same text: its parse kept), then `n` capsules loaded once each,
+/// their texts told apart by a comment line (each parsed). All `n` are
+/// written before either pass.
+fn manifest_loads(dir: &std::path::Path, extra: &str, n: usize) -> (f64, f64) {
+    use roostd::manifest::CapsuleManifest;
+    let caps: Vec<_> = (0..n)
+        .map(|i| {
+            let cap = harness::capsule(dir, "noop", "noop", &format!("{extra}# {i}"));
+            // In the page cache, as a start's manifest is.
+            std::fs::read_to_string(cap.join("murmur.yaml")).expect("its text");
+            cap
+        })
+        .collect();
+    let _ = std::process::Command::new("sync").status();
+    let timed = |caps: &mut dyn Iterator<Item = &std::path::PathBuf>| {
+        let mut samples: Vec<_> = caps
+            .map(|cap| {
+                let t = Instant::now();
+                CapsuleManifest::load(cap).expect("loads");
+                t.elapsed()
+            })
+            .collect();
+        samples.sort();
+        us(percentile(&samples, 0.5))
+    };
+    let kept = timed(&mut std::iter::repeat_n(&caps[n - 1], n));
+    (kept, timed(&mut caps.iter()))
 }
 
 /// One roostd (this tree's, or `binary`) through both passes, its figures

@@ -14,6 +14,7 @@ use crate::policy::{Capabilities, CapabilityPolicy, PolicyError};
 
 pub mod a2a;
 mod agent;
+mod parsed;
 pub mod paths;
 mod schedules;
 pub use a2a::CardSpec;
@@ -55,7 +56,7 @@ pub enum ManifestError {
 }
 
 /// `murmur.yaml` exactly as written.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
     name: String,
@@ -173,10 +174,14 @@ impl CapsuleManifest {
 
     /// Parses and validates manifest text read from `manifest_path`.
     pub fn parse(text: &str, manifest_path: &Path) -> Result<Self, ManifestError> {
-        let raw: RawManifest = serde_yaml::from_str(text).map_err(|e| ManifestError::Parse {
-            path: manifest_path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+        // The same text parses to the same value: one parse per text kept.
+        static PARSED: parsed::Parsed<RawManifest> = parsed::Parsed::new();
+        let raw = PARSED
+            .get(text, |t| serde_yaml::from_str::<RawManifest>(t))
+            .map_err(|e| ManifestError::Parse {
+                path: manifest_path.to_path_buf(),
+                message: e.to_string(),
+            })?;
         let invalid = |field: &str, message: String| ManifestError::Invalid {
             path: manifest_path.to_path_buf(),
             field: field.to_string(),

@@ -49,7 +49,7 @@ pub enum PolicyError {
 }
 
 /// `capabilities:` as written in `murmur.yaml`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Capabilities {
     #[serde(default)]
@@ -64,7 +64,7 @@ pub struct Capabilities {
     pub limits: Limits,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSection {
     #[serde(default)]
@@ -75,7 +75,7 @@ pub struct NetworkSection {
     pub unix_sockets: bool,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilesystemSection {
     #[serde(default)]
@@ -88,7 +88,7 @@ pub struct FilesystemSection {
     pub read_write: Vec<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShellSection {
     #[serde(default)]
@@ -97,7 +97,7 @@ pub struct ShellSection {
     pub strip_env: Vec<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnvSection {
     #[serde(default)]

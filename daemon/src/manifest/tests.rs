@@ -324,3 +324,35 @@ fn the_conversation_is_kept_per_context_for_queue_agents_unless_the_manifest_say
         "names the choices"
     );
 }
+
+#[test]
+fn a_kept_parse_still_checks_the_capsule_directory_and_each_directory_is_its_own() {
+    // A text seen before (its parse kept, `parsed.rs`) is checked against
+    // the file system on each load, as a first load is.
+    let text = "name: kept\nversion: 0.1.0\ncomponent: hello.wasm\n";
+    let first = capsule_dir(text);
+    CapsuleManifest::load(first.path()).expect("valid");
+    let second = capsule_dir(text);
+    let loaded = CapsuleManifest::load(second.path()).expect("valid");
+    assert!(
+        matches!(&loaded.kind, CapsuleKind::Script { component, .. } if *component == second.path().join("hello.wasm")),
+        "paths resolve against the directory loaded, not the one first seen"
+    );
+    std::fs::remove_file(second.path().join("hello.wasm")).expect("remove");
+    let err = CapsuleManifest::load(second.path())
+        .expect_err("its component is gone")
+        .to_string();
+    assert!(err.contains("`component`"), "{err}");
+    // The control: the first directory, whose component is there, loads.
+    CapsuleManifest::load(first.path()).expect("valid");
+    // A changed text is read as changed.
+    std::fs::write(
+        first.path().join(MANIFEST_FILENAME),
+        text.replace("0.1.0", "0.2.0"),
+    )
+    .expect("write");
+    assert_eq!(
+        CapsuleManifest::load(first.path()).expect("valid").version,
+        "0.2.0"
+    );
+}
