@@ -7,6 +7,14 @@
 //! `COMMIT` is a round trip to sqlx's worker thread (and `BEGIN`/`COMMIT`
 //! two); here a whole group is one hop in and one hop out.
 //!
+//! Retention's deletes (`WriteOp::background`) are committed by the thread
+//! alone, each batch in a commit of its own and only when no other write
+//! waits (or the batch has waited [`BACKGROUND_WAIT`]): a client's commit
+//! never waits for a batch of deletes it would have been grouped with, and
+//! retention uses the time the writer would have been idle. (Until issue
+//! 36's sixth stop a batch joined the group of whatever was queued with it,
+//! and each of its several milliseconds held every client's commit.)
+//!
 //! It does not die with a write: a panic fails the jobs of the group in
 //! hand (their callers hear `Stopped`), the transaction is rolled back and
 //! the thread goes on with the rest. Whoever waits on it waits at most
@@ -46,6 +54,12 @@ const WRITES_PER_COMMIT: usize = 256;
 /// How many groups of one waiting caller the thread takes, after one of
 /// more, before callers commit on their own threads again.
 const CROWDED: u8 = 8;
+
+/// How long retention's writes (`WriteOp::background`) wait for the writer
+/// to have nothing else to commit before they go next anyway: under a load
+/// that never lets it go idle, retention still gets a batch in every this
+/// much (a batch of [`super::writes::PRUNE_BATCH`] deletes is a few ms).
+const BACKGROUND_WAIT: Duration = Duration::from_millis(20);
 
 /// How long writes nobody waits for (a task's streamed updates) may wait for
 /// a write somebody does, to share its commit. Streams see updates this much
@@ -101,12 +115,23 @@ impl Queued {
     fn durable(&self) -> bool {
         self.ops.iter().any(WriteOp::durable)
     }
+
+    /// Retention's: committed alone, when nothing else waits.
+    fn background(&self) -> bool {
+        !self.ops.is_empty() && self.ops.iter().all(WriteOp::background)
+    }
 }
 
 /// What waits for the writer, under one lock.
 #[derive(Default)]
 struct Backlog {
     jobs: VecDeque<Queued>,
+    /// Retention's jobs ([`Queued::background`]), apart: each is committed
+    /// alone, when `jobs` is empty or it has waited [`BACKGROUND_WAIT`], so
+    /// no client's commit waits for a batch of deletes it is grouped with.
+    background: VecDeque<Queued>,
+    /// When the first of `background` began to wait.
+    background_since: Option<Instant>,
     /// Writes in `jobs`.
     count: usize,
     /// Some job in `jobs` is urgent.
@@ -132,8 +157,20 @@ struct Backlog {
 
 impl Backlog {
     /// Takes up to [`WRITES_PER_COMMIT`] writes off the queue, oldest first
-    /// (`on_thread`: for the thread, which counts how crowded it is).
+    /// (`on_thread`: for the thread, which counts how crowded it is); or,
+    /// on the thread, one of retention's jobs alone, if nothing else is
+    /// queued or it has waited [`BACKGROUND_WAIT`]. A caller's own commit
+    /// never takes one.
     fn take(&mut self, on_thread: bool) -> Vec<(Vec<WriteOp>, Then)> {
+        if on_thread
+            && let Some(since) = self.background_since
+            && (self.jobs.is_empty() || since.elapsed() >= BACKGROUND_WAIT)
+            && let Some(job) = self.background.pop_front()
+        {
+            self.background_since = (!self.background.is_empty()).then(Instant::now);
+            self.checkpoint = false;
+            return vec![(job.ops, job.then)];
+        }
         let mut group = Vec::new();
         let (mut count, mut waited) = (0, 0);
         while count < WRITES_PER_COMMIT
@@ -342,13 +379,21 @@ impl TaskWriter {
             urgent,
             ticket,
         };
-        if here {
+        if here && !job.background() {
             match commit::here(shared, job) {
                 None => return,
                 Some(back) => job = back,
             }
         }
         let mut q = shared.queue();
+        if job.background() {
+            q.background_since.get_or_insert_with(Instant::now);
+            q.background.push_back(job);
+            if q.thread_waits.is_some() {
+                shared.wake.notify_one();
+            }
+            return;
+        }
         q.count += job.writes();
         q.jobs.push_back(job);
         if urgent {

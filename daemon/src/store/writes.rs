@@ -5,8 +5,11 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-/// Most ended tasks one retention delete removes (one job of its own, so
-/// task writes queued behind it wait for a small delete at most).
+/// Most ended tasks one retention delete removes (one job of its own,
+/// committed alone when no task write waits: a task write that comes while
+/// it is being committed waits for a small delete at most). Measured at
+/// 300,000 tasks: 100 a batch cost more a task (37 µs, 10.1 KiB against
+/// 34 µs, 7.5 KiB) and gained nothing at 16 clients.
 pub(super) const PRUNE_BATCH: u32 = 200;
 
 /// One write: a new task (with its first event, `submitted`), events of a
@@ -104,6 +107,19 @@ impl WriteOp {
                     | WriteOp::Probe
             ),
         }
+    }
+
+    /// Whether it is retention's (a batch of deletes of what has ended, or
+    /// of de-duplication entries whose tasks are gone): no client waits
+    /// for it, so the writer commits it alone, when no other write waits
+    /// (`writer.rs`, `Backlog::take`). Each one is safe in any order with
+    /// the others: it deletes only what has ended and is not live, and an
+    /// entry only while it still names the gone task.
+    pub(super) fn background(&self) -> bool {
+        matches!(
+            self,
+            WriteOp::Prune { .. } | WriteOp::ForgetMessages(_) | WriteOp::PruneSessionTasks { .. }
+        )
     }
 
     /// How many answers (and rows of the log or the tasks table) it makes.

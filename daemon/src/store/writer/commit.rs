@@ -7,6 +7,9 @@
 //! is queued and commits it, so commits (and the `then` of each job) keep
 //! the order the jobs were queued in, whichever thread makes them. A caller
 //! only tries the lock: it never waits for the writer on its own thread.
+//! Retention's jobs are apart from that order: the thread alone commits
+//! them, each in a commit of its own, when nothing else is queued or one
+//! has waited long (`Backlog::take`).
 //!
 //! A synced commit (`store.sync: full`) waits for the disk. A caller makes
 //! one only when no other caller waits (else they share the thread's sync)
@@ -207,6 +210,7 @@ fn run(shared: &Inner) {
                 let now = Instant::now();
                 let due = q.lazy_since.map(|since| since + super::LINGER);
                 let work = q.urgent
+                    || !q.background.is_empty()
                     || q.checkpoint
                     || q.count >= WRITES_PER_COMMIT
                     || due.is_some_and(|due| due <= now);
@@ -214,7 +218,7 @@ fn run(shared: &Inner) {
                     break;
                 }
                 if q.closed {
-                    if q.jobs.is_empty() {
+                    if q.jobs.is_empty() && q.background.is_empty() {
                         return;
                     }
                     break;

@@ -206,3 +206,91 @@ async fn a_synced_commit_leaves_a_runtimes_only_worker_serving() {
         "control: a 300 ms wait on the only worker let another task tick {control} times"
     );
 }
+
+/// A batch of retention's deletes that deletes nothing (its bound is
+/// before every task).
+fn prune() -> Vec<WriteOp> {
+    vec![WriteOp::Prune {
+        before: ("0".into(), String::new()),
+    }]
+}
+
+/// Retention's batches are never committed by their caller (a batch holds
+/// the connection for milliseconds; a caller's commit is made on a runtime
+/// worker): they go to the writer's thread even when it is idle. The
+/// control: a write that is not retention's, from the same caller, is
+/// committed by the caller.
+#[tokio::test]
+async fn retentions_batches_go_to_the_writers_thread_even_when_it_is_idle() {
+    let (_dir, store) = store(Durability::Normal).await;
+    let me = std::thread::current().name().unwrap_or("").to_string();
+    for _ in 0..20 {
+        let seen = Seen::default();
+        store
+            .tasks
+            .write_then(prune(), noting(&seen, "prune"), true);
+        assert_eq!(when(&seen, 1).await, [("prune", "roost-store".to_string())]);
+    }
+    let mut by_caller = 0;
+    for _ in 0..100 {
+        let seen = Seen::default();
+        store
+            .tasks
+            .write_then(vec![WriteOp::Probe], noting(&seen, "probe"), true);
+        if when(&seen, 1).await == [("probe", me.clone())] {
+            by_caller += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(
+        by_caller > 0,
+        "no commit was made by its caller in 100 tries"
+    );
+}
+
+/// What the thread takes when retention's batch and a client's write both
+/// wait: the client's first, in a group without the batch; the batch next,
+/// alone; and the batch first once it has waited `BACKGROUND_WAIT`, so a
+/// writer that is never idle still deletes. A caller's commit never takes
+/// the batch.
+#[test]
+fn the_thread_takes_retentions_batch_alone_after_the_writes_clients_wait_for() {
+    use super::{BACKGROUND_WAIT, Backlog, Queued};
+    use std::time::Instant;
+    let job = |ops: Vec<WriteOp>| Queued {
+        ops,
+        then: Box::new(|_| {}),
+        urgent: true,
+        ticket: 0,
+    };
+    let kinds = |group: Vec<(Vec<WriteOp>, Then)>| -> Vec<&'static str> {
+        group
+            .iter()
+            .flat_map(|(ops, _)| ops.iter())
+            .map(|op| match op {
+                WriteOp::Prune { .. } => "prune",
+                WriteOp::Probe => "client",
+                _ => "other",
+            })
+            .collect()
+    };
+    let mut q = Backlog::default();
+    let queue_both = |q: &mut Backlog, since: Instant| {
+        q.background.push_back(job(prune()));
+        q.background_since = Some(since);
+        q.jobs.push_back(job(vec![WriteOp::Probe]));
+        q.jobs.push_back(job(vec![WriteOp::Probe]));
+        q.count += 2;
+        q.urgent = true;
+    };
+    queue_both(&mut q, Instant::now());
+    assert_eq!(kinds(q.take(true)), ["client", "client"]);
+    assert_eq!(kinds(q.take(false)), Vec::<&str>::new(), "not a caller's");
+    assert_eq!(kinds(q.take(true)), ["prune"]);
+    assert!(q.background.is_empty() && q.background_since.is_none());
+
+    // Waited long enough: it goes first, alone, even with clients waiting.
+    queue_both(&mut q, Instant::now() - BACKGROUND_WAIT);
+    assert_eq!(kinds(q.take(true)), ["prune"]);
+    assert_eq!(kinds(q.take(true)), ["client", "client"]);
+}
