@@ -2,7 +2,8 @@
 //! makes, on an empty store and then, in the same run, on the same roostd
 //! with 1,000,000 completed tasks stored (state dir on the real disk,
 //! `store.sync: normal`, retention keeping 1,000,000 ended tasks and
-//! running every 5 s, so it prunes while the second half measures).
+//! running every second, so it prunes while the second half measures:
+//! a task deleted for each one added, at most a second behind).
 //!
 //! The fill goes through roostd's own write path (`Store::queue_a2a_task`
 //! and the task writer's events, as the broker writes a task that
@@ -22,6 +23,12 @@
 //! entries of the tasks deleted so far costs (`Store::sweep_message_ids`),
 //! then the deletes again without the other index whose keys are random
 //! to a task's age (`tasks_context`).
+//!
+//! Then blocking `SendMessage` at 16 clients side by side: on a second
+//! roostd, started at the beginning, whose store stays empty, and on the
+//! full one, in ABBA order, levels twice as long, each after both roostds
+//! have settled (no CPU used for a second: retention has caught up), so
+//! neither pays for the other's deletes or checkpoints.
 //!
 //! `cargo bench -p roostd --bench store_growth -- [TASKS] [SECONDS]`
 //! (defaults 1000000, 5).
@@ -64,16 +71,13 @@ async fn main() {
         .unwrap_or(1_000_000);
     let secs: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
     let config =
-        format!("{TEST_CONFIG}retention: {{interval_secs: 5, tasks: {{max_count: {n}}}}}\n");
-    let mut daemon = Daemon::start_with(&config, &[("RUST_LOG", "warn")]).await;
-    let dir = conformance(
-        daemon.root.path(),
-        "bench",
-        "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 128}",
-        "",
-    );
-    let session = daemon.start_supervised(&dir, RestartPolicy::Always).await;
+        format!("{TEST_CONFIG}retention: {{interval_secs: 1, tasks: {{max_count: {n}}}}}\n");
+    let (mut daemon, session) = bench_daemon(&config).await;
     let addr = daemon.client.health().await.expect("health").a2a_addr;
+    // A second roostd whose store stays empty, for 16 clients side by side
+    // with the full one at the end.
+    let (beside, _) = bench_daemon(&config).await;
+    let beside_addr = beside.client.health().await.expect("health").a2a_addr;
     println!("store growth: {n} tasks, {secs} s per load, state on disk");
 
     // A few tasks to read on the empty store.
@@ -107,6 +111,8 @@ async fn main() {
     for ((name, a), (_, b)) in empty.iter().zip(&full) {
         println!("| {name} | {a:.3} | {b:.3} | {:.2}× |", b / a);
     }
+    side_by_side(&beside, &beside_addr, &daemon, &addr, secs * 2, n).await;
+    drop(beside);
     daemon.signal_and_wait(libc::SIGTERM, Duration::from_secs(30));
     let store = Store::open(&db, Durability::Normal).await.expect("store");
     let left = store.count_ended_a2a_tasks("9999").await.expect("count");
@@ -119,6 +125,7 @@ async fn main() {
         fill_secs * 1e6 / n as f64,
         fill_bytes as f64 / 1024.0 / n as f64,
     );
+    bound_walks(&db, left);
     let left = prune_alone(&store, left, "with every index").await;
     // The de-duplication entries those deletes left (and retention's in
     // the run), cleared as retention clears them once enough have gone.
@@ -150,6 +157,126 @@ async fn main() {
     drop(conn);
     prune_alone(&store, left, "without tasks_context").await;
     store.close().await;
+}
+
+/// A roostd with `config` serving the conformance capsule as route
+/// `bench`, and its session.
+async fn bench_daemon(config: &str) -> (Daemon, roost_ctl::api::Session) {
+    let daemon = Daemon::start_with(config, &[("RUST_LOG", "warn")]).await;
+    let dir = conformance(
+        daemon.root.path(),
+        "bench",
+        "{task_acceptance: queue, after_task: sleep, queue_depth: 512, concurrency: 128}",
+        "",
+    );
+    let session = daemon.start_supervised(&dir, RestartPolicy::Always).await;
+    (daemon, session)
+}
+
+/// Blocking SendMessage at 16 clients on the empty store's roostd and on
+/// the full one's (where retention deletes a task for each one added), in
+/// ABBA order, each level after both have settled (retention done, no CPU
+/// used), so neither level pays for the other's work; the ratio is of both
+/// levels of each.
+async fn side_by_side(
+    empty: &Daemon,
+    empty_addr: &str,
+    full: &Daemon,
+    addr: &str,
+    secs: u64,
+    n: usize,
+) {
+    let mut rates = [0.0; 2];
+    let mut rows = Vec::new();
+    for (which, at) in [(0, empty_addr), (1, addr), (1, addr), (0, empty_addr)] {
+        let _ = std::process::Command::new("sync").status();
+        idle(empty.pid()).await;
+        idle(full.pid()).await;
+        let load = level(at, "/a2a/bench", 16, secs, Answer::Task).await;
+        assert_eq!(load.errors, 0, "failed sends");
+        rates[which] += load.per_sec;
+        rows.push(format!(
+            "{} {:.0} req/s, p50 {:.2} ms, p99 {:.2} ms",
+            ["empty", "full"][which],
+            load.per_sec,
+            load.p50_ms,
+            load.p99_ms
+        ));
+    }
+    println!(
+        "SendMessage, 16 clients, {secs} s levels side by side in ABBA order (an empty store \
+         beside {n} stored): {}; full ÷ empty {:.2}×",
+        rows.join("; "),
+        rates[1] / rates[0]
+    );
+}
+
+/// Waits (up to a minute) until process `pid` has used under 20 ms of CPU
+/// in a second.
+async fn idle(pid: u32) {
+    let cpu = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // After the command's `)` come fields 3 on: utime and stime are
+        // fields 14 and 15.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+        field(14).unwrap_or(0) + field(15).unwrap_or(0)
+    };
+    for _ in 0..60 {
+        let before = cpu();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Clock ticks of 10 ms.
+        if cpu() - before < 2 {
+            return;
+        }
+    }
+}
+
+/// What finding retention's bound for `max_count` = `left` − 20,000 costs:
+/// walked from the newest past the tasks kept (as roostd did until issue
+/// 36's sixth stop), and walked from the oldest over those to delete, after
+/// reading how many have ended from `task_counts` (as it does now).
+fn bound_walks(db: &Path, left: u64) {
+    let conn = rusqlite::Connection::open(db).expect("a connection");
+    let ended = "source = 'a2a' AND ended_at IS NOT NULL AND state IN \
+                 ('completed', 'failed', 'canceled', 'rejected')";
+    let time = |sql: &str, offset: u64| {
+        let t = Instant::now();
+        let bound: (String, String) = conn
+            .query_row(sql, [offset as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("a bound");
+        (t.elapsed().as_secs_f64() * 1e3, bound)
+    };
+    let keep = left - 20_000;
+    let (newest, a) = time(
+        &format!(
+            "SELECT ended_at, id FROM tasks WHERE {ended} ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET ?1"
+        ),
+        keep,
+    );
+    let t = Instant::now();
+    let counted: i64 = conn
+        .query_row(
+            "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE state IN \
+             ('completed', 'failed', 'canceled', 'rejected')",
+            [],
+            |r| r.get(0),
+        )
+        .expect("a count");
+    let count_ms = t.elapsed().as_secs_f64() * 1e3;
+    let (oldest, b) = time(
+        &format!(
+            "SELECT ended_at, id FROM tasks WHERE {ended} ORDER BY ended_at, id LIMIT 1 OFFSET ?1"
+        ),
+        (counted as u64).saturating_sub(keep + 1),
+    );
+    assert_eq!(a, b, "both walks find the same bound");
+    println!(
+        "retention's bound for keeping {keep} of {counted}: {newest:.1} ms walked from the newest \
+         past those kept; {:.2} ms counted from task_counts and walked from the oldest",
+        count_ms + oldest
+    );
 }
 
 /// Deletes the oldest 20,000 of `left` ended tasks as the retention loop

@@ -5,7 +5,7 @@
 use sqlx::Row;
 
 use super::writer::{RowChange, WriteOp};
-use super::writes::ENDED;
+use super::writes::{ENDED, ENDED_STATES};
 use super::{Store, StoreError, TaskInsert, now};
 use crate::tasks::model::{
     A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_parts, message_text,
@@ -303,21 +303,36 @@ impl Store {
         keep: Option<u64>,
     ) -> Result<u64, StoreError> {
         // Each bound as the (ended_at, id) the tasks to delete come before:
-        // the age bound's time, or just after the newest task past `keep`
-        // (ids are all the same length, so `id` + NUL sorts right after
-        // `id` and before every other id). Found here, on a reader, once:
-        // walking past `keep` tasks in the writer would hold every task
-        // write behind it for each batch.
+        // the age bound's time, or just after the newest of the tasks past
+        // `keep` (ids are all the same length, so `id` + NUL sorts right
+        // after `id` and before every other id). Found here, on a reader,
+        // once: walking in the writer would hold every task write behind
+        // it for each batch. How many have ended comes from `task_counts`
+        // (kept by triggers in each task write's transaction), so the walk
+        // is from the oldest over those to delete alone, not over the
+        // `keep` retained (BENCHMARKS.md, issue 36: its cost at a million).
         let by_age = ended_before.map(|at| (at.to_string(), String::new()));
         let by_count = match keep {
-            Some(keep) => sqlx::query_as::<_, (String, String)>(&format!(
-                "SELECT ended_at, id FROM tasks WHERE {ENDED} \
-                 ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET ?1"
-            ))
-            .bind(i64::try_from(keep).unwrap_or(i64::MAX))
-            .fetch_optional(&self.reader)
-            .await?
-            .map(|(at, id)| (at, format!("{id}\0"))),
+            Some(keep) => {
+                let ended: i64 = sqlx::query_scalar(&format!(
+                    "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE state IN {ENDED_STATES}"
+                ))
+                .fetch_one(&self.reader)
+                .await?;
+                let excess = ended.saturating_sub(i64::try_from(keep).unwrap_or(i64::MAX));
+                if excess > 0 {
+                    sqlx::query_as::<_, (String, String)>(&format!(
+                        "SELECT ended_at, id FROM tasks WHERE {ENDED} \
+                         ORDER BY ended_at, id LIMIT 1 OFFSET ?1"
+                    ))
+                    .bind(excess - 1)
+                    .fetch_optional(&self.reader)
+                    .await?
+                    .map(|(at, id)| (at, format!("{id}\0")))
+                } else {
+                    None
+                }
+            }
             None => None,
         };
         // Whichever bound reaches further.

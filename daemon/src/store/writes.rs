@@ -445,9 +445,21 @@ pub(super) fn prune_statement() -> String {
     )
 }
 
+/// The states an A2A task ends in, as SQL.
+macro_rules! ended_states {
+    () => {
+        "('completed', 'failed', 'canceled', 'rejected')"
+    };
+}
+
+/// The states an A2A task ends in (`state IN` this).
+pub(super) const ENDED_STATES: &str = ended_states!();
+
 /// Ended A2A tasks, as `tasks_ended` indexes them.
-pub(super) const ENDED: &str = "source = 'a2a' AND ended_at IS NOT NULL AND state IN ('completed', \
-     'failed', 'canceled', 'rejected')";
+pub(super) const ENDED: &str = concat!(
+    "source = 'a2a' AND ended_at IS NOT NULL AND state IN ",
+    ended_states!()
+);
 
 /// Tasks some of whose events the writer failed to store, until they end
 /// (only the writer's thread reads or writes it).
