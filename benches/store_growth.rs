@@ -125,7 +125,7 @@ async fn main() {
         fill_secs * 1e6 / n as f64,
         fill_bytes as f64 / 1024.0 / n as f64,
     );
-    bound_walks(&db, left);
+    bound_walks(&store, &db, left).await;
     let left = prune_alone(&store, left, "with every index").await;
     // The de-duplication entries those deletes left (and retention's in
     // the run), cleared as retention clears them once enough have gone.
@@ -235,47 +235,31 @@ async fn idle(pid: u32) {
 
 /// What finding retention's bound for `max_count` = `left` − 20,000 costs:
 /// walked from the newest past the tasks kept (as roostd did until issue
-/// 36's sixth stop), and walked from the oldest over those to delete, after
-/// reading how many have ended from `task_counts` (as it does now).
-fn bound_walks(db: &Path, left: u64) {
-    let conn = rusqlite::Connection::open(db).expect("a connection");
-    let ended = "source = 'a2a' AND ended_at IS NOT NULL AND state IN \
-                 ('completed', 'failed', 'canceled', 'rejected')";
-    let time = |sql: &str, offset: u64| {
-        let t = Instant::now();
-        let bound: (String, String) = conn
-            .query_row(sql, [offset as i64], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("a bound");
-        (t.elapsed().as_secs_f64() * 1e3, bound)
-    };
+/// 36's sixth stop, in SQL here), and as roostd finds it now
+/// (`Store::newest_beyond`: the count from `task_counts`, a walk from the
+/// oldest over those to delete). Both must name the same task.
+async fn bound_walks(store: &Store, db: &Path, left: u64) {
     let keep = left - 20_000;
-    let (newest, a) = time(
-        &format!(
-            "SELECT ended_at, id FROM tasks WHERE {ended} ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET ?1"
-        ),
-        keep,
-    );
+    let conn = rusqlite::Connection::open(db).expect("a connection");
     let t = Instant::now();
-    let counted: i64 = conn
+    let before: (String, String) = conn
         .query_row(
-            "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE state IN \
-             ('completed', 'failed', 'canceled', 'rejected')",
-            [],
-            |r| r.get(0),
+            "SELECT ended_at, id FROM tasks WHERE source = 'a2a' AND ended_at IS NOT NULL \
+             AND state IN ('completed', 'failed', 'canceled', 'rejected') \
+             ORDER BY ended_at DESC, id DESC LIMIT 1 OFFSET ?1",
+            [keep as i64],
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
-        .expect("a count");
-    let count_ms = t.elapsed().as_secs_f64() * 1e3;
-    let (oldest, b) = time(
-        &format!(
-            "SELECT ended_at, id FROM tasks WHERE {ended} ORDER BY ended_at, id LIMIT 1 OFFSET ?1"
-        ),
-        (counted as u64).saturating_sub(keep + 1),
-    );
-    assert_eq!(a, b, "both walks find the same bound");
+        .expect("a bound");
+    let newest = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let now = store.newest_beyond(keep).await.expect("a bound");
+    let oldest = t.elapsed().as_secs_f64() * 1e3;
+    assert_eq!(now, Some(before), "both walks find the same bound");
     println!(
-        "retention's bound for keeping {keep} of {counted}: {newest:.1} ms walked from the newest \
-         past those kept; {:.2} ms counted from task_counts and walked from the oldest",
-        count_ms + oldest
+        "retention's bound for keeping {keep} of {left}: {newest:.1} ms walked from the newest \
+         past those kept; {oldest:.2} ms as roostd finds it now (counted from task_counts, \
+         walked from the oldest)"
     );
 }
 

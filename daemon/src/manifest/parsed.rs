@@ -5,19 +5,25 @@
 //!
 //! The key is the whole text, not the file's identity or time stamp, so a
 //! hit is what parsing that text again would give and nothing can be stale.
-//! It holds at most [`ENTRIES`] texts of at most [`MAX_TEXT`] bytes each (a
-//! larger one is parsed every time), whatever the manifests a client names.
-//! A text with a YAML anchor or alias (`&`, `*`) is parsed every time too:
-//! an alias repeats what it names, so a short text can parse into a large
-//! value, and only values about the size of their text are kept.
+//! It holds at most [`ENTRIES`] texts, [`BUDGET`] bytes of text in all,
+//! none over [`MAX_TEXT`] (a longer one is parsed every time), whatever the
+//! manifests a client names. A text with a YAML anchor or alias (`&`, `*`)
+//! is parsed every time too: an alias repeats what it names, so a short
+//! text could parse into a value of any size. Without them a value is a
+//! small multiple of its text (tens of times at most, for a text of empty
+//! lists under `inference.driver.config`, which keeps any YAML): a few MiB
+//! at the very most in all.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// Most texts kept; one more pushes an older one out.
+/// Most texts kept; one more pushes another out.
 pub(super) const ENTRIES: usize = 64;
-/// Longest text kept (ordinary manifests are a few hundred bytes).
-pub(super) const MAX_TEXT: usize = 16 * 1024;
+/// Longest text kept (ordinary manifests are a few hundred bytes; the
+/// examples' are 0.2–1.4 KiB).
+pub(super) const MAX_TEXT: usize = 4 * 1024;
+/// Most bytes of text kept in all.
+pub(super) const BUDGET: usize = 64 * 1024;
 
 /// Values parsed from texts, by text.
 pub(super) struct Parsed<T> {
@@ -47,19 +53,25 @@ impl<T: Clone> Parsed<T> {
         let value = parse(text)?;
         let mut kept = self.lock();
         let map = kept.get_or_insert_default();
-        if map.len() >= ENTRIES
-            && let Some(old) = map.keys().next().cloned()
+        // Room for it: others go (whichever come first) until it fits.
+        while map.len() >= ENTRIES
+            || map.keys().map(|t| t.len()).sum::<usize>() + text.len() > BUDGET
         {
-            map.remove(&old);
+            let Some(other) = map.keys().next().cloned() else {
+                break;
+            };
+            map.remove(&other);
         }
         map.insert(text.into(), value.clone());
         Ok(value)
     }
 
-    /// How many texts are kept.
+    /// How many texts are kept, and their bytes.
     #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.lock().as_ref().map_or(0, HashMap::len)
+    pub(super) fn len(&self) -> (usize, usize) {
+        self.lock()
+            .as_ref()
+            .map_or((0, 0), |m| (m.len(), m.keys().map(|t| t.len()).sum()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<HashMap<Box<str>, T>>> {
@@ -114,11 +126,23 @@ mod tests {
         kept.get(aliased, &parse).expect("parsed");
         kept.get(aliased, &parse).expect("parsed");
         assert_eq!(parses.get(), 6, "a text with an alias is parsed each time");
-        assert_eq!(kept.len(), 0);
+        assert_eq!(kept.len(), (0, 0));
         for i in 0..ENTRIES * 3 {
             kept.get(&format!("name: {i}"), &parse).expect("parsed");
-            assert!(kept.len() <= ENTRIES);
+            assert!(kept.len().0 <= ENTRIES);
         }
-        assert_eq!(kept.len(), ENTRIES);
+        assert_eq!(kept.len().0, ENTRIES);
+        // Texts near the longest kept: the bytes are bounded too.
+        for i in 0..ENTRIES {
+            let text = format!("{i:>width$}", width = MAX_TEXT - 1);
+            kept.get(&text, &parse).expect("parsed");
+            let (count, bytes) = kept.len();
+            assert!(bytes <= BUDGET, "{count} texts, {bytes} bytes");
+        }
+        // The last one made room for itself.
+        let before = parses.get();
+        let last = format!("{:>width$}", ENTRIES - 1, width = MAX_TEXT - 1);
+        kept.get(&last, &parse).expect("parsed");
+        assert_eq!(parses.get(), before, "the last text is kept");
     }
 }

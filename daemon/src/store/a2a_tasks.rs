@@ -5,7 +5,7 @@
 use sqlx::Row;
 
 use super::writer::{RowChange, WriteOp};
-use super::writes::{ENDED, ENDED_STATES};
+use super::writes::{ENDED, ENDED_COUNT};
 use super::{Store, StoreError, TaskInsert, now};
 use crate::tasks::model::{
     A2aTask, ANSWER_ARTIFACT, EventKind, TaskEvent, TaskState, message_parts, message_text,
@@ -307,32 +307,13 @@ impl Store {
         // `keep` (ids are all the same length, so `id` + NUL sorts right
         // after `id` and before every other id). Found here, on a reader,
         // once: walking in the writer would hold every task write behind
-        // it for each batch. How many have ended comes from `task_counts`
-        // (kept by triggers in each task write's transaction), so the walk
-        // is from the oldest over those to delete alone, not over the
-        // `keep` retained (BENCHMARKS.md, issue 36: its cost at a million).
+        // it for each batch.
         let by_age = ended_before.map(|at| (at.to_string(), String::new()));
         let by_count = match keep {
-            Some(keep) => {
-                let ended: i64 = sqlx::query_scalar(&format!(
-                    "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE state IN {ENDED_STATES}"
-                ))
-                .fetch_one(&self.reader)
-                .await?;
-                let excess = ended.saturating_sub(i64::try_from(keep).unwrap_or(i64::MAX));
-                if excess > 0 {
-                    sqlx::query_as::<_, (String, String)>(&format!(
-                        "SELECT ended_at, id FROM tasks WHERE {ENDED} \
-                         ORDER BY ended_at, id LIMIT 1 OFFSET ?1"
-                    ))
-                    .bind(excess - 1)
-                    .fetch_optional(&self.reader)
-                    .await?
-                    .map(|(at, id)| (at, format!("{id}\0")))
-                } else {
-                    None
-                }
-            }
+            Some(keep) => self
+                .newest_beyond(keep)
+                .await?
+                .map(|(at, id)| (at, format!("{id}\0"))),
             None => None,
         };
         // Whichever bound reaches further.
@@ -356,6 +337,32 @@ impl Store {
                 return Ok(total);
             }
         }
+    }
+
+    /// The newest of the ended A2A tasks beyond the newest `keep` (its
+    /// `ended_at` and id: it and those before it are what `max_count` =
+    /// `keep` deletes), or `None` if no more than `keep` have ended.
+    ///
+    /// How many have ended comes from `task_counts` (kept by triggers in
+    /// each task write's transaction), so the walk is from the oldest over
+    /// the tasks to delete alone, not past the `keep` retained (at a
+    /// million, ~5 ms against ~0.4 s: BENCHMARKS.md, issue 36). One
+    /// statement, so the count and the walk read one snapshot: a delete
+    /// between them (a `roostctl prune` meanwhile) cannot move the walk
+    /// into the tasks kept. This counts on every task in an ended state
+    /// having its `ended_at` (the writes set both in one statement;
+    /// `list_tests.rs` checks the count against the index).
+    pub async fn newest_beyond(&self, keep: u64) -> Result<Option<(String, String)>, StoreError> {
+        // SQLite takes a negative OFFSET as 0: the WHERE keeps it from
+        // naming the oldest task when no more than `keep` have ended.
+        let found = sqlx::query_as::<_, (String, String)>(&format!(
+            "SELECT ended_at, id FROM tasks WHERE {ENDED} AND ({ENDED_COUNT}) > ?1 \
+             ORDER BY ended_at, id LIMIT 1 OFFSET ({ENDED_COUNT}) - ?1 - 1"
+        ))
+        .bind(i64::try_from(keep).unwrap_or(i64::MAX))
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(found)
     }
 
     /// How many ended A2A tasks ended before `ended_before` (what

@@ -191,6 +191,17 @@ async fn task_counts_follow_inserts_state_changes_and_deletes(pool: SqlitePool) 
             .await
             .expect("counted");
             assert_eq!(kept, counted);
+            // Retention's bound counts ended tasks from `task_counts`: each
+            // in an ended state has its `ended_at` (what `ENDED` indexes).
+            let (by_counts, by_index): (i64, i64) = sqlx::query_as(&format!(
+                "SELECT ({}), (SELECT COUNT(*) FROM tasks WHERE {})",
+                super::writes::ENDED_COUNT,
+                super::writes::ENDED
+            ))
+            .fetch_one(&pool)
+            .await
+            .expect("ended");
+            assert_eq!(by_counts, by_index);
             kept.len()
         }
     };
@@ -237,7 +248,23 @@ async fn task_counts_follow_inserts_state_changes_and_deletes(pool: SqlitePool) 
         .expect("list")
         .1;
     assert_eq!(listed, 3, "tsk_0000, 0003, 0006");
+    // Eight ended: keeping 8 or more names none; keeping 2, the sixth oldest.
+    assert_eq!(store.newest_beyond(8).await.expect("bound"), None);
+    assert_eq!(store.newest_beyond(80).await.expect("bound"), None);
+    let sixth = store.newest_beyond(2).await.expect("bound").expect("one");
     let pruned = store.prune_a2a_tasks(None, Some(2)).await.expect("pruned");
     assert_eq!(pruned, 6);
     counts().await;
+    let left: Vec<(String, String)> = sqlx::query_as(&format!(
+        "SELECT ended_at, id FROM tasks WHERE {} ORDER BY ended_at, id",
+        super::writes::ENDED
+    ))
+    .fetch_all(&pool)
+    .await
+    .expect("left");
+    assert_eq!(left.len(), 2);
+    assert!(
+        left.iter().all(|kept| *kept > sixth),
+        "{left:?} after {sixth:?}"
+    );
 }

@@ -7,7 +7,8 @@
 //! `COMMIT` is a round trip to sqlx's worker thread (and `BEGIN`/`COMMIT`
 //! two); here a whole group is one hop in and one hop out.
 //!
-//! Retention's deletes (`WriteOp::background`) are committed by the thread
+//! Retention's deletes (`WriteOp::background`, `roostctl prune`'s and
+//! `rm`'s batches too) are committed by the thread
 //! alone, each batch in a commit of its own and only when no other write
 //! waits (or the batch has waited [`BACKGROUND_WAIT`]): a client's commit
 //! never waits for a batch of deletes it would have been grouped with, and

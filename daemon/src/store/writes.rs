@@ -5,6 +5,13 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+/// The states an A2A task ends in, as SQL.
+macro_rules! ended_states {
+    () => {
+        "('completed', 'failed', 'canceled', 'rejected')"
+    };
+}
+
 /// Most ended tasks one retention delete removes (one job of its own,
 /// committed alone when no task write waits: a task write that comes while
 /// it is being committed waits for a small delete at most). Measured at
@@ -109,12 +116,14 @@ impl WriteOp {
         }
     }
 
-    /// Whether it is retention's (a batch of deletes of what has ended, or
-    /// of de-duplication entries whose tasks are gone): no client waits
-    /// for it, so the writer commits it alone, when no other write waits
-    /// (`writer.rs`, `Backlog::take`). Each one is safe in any order with
-    /// the others: it deletes only what has ended and is not live, and an
-    /// entry only while it still names the gone task.
+    /// Whether it is background work: a batch of retention's deletes (or
+    /// `roostctl prune`'s), of an ended session's tasks (`roostctl rm`,
+    /// session retention), or of de-duplication entries whose tasks are
+    /// gone. No client's task waits for it, so the writer commits it alone,
+    /// when no other write waits (`writer.rs`, `Backlog::take`). Each is
+    /// safe in any order with the other writes: it deletes only ended
+    /// tasks, or the tasks of a session its own statement finds not live,
+    /// and an entry only while it still names its gone task.
     pub(super) fn background(&self) -> bool {
         matches!(
             self,
@@ -317,11 +326,12 @@ fn append(
     out: &mut Vec<Option<u64>>,
 ) -> rusqlite::Result<()> {
     let found = conn
-        .prepare_cached(
-            "SELECT state IN ('completed', 'failed', 'canceled', 'rejected'), \
-             COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), 0) \
-             FROM tasks WHERE id = ?1",
-        )?
+        .prepare_cached(concat!(
+            "SELECT state IN ",
+            ended_states!(),
+            ", COALESCE((SELECT MAX(seq) FROM task_events WHERE task_id = ?1), 0) \
+                 FROM tasks WHERE id = ?1"
+        ))?
         .query_row(params![task_id], |r| {
             Ok((r.get::<_, bool>(0)?, r.get::<_, i64>(1)?))
         })
@@ -445,15 +455,11 @@ pub(super) fn prune_statement() -> String {
     )
 }
 
-/// The states an A2A task ends in, as SQL.
-macro_rules! ended_states {
-    () => {
-        "('completed', 'failed', 'canceled', 'rejected')"
-    };
-}
-
-/// The states an A2A task ends in (`state IN` this).
-pub(super) const ENDED_STATES: &str = ended_states!();
+/// How many A2A tasks are in a state they end in, from `task_counts`.
+pub(super) const ENDED_COUNT: &str = concat!(
+    "SELECT COALESCE(SUM(n), 0) FROM task_counts WHERE state IN ",
+    ended_states!()
+);
 
 /// Ended A2A tasks, as `tasks_ended` indexes them.
 pub(super) const ENDED: &str = concat!(

@@ -209,8 +209,11 @@ fn run(shared: &Inner) {
             loop {
                 let now = Instant::now();
                 let due = q.lazy_since.map(|since| since + super::LINGER);
+                // Retention's jobs wake it only when nothing else is
+                // queued: queued writes that linger keep their `LINGER`
+                // (and, urgent or due, are taken first anyway).
                 let work = q.urgent
-                    || !q.background.is_empty()
+                    || (!q.background.is_empty() && q.jobs.is_empty())
                     || q.checkpoint
                     || q.count >= WRITES_PER_COMMIT
                     || due.is_some_and(|due| due <= now);
