@@ -48,28 +48,49 @@ fn state(task: &Value) -> &str {
     task["status"]["state"].as_str().unwrap_or_default()
 }
 
-fn answer(task: &Value) -> String {
-    task["artifacts"][0]["parts"]
+/// The text of a message's or artifact's parts, joined.
+fn parts_text(parts: &Value) -> String {
+    parts
         .as_array()
         .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect())
         .unwrap_or_default()
 }
 
-/// Polls GetTask until the task's state is `want` (or a minute passes).
-async fn until_state(addr: &str, route: &str, id: &str, want: &str) -> Value {
+fn answer(task: &Value) -> String {
+    parts_text(&task["artifacts"][0]["parts"])
+}
+
+/// The task as GetTask answers it (its `result`).
+async fn get_task(addr: &str, route: &str, id: &str) -> Value {
+    rpc(addr, route, Some("1.0"), "GetTask", json!({"id": id})).await["result"].clone()
+}
+
+/// Polls GetTask until `done` holds for the task (or a minute passes:
+/// then it fails, saying the task never did `what`).
+async fn until(
+    addr: &str,
+    route: &str,
+    id: &str,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let task =
-            rpc(addr, route, Some("1.0"), "GetTask", json!({"id": id})).await["result"].clone();
-        if state(&task) == want {
+        let task = get_task(addr, route, id).await;
+        if done(&task) {
             return task;
         }
-        assert!(
-            Instant::now() < deadline,
-            "task {id} never reached {want}: {task}"
-        );
+        assert!(Instant::now() < deadline, "task {id} never {what}: {task}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Polls GetTask until the task's state is `want` (or a minute passes).
+async fn until_state(addr: &str, route: &str, id: &str, want: &str) -> Value {
+    until(addr, route, id, &format!("reached {want}"), |task| {
+        state(task) == want
+    })
+    .await
 }
 
 /// The interpreter with the official A2A SDK: `ROOST_A2A_PYTHON`, else the
@@ -611,10 +632,7 @@ async fn the_documented_sdk_client_example_asks_a_session_and_exits_with_the_tas
 
 /// The text of a task's status message, if it has one.
 fn status_text(task: &Value) -> String {
-    task["status"]["message"]["parts"]
-        .as_array()
-        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect())
-        .unwrap_or_default()
+    parts_text(&task["status"]["message"]["parts"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -652,16 +670,9 @@ async fn tasks_still_queued_when_their_session_is_stopped_fail_saying_they_never
         acknowledged("m-queued-2", "second").await,
     ];
     for id in &queued {
-        let task = rpc(
-            &addr,
-            "one-at-a-time",
-            Some("1.0"),
-            "GetTask",
-            json!({"id": id}),
-        )
-        .await;
+        let task = get_task(&addr, "one-at-a-time", id).await;
         assert_eq!(
-            state(&task["result"]),
+            state(&task),
             "TASK_STATE_SUBMITTED",
             "queued behind the running task: {task}"
         );
@@ -677,26 +688,10 @@ async fn tasks_still_queued_when_their_session_is_stopped_fail_saying_they_never
     }
     // The control: the task that was running when the session stopped ends
     // too, but not with that reason (it ran).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let ended = loop {
-        let task = rpc(
-            &addr,
-            "one-at-a-time",
-            Some("1.0"),
-            "GetTask",
-            json!({"id": running}),
-        )
-        .await["result"]
-            .clone();
-        if !matches!(state(&task), "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED") {
-            break task;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the running task never ended: {task}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let ended = until(&addr, "one-at-a-time", &running, "ended", |task| {
+        !matches!(state(task), "TASK_STATE_WORKING" | "TASK_STATE_SUBMITTED")
+    })
+    .await;
     assert_ne!(
         status_text(&ended),
         "the session ended before the task ran",

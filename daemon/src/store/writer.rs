@@ -380,14 +380,15 @@ impl TaskWriter {
             urgent,
             ticket,
         };
-        if here && !job.background() {
+        let background = job.background();
+        if here && !background {
             match commit::here(shared, job) {
                 None => return,
                 Some(back) => job = back,
             }
         }
         let mut q = shared.queue();
-        if job.background() {
+        if background {
             q.background_since.get_or_insert_with(Instant::now);
             q.background.push_back(job);
             if q.thread_waits.is_some() {

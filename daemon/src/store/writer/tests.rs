@@ -90,15 +90,28 @@ async fn an_idle_writer_lets_its_caller_commit_after_what_was_queued_before() {
 #[tokio::test]
 async fn a_synced_commit_goes_to_the_writers_thread_from_a_runtimes_only_thread() {
     let (_dir, store) = store(Durability::Full).await;
-    let me = std::thread::current().name().unwrap_or("").to_string();
+    always_on_the_thread(&store, durable, "durable").await;
+    let by_caller = probes_by_caller(&store).await;
+    assert!(
+        by_caller > 0,
+        "no unsynced commit was made by its caller in 100 tries"
+    );
+}
+
+/// Makes the write `ops` gives 20 times, each alone: every one is
+/// committed on the writer's thread.
+async fn always_on_the_thread(store: &Store, ops: fn() -> Vec<WriteOp>, job: &'static str) {
     for _ in 0..20 {
         let seen = Seen::default();
-        store
-            .tasks
-            .write_then(durable(), noting(&seen, "durable"), true);
-        let all = when(&seen, 1).await;
-        assert_eq!(all, [("durable", "roost-store".to_string())]);
+        store.tasks.write_then(ops(), noting(&seen, job), true);
+        assert_eq!(when(&seen, 1).await, [(job, "roost-store".to_string())]);
     }
+}
+
+/// How many of 100 writes that need no sync, each alone, the calling
+/// thread committed itself.
+async fn probes_by_caller(store: &Store) -> usize {
+    let me = std::thread::current().name().unwrap_or("").to_string();
     let mut by_caller = 0;
     for _ in 0..100 {
         let seen = Seen::default();
@@ -110,10 +123,7 @@ async fn a_synced_commit_goes_to_the_writers_thread_from_a_runtimes_only_thread(
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    assert!(
-        by_caller > 0,
-        "no unsynced commit was made by its caller in 100 tries"
-    );
+    by_caller
 }
 
 /// How many times a task that ticks every millisecond ticked while `work`
@@ -223,25 +233,8 @@ fn prune() -> Vec<WriteOp> {
 #[tokio::test]
 async fn retentions_batches_go_to_the_writers_thread_even_when_it_is_idle() {
     let (_dir, store) = store(Durability::Normal).await;
-    let me = std::thread::current().name().unwrap_or("").to_string();
-    for _ in 0..20 {
-        let seen = Seen::default();
-        store
-            .tasks
-            .write_then(prune(), noting(&seen, "prune"), true);
-        assert_eq!(when(&seen, 1).await, [("prune", "roost-store".to_string())]);
-    }
-    let mut by_caller = 0;
-    for _ in 0..100 {
-        let seen = Seen::default();
-        store
-            .tasks
-            .write_then(vec![WriteOp::Probe], noting(&seen, "probe"), true);
-        if when(&seen, 1).await == [("probe", me.clone())] {
-            by_caller += 1;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    always_on_the_thread(&store, prune, "prune").await;
+    let by_caller = probes_by_caller(&store).await;
     assert!(
         by_caller > 0,
         "no commit was made by its caller in 100 tries"
