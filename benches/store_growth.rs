@@ -31,8 +31,12 @@
 //! neither pays for the other's deletes or checkpoints.
 //!
 //! `cargo bench -p roostd --bench store_growth -- [TASKS] [SECONDS]`
-//! (defaults 1000000, 5).
+//! (defaults 1000000, 5). `ROOST_BENCH_CONTEXTS=conversations` fills each
+//! context as a conversation, its tasks one after another, instead of
+//! spread over the whole fill (`Contexts`).
 
+#[path = "store_growth/fill.rs"]
+mod fill;
 #[allow(dead_code)]
 #[path = "../tests/e2e/harness.rs"]
 mod harness;
@@ -53,13 +57,11 @@ use roost_ctl::api::RestartPolicy;
 use roostd::store::{Durability, Store};
 use serde_json::{Value, json};
 
+use fill::{BIG, Contexts, fill};
 use harness::{Daemon, TEST_CONFIG, conformance};
 use idle_agent::rss_kib;
 use load::{Answer, Figures, figures, level};
 
-const ROUTES: usize = 100;
-const CONTEXTS: usize = 10_000;
-const BIG: &str = "ctx_0000000000000000000000000000b16c";
 const PAGE: usize = 50;
 
 #[tokio::main]
@@ -78,7 +80,8 @@ async fn main() {
     // with the full one at the end.
     let (beside, _) = bench_daemon(&config).await;
     let beside_addr = beside.client.health().await.expect("health").a2a_addr;
-    println!("store growth: {n} tasks, {secs} s per load, state on disk");
+    let contexts = Contexts::from_env();
+    println!("store growth: {n} tasks, {secs} s per load, state on disk, contexts {contexts:?}");
 
     // A few tasks to read on the empty store.
     for i in 0..200 {
@@ -90,7 +93,7 @@ async fn main() {
     let db = daemon.state_dir.join("roost.db");
     let filled = Instant::now();
     let written_before = written();
-    let ids = fill(&db, &session.id, n).await;
+    let ids = fill(&db, &session.id, n, contexts).await;
     let fill_secs = filled.elapsed().as_secs_f64();
     let fill_bytes = written() - written_before;
     let bytes = db_bytes(&db);
@@ -489,53 +492,6 @@ async fn send(addr: &str, id: &str, context: Option<&str>) {
     )
     .await;
     assert!(r.get("result").is_some(), "{r}");
-}
-
-/// `n` completed tasks written as the broker writes them; the ids of the
-/// `bench` route's.
-async fn fill(db: &Path, session_id: &str, n: usize) -> Vec<String> {
-    let store = Store::open(db, Durability::Normal).await.expect("store");
-    let mut bench = Vec::new();
-    let mut big = 0;
-    let mut batch = Vec::new();
-    for i in 0..n {
-        let r = i % ROUTES;
-        let route = if r == 0 {
-            "bench".to_string()
-        } else {
-            format!("r{r:02}")
-        };
-        let id = format!("tsk_f111{i:028x}");
-        let mut context = format!("ctx_f111{:028x}", i % CONTEXTS);
-        if r == 0 && big < 1000 {
-            context = BIG.to_string();
-            big += 1;
-        }
-        let insert = load::queue_hello(
-            &store,
-            load::Hello {
-                id: &id,
-                session_id,
-                route: &route,
-                context_id: &context,
-                message_id: &format!("fill-{i}"),
-            },
-            false,
-        );
-        let ended = load::answer(&store, &id, false);
-        batch.push((insert, ended));
-        if r == 0 {
-            bench.push(id);
-        }
-        if batch.len() == 2000 || i + 1 == n {
-            for (insert, ended) in batch.drain(..) {
-                assert!(insert.committed().await.expect("insert"), "written");
-                assert!(ended.await.expect("events"), "events written");
-            }
-        }
-    }
-    store.close().await;
-    bench
 }
 
 /// Bytes this process has written through system calls (`wchar`): the
