@@ -33,7 +33,9 @@
 //! `cargo bench -p roostd --bench store_growth -- [TASKS] [SECONDS]`
 //! (defaults 1000000, 5). `ROOST_BENCH_CONTEXTS=conversations` fills each
 //! context as a conversation, its tasks one after another, instead of
-//! spread over the whole fill (`Contexts`).
+//! spread over the whole fill (`Contexts`). `ROOST_BENCH_PERF=DIR` records
+//! the bench process with `perf` (999 Hz, no call graphs) while retention
+//! deletes alone at the end, to `DIR/prune-*.data`.
 
 #[path = "store_growth/fill.rs"]
 mod fill;
@@ -270,6 +272,21 @@ async fn bound_walks(store: &Store, db: &Path, left: u64) {
 /// does, alone (roostd stopped), and prints what it cost a task; returns
 /// how many are left.
 async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
+    let perf = std::env::var_os("ROOST_BENCH_PERF").map(|dir| {
+        let data = Path::new(&dir).join(format!("prune-{}.data", label.replace(' ', "-")));
+        let perf = std::process::Command::new("perf")
+            .args(["record", "-q", "-F", "999", "-p"])
+            .arg(std::process::id().to_string())
+            .arg("-o")
+            .arg(&data)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("perf record");
+        (perf, data)
+    });
+    if perf.is_some() {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     let written_before = written();
     let pruned = Instant::now();
     let deleted = store
@@ -278,6 +295,15 @@ async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
         .expect("prune");
     let secs = pruned.elapsed().as_secs_f64();
     let bytes = written() - written_before;
+    if let Some((mut perf, data)) = perf {
+        // SAFETY: kill only sends a signal to the child perf started above.
+        unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
+        let _ = perf.wait();
+        println!(
+            "retention alone, {label}: recorded in {} (perf report -i it --sort comm,sym)",
+            data.display()
+        );
+    }
     println!(
         "retention alone, {label}: {deleted} tasks deleted in {secs:.2} s, {:.0} µs and {:.1} KiB \
          written (WAL and checkpoints) a task",
