@@ -272,8 +272,10 @@ async fn bound_walks(store: &Store, db: &Path, left: u64) {
 /// does, alone (roostd stopped), and prints what it cost a task; returns
 /// how many are left.
 async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
-    let perf = std::env::var_os("ROOST_BENCH_PERF").map(|dir| {
+    let mut perf = std::env::var_os("ROOST_BENCH_PERF").map(|dir| {
+        std::fs::create_dir_all(&dir).expect("ROOST_BENCH_PERF's directory");
         let data = Path::new(&dir).join(format!("prune-{}.data", label.replace(' ', "-")));
+        let _ = std::fs::remove_file(&data);
         let perf = std::process::Command::new("perf")
             .args(["record", "-q", "-F", "999", "-p"])
             .arg(std::process::id().to_string())
@@ -284,8 +286,11 @@ async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
             .expect("perf record");
         (perf, data)
     });
-    if perf.is_some() {
+    if let Some((perf, _)) = &mut perf {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Ok(Some(status)) = perf.try_wait() {
+            panic!("perf record ended before the deletes ({status}): can it record this process?");
+        }
     }
     let written_before = written();
     let pruned = Instant::now();
@@ -299,8 +304,10 @@ async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
         // SAFETY: kill only sends a signal to the child perf started above.
         unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
         let _ = perf.wait();
+        let recorded = std::fs::metadata(&data).is_ok_and(|m| m.len() > 0);
+        assert!(recorded, "perf wrote nothing to {}", data.display());
         println!(
-            "retention alone, {label}: recorded in {} (perf report -i it --sort comm,sym)",
+            "retention alone, {label}: recorded in {} (perf report -i it --sort comm,dso)",
             data.display()
         );
     }

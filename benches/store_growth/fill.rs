@@ -24,7 +24,9 @@ pub enum Contexts {
     Spread,
     /// Each context a conversation: its tasks follow one another on its
     /// route (100 of the route's tasks in a row, 1 % of the fill), and a
-    /// newer context has a greater id, as roostd's UUIDv7 ids do.
+    /// newer context has a greater id, as roostd's UUIDv7 ids do. (The
+    /// `bench` route's first 1,000 go to [`BIG`] instead, so 10 of its
+    /// conversations stay empty.)
     Conversations,
 }
 
@@ -44,7 +46,7 @@ impl Contexts {
         match self {
             Self::Spread => i % CONTEXTS,
             Self::Conversations => {
-                let per = (n / CONTEXTS).max(1);
+                let per = n.div_ceil(CONTEXTS).max(1);
                 i % ROUTES + ROUTES * (i / ROUTES / per)
             }
         }
