@@ -61,7 +61,7 @@ use serde_json::{Value, json};
 
 use fill::{BIG, Contexts, fill};
 use harness::{Daemon, TEST_CONFIG, conformance};
-use idle_agent::rss_kib;
+use idle_agent::{rss_kib, rss_parts_kib};
 use load::{Answer, Figures, figures, level};
 
 const PAGE: usize = 50;
@@ -272,26 +272,7 @@ async fn bound_walks(store: &Store, db: &Path, left: u64) {
 /// does, alone (roostd stopped), and prints what it cost a task; returns
 /// how many are left.
 async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
-    let mut perf = std::env::var_os("ROOST_BENCH_PERF").map(|dir| {
-        std::fs::create_dir_all(&dir).expect("ROOST_BENCH_PERF's directory");
-        let data = Path::new(&dir).join(format!("prune-{}.data", label.replace(' ', "-")));
-        let _ = std::fs::remove_file(&data);
-        let perf = std::process::Command::new("perf")
-            .args(["record", "-q", "-F", "999", "-p"])
-            .arg(std::process::id().to_string())
-            .arg("-o")
-            .arg(&data)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("perf record");
-        (perf, data)
-    });
-    if let Some((perf, _)) = &mut perf {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        if let Ok(Some(status)) = perf.try_wait() {
-            panic!("perf record ended before the deletes ({status}): can it record this process?");
-        }
-    }
+    let perf = Recording::start(label).await;
     let written_before = written();
     let pruned = Instant::now();
     let deleted = store
@@ -300,16 +281,8 @@ async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
         .expect("prune");
     let secs = pruned.elapsed().as_secs_f64();
     let bytes = written() - written_before;
-    if let Some((mut perf, data)) = perf {
-        // SAFETY: kill only sends a signal to the child perf started above.
-        unsafe { libc::kill(perf.id() as i32, libc::SIGINT) };
-        let _ = perf.wait();
-        let recorded = std::fs::metadata(&data).is_ok_and(|m| m.len() > 0);
-        assert!(recorded, "perf wrote nothing to {}", data.display());
-        println!(
-            "retention alone, {label}: recorded in {} (perf report -i it --sort comm,dso)",
-            data.display()
-        );
+    if let Some(perf) = perf {
+        perf.stop(label);
     }
     println!(
         "retention alone, {label}: {deleted} tasks deleted in {secs:.2} s, {:.0} µs and {:.1} KiB \
@@ -318,6 +291,50 @@ async fn prune_alone(store: &Store, left: u64, label: &str) -> u64 {
         bytes as f64 / 1024.0 / deleted.max(1) as f64,
     );
     left - deleted
+}
+
+/// `perf record` on this process, with `ROOST_BENCH_PERF=DIR`, to
+/// `DIR/prune-<label>.data`.
+struct Recording {
+    perf: std::process::Child,
+    data: std::path::PathBuf,
+}
+
+impl Recording {
+    /// Started, and given half a second to attach; `None` without the
+    /// variable.
+    async fn start(label: &str) -> Option<Self> {
+        let dir = std::env::var_os("ROOST_BENCH_PERF")?;
+        std::fs::create_dir_all(&dir).expect("ROOST_BENCH_PERF's directory");
+        let data = Path::new(&dir).join(format!("prune-{}.data", label.replace(' ', "-")));
+        let _ = std::fs::remove_file(&data);
+        let mut perf = std::process::Command::new("perf")
+            .args(["record", "-q", "-F", "999", "-p"])
+            .arg(std::process::id().to_string())
+            .arg("-o")
+            .arg(&data)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("perf record");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if let Ok(Some(status)) = perf.try_wait() {
+            panic!("perf record ended before the deletes ({status}): can it record this process?");
+        }
+        Some(Self { perf, data })
+    }
+
+    /// Stops it (as Ctrl-C does) and says where the recording is.
+    fn stop(mut self, label: &str) {
+        // SAFETY: kill only sends a signal to the child perf started above.
+        unsafe { libc::kill(self.perf.id() as i32, libc::SIGINT) };
+        let _ = self.perf.wait();
+        let recorded = std::fs::metadata(&self.data).is_ok_and(|m| m.len() > 0);
+        assert!(recorded, "perf wrote nothing to {}", self.data.display());
+        println!(
+            "retention alone, {label}: recorded in {} (perf report -i it --sort comm,dso)",
+            self.data.display()
+        );
+    }
 }
 
 /// The figures of one store, in order: name, value.
@@ -404,27 +421,13 @@ async fn measure(
     // RSS is roostd's own memory (anonymous) and file-backed pages: its
     // executable's and the database pages its readers have mapped
     // (`mmap_size`: the page cache).
-    out.push((
-        "  of which anonymous MiB".into(),
-        status_kib(daemon.pid(), "RssAnon:") / 1024.0,
-    ));
-    out.push((
-        "  of which file-backed MiB".into(),
-        status_kib(daemon.pid(), "RssFile:") / 1024.0,
-    ));
+    let (anonymous, file) = rss_parts_kib(daemon.pid());
+    out.push(("  of which anonymous MiB".into(), anonymous as f64 / 1024.0));
+    out.push(("  of which file-backed MiB".into(), file as f64 / 1024.0));
     for (name, value) in &out {
         println!("{label}: {name}: {value:.3}");
     }
     out
-}
-
-fn status_kib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0)
 }
 
 /// Ids of the bench route's tasks (the empty store's).
