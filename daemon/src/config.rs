@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 mod a2a;
 mod cluster;
 mod filesystem;
+mod inference;
 mod listen;
 mod log;
 mod observe;
@@ -16,6 +17,7 @@ mod overrides;
 mod retention;
 pub use cluster::{ClusterConfig, ClusterTls};
 pub use filesystem::FilesystemConfig;
+pub use inference::{InferenceConfig, KeyEnv, KeyEnvRefused};
 pub use listen::HttpConfig;
 pub use log::{LogFormat, LogSettings};
 pub use observe::{MetricsConfig, OtlpProtocol, TelemetryConfig, UiConfig};
@@ -101,6 +103,8 @@ pub struct DaemonConfig {
     /// What a capsule's `capabilities.filesystem` may grant (`sandbox` is
     /// the jail; this is what a manifest may name).
     pub filesystem: FilesystemConfig,
+    /// Which of roostd's variables a manifest may name as its model key.
+    pub inference: InferenceConfig,
     /// What the file said that still works but should change (logged at
     /// start-up).
     #[serde(skip)]
@@ -279,6 +283,7 @@ impl Default for DaemonConfig {
             ui: UiConfig::default(),
             http: HttpConfig::default(),
             filesystem: FilesystemConfig::default(),
+            inference: InferenceConfig::default(),
             deprecations: Vec::new(),
             source: None,
         }
@@ -446,6 +451,7 @@ impl DaemonConfig {
         self.ui.check()?;
         self.http.check()?;
         self.filesystem.check()?;
+        self.inference.check()?;
         self.cluster.check()?;
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()
@@ -491,105 +497,4 @@ impl DaemonConfig {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retention_has_one_section_and_the_old_key_still_works_with_a_warning() {
-        let config = DaemonConfig::from_yaml(
-            "retention: {interval_secs: 5, sessions: {max_count: 3}, trace: {max_bytes: 100}}",
-        )
-        .expect("retention");
-        assert_eq!(config.retention.interval_secs, 5);
-        assert_eq!(config.retention.sessions.max_count, 3);
-        assert_eq!(config.retention.sessions.max_age_secs, 7 * 24 * 3600);
-        assert_eq!(config.retention.trace.max_bytes, 100);
-        assert_eq!(config.retention.tool_output.max_bytes, 64 << 20);
-        assert!(config.deprecations.is_empty());
-
-        let old = DaemonConfig::from_yaml("a2a: {retention: {max_tasks: 9, interval_secs: 2}}")
-            .expect("old key");
-        assert_eq!(old.retention.tasks.max_count, 9);
-        assert_eq!(old.retention.tasks.max_age_secs, 7 * 24 * 3600);
-        assert_eq!(old.retention.interval_secs, 2);
-        assert_eq!(old.deprecations.len(), 1);
-        assert!(
-            old.deprecations[0].contains("retention.tasks"),
-            "{:?}",
-            old.deprecations
-        );
-
-        let err = DaemonConfig::from_yaml("retention: {sessions: {max_cnt: 3}}")
-            .expect_err("typo")
-            .to_string();
-        assert!(err.contains("max_cnt"), "{err}");
-        let mut zero = DaemonConfig::from_yaml("retention: {interval_secs: 0}").expect("parses");
-        zero.state_dir = PathBuf::from("/tmp/x");
-        let err = zero.validate().expect_err("0 s");
-        assert!(
-            matches!(&err, ConfigError::Invalid { field, .. } if field == "retention.interval_secs"),
-            "{err:?}"
-        );
-        assert!(err.to_string().contains("retention.interval_secs"), "{err}");
-    }
-
-    #[test]
-    fn hibernation_max_awake_defaults_to_ten_thousand_and_refuses_zero() {
-        assert_eq!(DaemonConfig::default().hibernation.max_awake, Some(10_000));
-        let none = DaemonConfig::from_yaml("hibernation: {max_awake: null}").expect("parses");
-        assert_eq!(none.hibernation.max_awake, None);
-        let mut zero = DaemonConfig::from_yaml("hibernation: {max_awake: 0}").expect("parses");
-        zero.state_dir = PathBuf::from("/tmp/x");
-        let err = zero.validate().expect_err("0").to_string();
-        assert!(
-            err.contains("hibernation.max_awake must be at least 1"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn unknown_key_is_named() {
-        let err = DaemonConfig::from_yaml("pool: {max_instancez: 3}")
-            .expect_err("must be refused")
-            .to_string();
-        assert!(err.contains("max_instancez"), "{err}");
-    }
-
-    #[test]
-    fn partial_file_keeps_defaults() {
-        let config = DaemonConfig::from_yaml("a2a_listen: 127.0.0.1:0\npool: {max_memory_mb: 64}")
-            .expect("valid");
-        assert_eq!(config.a2a_listen.port(), 0);
-        assert_eq!(config.pool.max_memory_mb, 64);
-        assert_eq!(config.pool.max_instances, 1000);
-        assert_eq!(config.limits.timeout_secs, 30);
-    }
-
-    #[test]
-    fn registry_must_be_a_directory_or_http() {
-        let mut config = DaemonConfig::from_yaml("registry: ftp://example.com/r").expect("parses");
-        config.state_dir = PathBuf::from("/tmp/x");
-        let err = config.validate().expect_err("ftp refused").to_string();
-        assert!(err.contains("only http:// registries"), "{err}");
-        config.registry = Some("http://127.0.0.1:8080/registry".into());
-        config.validate().expect("http accepted");
-        config.registry = None;
-        assert_eq!(config.registry_location(), "/tmp/x/registry");
-    }
-
-    #[test]
-    fn tcp_control_needs_a_token_file() {
-        let mut config =
-            DaemonConfig::from_yaml("control: {tcp_listen: 127.0.0.1:7421}").expect("parses");
-        config.state_dir = PathBuf::from("/tmp/x");
-        let err = config.validate().expect_err("no token").to_string();
-        assert!(err.contains("needs control.token_file"), "{err}");
-    }
-
-    #[test]
-    fn memory_limit_above_pool_is_refused() {
-        let mut config = DaemonConfig::from_yaml("pool: {max_memory_mb: 64}").expect("valid");
-        config.state_dir = PathBuf::from("/tmp/x");
-        assert!(config.validate().is_err());
-    }
-}
+mod tests;

@@ -116,6 +116,13 @@ pub async fn run(
     let started = Instant::now();
     let notifier = Notifier::from_env();
     create_private_dir(&config.state_dir)?;
+    // What roostd opens below its state dir (fresh workdirs, their files)
+    // is opened without following links: the operator's links on the way
+    // to the state dir are resolved once, here.
+    let mut config = config;
+    if let Ok(real) = std::fs::canonicalize(&config.state_dir) {
+        config.state_dir = real;
+    }
     if let Some(path) = &config.tls.ca_file {
         let count = crate::http_client::trust_ca_file(path)?;
         tracing::info!(ca_file = %path.display(), certificates = count, "trusting tls.ca_file for outgoing HTTPS");

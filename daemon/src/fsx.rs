@@ -7,7 +7,9 @@
 //! unpredictable name, renamed over the target within the same directory.
 //!
 //! The root itself (the workdir the operator named, or one under the state
-//! dir) is trusted: tools cannot write its parent.
+//! dir) is opened without following a link anywhere on its path: a capsule
+//! that may write its parent (a workdir inside a writable grant) cannot
+//! swap a link in.
 
 use std::ffi::{CString, OsStr};
 use std::fs::File;
@@ -50,17 +52,11 @@ fn below<'a>(root: &Path, path: &'a Path) -> io::Result<Vec<&'a OsStr>> {
         .collect()
 }
 
+/// The root, opened without following a link anywhere on its path: a
+/// workdir inside a directory a capsule may write (its own grant, another
+/// session's) could have been replaced by a link since roostd named it.
 fn open_root(root: &Path) -> io::Result<OwnedFd> {
-    let root = cstr(root.as_os_str())?;
-    // SAFETY: a NUL-terminated path; the returned descriptor is owned below.
-    let fd = check(unsafe {
-        libc::open(
-            root.as_ptr(),
-            libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC,
-        )
-    })?;
-    // SAFETY: `fd` was just opened and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    roost_jail::dirfd::open_no_links(root, libc::O_DIRECTORY | libc::O_RDONLY).map(OwnedFd::from)
 }
 
 fn open_at(dir: &impl AsRawFd, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<OwnedFd> {

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 mod grants;
+pub use crate::sandbox::fence;
 pub use grants::Protected;
 
 /// A policy entry that cannot be honoured, naming the entry.
@@ -41,6 +42,12 @@ pub enum PolicyError {
         field: String,
         path: String,
         what: String,
+    },
+    #[error("{field}: {error}")]
+    GrantOpen {
+        field: String,
+        #[source]
+        error: fence::FenceError,
     },
     #[error("capabilities.shell.allow entry '{name}' must be a bare binary name without '/'")]
     ShellName { name: String },
@@ -151,6 +158,10 @@ pub struct CapabilityPolicy {
     pub read_write: Vec<std::path::PathBuf>,
     /// `network.unix_sockets`: tools may open `AF_UNIX` sockets.
     pub unix_sockets: bool,
+    /// roostd's own files, which the workdir and every extra path are held
+    /// against each time they are opened (set at staging; empty in tests
+    /// and benches that stage nothing).
+    pub fence: std::sync::Arc<fence::Fence>,
 }
 
 impl CapabilityPolicy {
@@ -203,6 +214,7 @@ impl CapabilityPolicy {
             read_only,
             read_write,
             unix_sockets: caps.network.unix_sockets,
+            fence: std::sync::Arc::default(),
         })
     }
 

@@ -80,6 +80,9 @@ pub struct StageCtx<'a> {
     pub bundles: &'a std::sync::Arc<crate::artifacts::BundleMemo>,
     pub jail: &'a crate::sandbox::Jail,
     pub support: &'a crate::sandbox::Support,
+    /// What no capsule is handed, and the fence its grants are opened
+    /// through (`staging::protected`, made once).
+    pub protected: &'a crate::policy::Protected,
 }
 
 /// Where staging says what it is doing: nowhere, or to the client that
@@ -151,10 +154,24 @@ pub fn protected(
     jail: &crate::sandbox::Jail,
 ) -> crate::policy::Protected {
     let helper = jail.helper().or(config.sandbox.jail_helper.as_deref());
-    let binaries = helper.map(|h| (h.to_path_buf(), "roostd's jail helper".to_string()));
+    let helper = helper.map(|h| (h.to_path_buf(), "roostd's jail helper".to_string()));
+    // The control socket and its directory may be read (nothing is there to
+    // read) and lain beside, never held for writing (the socket could be
+    // replaced).
+    let socket = [
+        Some((config.socket.clone(), "roostd's control socket".to_string())),
+        config
+            .socket
+            .parent()
+            .map(|dir| (dir.to_path_buf(), "roostd's control socket dir".to_string())),
+    ];
     crate::policy::Protected::new(
         config.own_paths(),
-        binaries.into_iter().collect(),
+        helper
+            .into_iter()
+            .chain(socket.into_iter().flatten())
+            .collect(),
+        Some(config.state_dir.join("sessions")),
         &config.filesystem.allow,
     )
 }
@@ -199,9 +216,9 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     let manifest = CapsuleManifest::load(&path)?;
     // What the capsule would be handed of this host: never roostd's own
     // files, never a system tree the operator did not allow.
-    let protected = protected(config, shared.jail);
+    let protected = shared.protected;
     let checked = match &user_workdir {
-        Some(dir) => protected.check_path("workdir", dir),
+        Some(dir) => protected.check_path("workdir", dir, crate::sandbox::fence::Access::Write),
         None => Ok(()),
     };
     checked
@@ -283,9 +300,13 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
             }
         }
         (None, CapsuleKind::Agent(spec)) => {
-            let mut plan = agent_plan(spec, &artifacts, &manifest.manifest_path, &|name| {
-                std::env::var(name)
-            })?;
+            let mut plan = agent_plan(
+                spec,
+                &artifacts,
+                &manifest.manifest_path,
+                &|name| std::env::var(name),
+                &config.inference,
+            )?;
             plan.spec.lifecycle = plan.spec.lifecycle.overridden(&request);
             Program::Agent(Arc::new(plan))
         }
@@ -299,7 +320,10 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
         allowlist: manifest.tools.iter().cloned().collect(),
         artifacts,
         request,
-        policy: Arc::new(manifest.policy.clone()),
+        policy: Arc::new(CapabilityPolicy {
+            fence: protected.fence(),
+            ..manifest.policy.clone()
+        }),
         manifest,
         user_workdir,
         timeout: Duration::from_secs(timeout_secs),
@@ -314,6 +338,7 @@ fn agent_plan(
     artifacts: &StagedArtifacts,
     manifest_path: &Path,
     env: &dyn Fn(&str) -> Result<String, std::env::VarError>,
+    inference: &crate::config::InferenceConfig,
 ) -> Result<AgentPlan, StageError> {
     let fail = |message: String| StageError::Agent {
         manifest: manifest_path.to_path_buf(),
@@ -358,6 +383,12 @@ fn agent_plan(
         None => None,
         Some(ApiKeySpec::Literal(key)) => Some(Secret::new(key.clone())),
         Some(ApiKeySpec::Env(EnvRef { env: name })) => {
+            // Only a variable the operator lists for it, to the endpoints it
+            // names: never any of roostd's environment a manifest picks.
+            let endpoint = spec.endpoint.as_deref().unwrap_or_default();
+            inference
+                .key_env(name, endpoint)
+                .map_err(|e| fail(e.to_string()))?;
             Some(Secret::new(env(name).map_err(|_| {
                 fail(format!(
                     "inference.api_key names the environment variable {name}, which is not set \

@@ -154,13 +154,9 @@ fn id_of(who: Grantee) -> u32 {
 
 /// Adds (or widens) one named entry of `path`'s access ACL, keeping the rest;
 /// the mask becomes the union of the group class, so the entry takes effect.
-/// `path` is opened without following a final symlink.
+/// `path` is opened without following a link anywhere on it.
 pub fn grant(path: &Path, who: Grantee, perm: u16) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)?;
+    let file = crate::dirfd::open_no_links(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
     grant_open(&file, who, perm)
 }
 
@@ -176,11 +172,18 @@ pub fn grant_tree(
     skip: &[&str],
     max: usize,
 ) -> std::io::Result<usize> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let top = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY)
-        .open(dir)?;
+    let top = crate::dirfd::open_no_links(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
+    grant_tree_open(top, uid, (dir_perm, file_perm), skip, max)
+}
+
+/// [`grant_tree`] from the open directory `top`.
+pub fn grant_tree_open(
+    top: std::fs::File,
+    uid: u32,
+    (dir_perm, file_perm): (u16, u16),
+    skip: &[&str],
+    max: usize,
+) -> std::io::Result<usize> {
     let mut granted = 0;
     let mut stack = vec![(top, 0usize)];
     while let Some((dir, depth)) = stack.pop() {
@@ -215,7 +218,7 @@ pub fn grant_tree(
 }
 
 /// [`grant`] on an open file.
-fn grant_open(file: &std::fs::File, who: Grantee, perm: u16) -> std::io::Result<()> {
+pub fn grant_open(file: &std::fs::File, who: Grantee, perm: u16) -> std::io::Result<()> {
     edit_acl(file, |entries| {
         let covers = |tag: u16, id: u32| {
             entries
@@ -238,13 +241,9 @@ fn grant_open(file: &std::fs::File, who: Grantee, perm: u16) -> std::io::Result<
 
 /// Removes `who`'s named entry from `path`'s access ACL (what [`grant`]
 /// added), keeping the rest; nothing when it has none. `path` is opened
-/// without following a final symlink.
+/// without following a link anywhere on it.
 pub fn revoke(path: &Path, who: Grantee) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path)?;
+    let file = crate::dirfd::open_no_links(path, libc::O_RDONLY | libc::O_NONBLOCK)?;
     revoke_open(&file, who)
 }
 
@@ -252,11 +251,7 @@ pub fn revoke(path: &Path, who: Grantee) -> std::io::Result<()> {
 /// walked as [`grant_tree`] walks it (no link followed, `skip` left out, at
 /// most `max` entries); returns how many it visited.
 pub fn revoke_tree(dir: &Path, uid: u32, skip: &[&str], max: usize) -> std::io::Result<usize> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let top = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_DIRECTORY)
-        .open(dir)?;
+    let top = crate::dirfd::open_no_links(dir, libc::O_RDONLY | libc::O_DIRECTORY)?;
     let mut visited = 0;
     let mut stack = vec![(top, 0usize)];
     while let Some((dir, depth)) = stack.pop() {

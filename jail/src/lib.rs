@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod cgroup;
 pub mod dirfd;
+pub mod fence;
 pub mod host;
 pub mod identity;
 pub mod seccomp;
@@ -188,6 +189,11 @@ pub struct JailSpec {
     /// The unprivileged uid to drop to (roostd runs as root).
     #[serde(default)]
     pub identity: Option<identity::Identity>,
+    /// roostd's own files: the workdir and every extra path are opened
+    /// without following a link and held against them at each call
+    /// (`fence.rs`).
+    #[serde(default)]
+    pub fence: fence::Fence,
 }
 
 /// The tool jail as this host and the operator's settings make it, found
@@ -355,6 +361,8 @@ pub enum JailError {
     },
     #[error("landlock: {0}")]
     Landlock(String),
+    #[error("a path of the capsule's: {0}")]
+    Grant(#[source] fence::FenceError),
     #[error(transparent)]
     Seccomp(#[from] seccomp::SeccompError),
     #[error("cannot exec {}: {source}", program.display())]
@@ -468,17 +476,38 @@ fn close_inherited_fds() -> Result<(), JailError> {
 /// The tool's Landlock ruleset, ready for `restrict_self`.
 fn landlock(spec: &JailSpec) -> Result<landlock::RulesetCreated, JailError> {
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset,
+        RulesetAttr, RulesetCreatedAttr, Scope, path_beneath_rules,
     };
     let err = |e: &dyn std::fmt::Display| JailError::Landlock(e.to_string());
     let abi = ABI::V6;
-    // `path_beneath_rules` skips paths that do not exist on this host.
-    let mut read: Vec<PathBuf> = SYSTEM_READ.iter().map(PathBuf::from).collect();
-    read.extend(spec.read_only.iter().cloned());
-    let mut write: Vec<PathBuf> = SYSTEM_WRITE.iter().map(PathBuf::from).collect();
-    write.push(spec.workdir.clone());
-    write.extend(spec.read_write.iter().cloned());
+    // The capsule's paths, each opened without following a link and held
+    // against roostd's own files now, at this call; one that is gone is
+    // left out (`path_beneath_rules` skips the system paths a host lacks).
+    let granted = |paths: &mut dyn Iterator<Item = (&PathBuf, fence::Access, bool)>| {
+        let mut opened = Vec::new();
+        for (path, access, workdir) in paths {
+            match spec.fence.open(path, access, workdir, libc::O_PATH) {
+                Ok(file) => opened.push(file),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(JailError::Grant(e)),
+            }
+        }
+        Ok(opened)
+    };
+    let read = granted(
+        &mut spec
+            .read_only
+            .iter()
+            .map(|p| (p, fence::Access::Read, false)),
+    )?;
+    let write = granted(
+        &mut std::iter::once((&spec.workdir, fence::Access::Write, true)).chain(
+            spec.read_write
+                .iter()
+                .map(|p| (p, fence::Access::Write, false)),
+        ),
+    )?;
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
@@ -488,15 +517,24 @@ fn landlock(spec: &JailSpec) -> Result<landlock::RulesetCreated, JailError> {
             .handle_access(AccessNet::from_all(abi))
             .map_err(|e| err(&e))?;
     }
-    let mut created = ruleset
-        .scope(Scope::from_all(abi))
-        .map_err(|e| err(&e))?
-        .create()
-        .map_err(|e| err(&e))?
-        .add_rules(path_beneath_rules(&read, AccessFs::from_read(abi)))
-        .map_err(|e| err(&e))?
-        .add_rules(path_beneath_rules(&write, AccessFs::from_all(abi)))
-        .map_err(|e| err(&e))?;
+    let mut created =
+        ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(|e| err(&e))?
+            .create()
+            .map_err(|e| err(&e))?
+            .add_rules(path_beneath_rules(SYSTEM_READ, AccessFs::from_read(abi)))
+            .map_err(|e| err(&e))?
+            .add_rules(path_beneath_rules(SYSTEM_WRITE, AccessFs::from_all(abi)))
+            .map_err(|e| err(&e))?
+            .add_rules(read.into_iter().map(|f| {
+                Ok::<_, landlock::RulesetError>(PathBeneath::new(f, AccessFs::from_read(abi)))
+            }))
+            .map_err(|e| err(&e))?
+            .add_rules(write.into_iter().map(|f| {
+                Ok::<_, landlock::RulesetError>(PathBeneath::new(f, AccessFs::from_all(abi)))
+            }))
+            .map_err(|e| err(&e))?;
     for port in spec.tcp_connect_ports.iter().flatten() {
         created = created
             .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))

@@ -141,12 +141,12 @@ async fn filesystem_grants_never_reach_roostds_own_state_or_system_trees() {
             daemon.state_dir.join("keys"),
             "state dir",
         ),
-        ("alias", "read_only", alias.clone(), "state dir"),
+        ("alias", "read_only", alias.clone(), "passes through a link"),
         (
             "sock",
             "read_write",
             daemon.socket.parent().expect("dir").to_path_buf(),
-            "socket dir",
+            "control socket",
         ),
         (
             "config",
@@ -157,12 +157,7 @@ async fn filesystem_grants_never_reach_roostds_own_state_or_system_trees() {
         ("token", "read_only", token.clone(), "a2a.token_file"),
         ("slash", "read_only", "/".into(), "overlaps"),
         ("etc", "read_only", "/etc".into(), "system tree /etc"),
-        (
-            "proc",
-            "read_write",
-            "/proc/self".into(),
-            "system tree /proc",
-        ),
+        ("proc", "read_write", "/proc/1".into(), "system tree /proc"),
     ] {
         let dir = grant(name, field, &path);
         let err = daemon.client.start(&request(&dir)).await.expect_err(name);
@@ -182,14 +177,35 @@ async fn filesystem_grants_never_reach_roostds_own_state_or_system_trees() {
     assert!(err.to_string().contains("state dir"), "{err}");
 
     // The controls: a directory of the operator's, and a system path the
-    // operator allowed.
+    // operator allowed; beside the control socket, a directory for writing
+    // and the socket's own directory for reading (neither can replace it).
     let data = tempfile::tempdir().expect("data");
-    for (name, path) in [("data", data.path()), ("share", Path::new("/usr/share"))] {
-        let dir = grant(name, "read_only", path);
+    let beside = daemon.socket.parent().expect("dir").join("beside");
+    std::fs::create_dir_all(&beside).expect("beside the socket");
+    let socket_dir = daemon.socket.parent().expect("dir").to_path_buf();
+    for (name, field, path) in [
+        ("data", "read_only", data.path()),
+        ("share", "read_only", Path::new("/usr/share")),
+        ("beside", "read_write", beside.as_path()),
+        ("sockread", "read_only", socket_dir.as_path()),
+    ] {
+        let dir = grant(name, field, path);
         let s = daemon.client.start(&request(&dir)).await.expect(name);
         let s = daemon.client.wait(&s.id).await.expect("wait");
         assert_eq!(s.state, SessionState::Completed, "{name}: {s:?}");
     }
+    // A workdir beside the socket, as under `roostd --socket /tmp/roostd.sock`.
+    let dir = capsule(root, "wd-beside", "hello", "");
+    let s = daemon
+        .client
+        .start(&StartRequest {
+            workdir: Some(beside.display().to_string()),
+            ..request(&dir)
+        })
+        .await
+        .expect("a workdir beside the control socket");
+    let s = daemon.client.wait(&s.id).await.expect("wait");
+    assert_eq!(s.state, SessionState::Completed, "{s:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,15 +21,13 @@ pub struct FilesystemConfig {
 impl super::DaemonConfig {
     /// roostd's own files and directories, each with what it is: no
     /// capsule is granted a path that holds or lies in one (`policy`'s
-    /// `Protected`). The jail helper is apart: it may be read.
+    /// `Protected`). The jail helper and the control socket are apart: they
+    /// may be read and lain beside, never held for writing.
     pub fn own_paths(&self) -> Vec<(PathBuf, String)> {
         let mut own = vec![(self.state_dir.clone(), "roostd's state dir".to_string())];
         let registry = self.registry_location();
         if !registry.contains("://") {
             own.push((PathBuf::from(registry), "roostd's registry".into()));
-        }
-        if let Some(dir) = self.socket.parent() {
-            own.push((dir.to_path_buf(), "roostd's control socket dir".into()));
         }
         if let Some(file) = &self.source {
             own.push((file.clone(), "roostd's config file".into()));

@@ -19,6 +19,7 @@ mod state;
 mod task_io;
 mod ticker;
 
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +51,7 @@ use crate::ids::SessionId;
 use crate::logs::{LogSink, Stream};
 use crate::metrics::Metrics;
 use crate::policy::CapabilityPolicy;
+use crate::policy::fence::Access;
 
 /// Interface instance a script capsule must export; the only name resolved.
 pub const CAPSULE_RUN_EXPORT: &str = "murmur:capsule/run@0.1.0";
@@ -442,29 +444,51 @@ impl Core {
         for (key, value) in spec.env {
             wasi.env(key, value);
         }
-        wasi.preopened_dir(spec.workdir, ".", FsPerms::ReadWrite)
-            .map_err(|e| GuestFailure::Setup {
-                message: format!("cannot preopen workdir {}: {e:#}", spec.workdir.display()),
-            })?;
-        // `filesystem.read_only` / `read_write` directories, at their own paths.
-        let extra = spec
+        // The workdir and each extra path, opened without following a link
+        // and held against roostd's own files now, at this store (a link a
+        // guest planted in a writable grant between two runs leads
+        // nowhere); each is handed to WASI by its descriptor.
+        let fence = &spec.policy.fence;
+        let preopen = |wasi: &mut WasiCtxBuilder,
+                       path: &Path,
+                       guest: String,
+                       access: Access,
+                       workdir: bool|
+         -> Result<(), GuestFailure> {
+            let file = match fence.open(path, access, workdir, libc::O_PATH) {
+                Ok(file) => file,
+                // A grant removed since staging is left out, as is a file
+                // (WASI preopens directories only); the workdir must be.
+                Err(e) if e.is_not_found() && !workdir => return Ok(()),
+                Err(e) => {
+                    return Err(GuestFailure::Setup {
+                        message: format!("cannot open {}: {e}", path.display()),
+                    });
+                }
+            };
+            if !file.metadata().is_ok_and(|m| m.is_dir()) {
+                return Ok(());
+            }
+            let perms = match access {
+                Access::Read => FsPerms::ReadOnly,
+                Access::Write => FsPerms::ReadWrite,
+            };
+            let by_descriptor = format!("/proc/self/fd/{}", file.as_raw_fd());
+            wasi.preopened_dir(&by_descriptor, guest, perms)
+                .map(|_| ())
+                .map_err(|e| GuestFailure::Setup {
+                    message: format!("cannot preopen {}: {e:#}", path.display()),
+                })
+        };
+        preopen(&mut wasi, spec.workdir, ".".into(), Access::Write, true)?;
+        for (dir, access) in spec
             .policy
             .read_only
             .iter()
-            .map(|p| (p, FsPerms::ReadOnly))
-            .chain(
-                spec.policy
-                    .read_write
-                    .iter()
-                    .map(|p| (p, FsPerms::ReadWrite)),
-            );
-        for (dir, perms) in extra {
-            if dir.is_dir() {
-                wasi.preopened_dir(dir, dir.display().to_string(), perms)
-                    .map_err(|e| GuestFailure::Setup {
-                        message: format!("cannot preopen {}: {e:#}", dir.display()),
-                    })?;
-            }
+            .map(|p| (p, Access::Read))
+            .chain(spec.policy.read_write.iter().map(|p| (p, Access::Write)))
+        {
+            preopen(&mut wasi, dir, dir.display().to_string(), access, false)?;
         }
         let memory_limit = usize::try_from(spec.memory_bytes).unwrap_or(usize::MAX);
         let mut guard = limits::EpochGuard::new(spec.stop);

@@ -25,6 +25,9 @@ pub struct Shared {
     pub jail: crate::sandbox::Jail,
     /// What this host can enforce for tools (detected once).
     pub support: crate::sandbox::Support,
+    /// What no capsule is handed (roostd's own files, system trees), with
+    /// the fence every grant is opened through, resolved once.
+    pub protected: crate::policy::Protected,
     /// The uids tools run as, when roostd runs as root (else `None`).
     pub tool_uids: Option<crate::sandbox::identity::UidRange>,
     /// Per-tool pids cgroups, where this host lets roostd make them.
@@ -124,7 +127,9 @@ impl Shared {
             claims,
             schedules_changed,
         } = parts;
+        let protected = crate::staging::protected(&config, &host_jail.jail);
         Self {
+            protected,
             tasks,
             pids: host_jail.pids,
             checkpoint_key,
@@ -158,6 +163,7 @@ impl Shared {
             bundles: &self.bundles,
             jail: &self.jail,
             support: &self.support,
+            protected: &self.protected,
         }
     }
 

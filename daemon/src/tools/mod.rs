@@ -382,6 +382,7 @@ fn jail_spec(ctx: &ProcessContext) -> crate::sandbox::JailSpec {
         rlimits: rlimits(&ctx.policy, ctx.timeout, ctx.memory_bytes),
         cgroup_procs: None,
         identity: ctx.identity,
+        fence: (*ctx.policy.fence).clone(),
     }
 }
 

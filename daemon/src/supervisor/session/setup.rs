@@ -58,6 +58,8 @@ pub enum SetupError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Fence(crate::policy::fence::FenceError),
     #[error("session directory task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
     #[error("on-stage hook '{hook}' failed: {source}")]
@@ -83,44 +85,49 @@ pub(super) type Installing = tokio::task::JoinHandle<Result<(), SetupError>>;
 fn open_to_tools(
     id: &crate::sandbox::identity::Identity,
     workdir: &std::path::Path,
-    read_write: &[std::path::PathBuf],
-    read_only: &[std::path::PathBuf],
+    policy: &crate::policy::CapabilityPolicy,
     state_dir: &std::path::Path,
 ) -> Result<(), SetupError> {
-    use crate::sandbox::identity::{Grantee, grant};
+    use crate::policy::fence::Access;
+    use crate::sandbox::identity::{Grantee, grant, grant_open, grant_tree_open};
     let fail = |path: &std::path::Path, source: std::io::Error| SetupError::Grant {
         path: path.to_path_buf(),
         uid: id.uid,
         source,
     };
-    use crate::sandbox::identity::grant_tree;
+    // Each path opened without following a link and held against roostd's
+    // own files, then granted by that descriptor.
+    let open = |path: &std::path::Path, access, workdir| {
+        policy
+            .fence
+            .open(path, access, workdir, libc::O_RDONLY | libc::O_NONBLOCK)
+            .map_err(SetupError::Fence)
+    };
     let user = Grantee::User(id.uid);
     let in_state_dir = workdir.starts_with(state_dir);
+    let top = open(workdir, Access::Write, true)?;
     if in_state_dir {
         // A fresh directory: what is in it is roostd's, or the tool's own.
-        grant(workdir, user, 7).map_err(|e| fail(workdir, e))?;
+        grant_open(&top, user, 7).map_err(|e| fail(workdir, e))?;
     } else {
         // The operator's directory, as the tool would have had it as root,
         // except roostd's bookkeeping.
-        let granted = grant_tree(workdir, id.uid, (7, 6), &[".murmur"], MAX_GRANTS)
+        let granted = grant_tree_open(top, id.uid, (7, 6), &[".murmur"], MAX_GRANTS)
             .map_err(|e| fail(workdir, e))?;
         if granted >= MAX_GRANTS {
             tracing::warn!(path = %workdir.display(), "workdir opened to the tool uid only in part: over {MAX_GRANTS} entries");
         }
     }
-    for path in read_write {
-        let granted = if path.is_dir() {
-            grant_tree(path, id.uid, (7, 6), &[], MAX_GRANTS)
-        } else {
-            grant(path, user, 6).map(|()| 1)
-        };
-        granted.map_err(|e| fail(path, e))?;
-    }
-    for path in read_only {
-        let granted = if path.is_dir() {
-            grant_tree(path, id.uid, (5, 4), &[], MAX_GRANTS)
-        } else {
-            grant(path, user, 4).map(|()| 1)
+    let extra = policy
+        .read_write
+        .iter()
+        .map(|p| (p, Access::Write, (7, 6)))
+        .chain(policy.read_only.iter().map(|p| (p, Access::Read, (5, 4))));
+    for (path, access, (dir_perm, file_perm)) in extra {
+        let file = open(path, access, false)?;
+        let granted = match file.metadata().is_ok_and(|m| m.is_dir()) {
+            true => grant_tree_open(file, id.uid, (dir_perm, file_perm), &[], MAX_GRANTS),
+            false => grant_open(&file, user, file_perm).map(|()| 1),
         };
         granted.map_err(|e| fail(path, e))?;
     }
@@ -222,12 +229,7 @@ impl SessionTask {
             if let Ok(mut held) = self.held.lock() {
                 *held = Some(self.shared.grants.hold(id.uid, paths));
             }
-            (
-                id,
-                policy.read_write.clone(),
-                policy.read_only.clone(),
-                state,
-            )
+            (id, Arc::clone(policy), state)
         });
         let card = self.staged.manifest.card.clone();
         let install = tokio::task::spawn_blocking(move || -> Result<(), SetupError> {
@@ -239,8 +241,8 @@ impl SessionTask {
                     path: dir.clone(),
                     source,
                 })?;
-            if let Some((id, read_write, read_only, state)) = &grants {
-                open_to_tools(id, &root, read_write, read_only, state)?;
+            if let Some((id, policy, state)) = &grants {
+                open_to_tools(id, &root, policy, state)?;
             }
             if !items.is_empty() || !shell.is_empty() {
                 crate::artifacts::install(&root, &dir, &items, &shell).map_err(|source| {
