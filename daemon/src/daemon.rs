@@ -23,7 +23,7 @@ mod wire;
 
 pub use reload::needs_restart;
 pub use tokens::{Tokens, read_token};
-pub use wire::wire;
+pub use wire::{Gateway, wire};
 
 /// Why the daemon could not start (or stop cleanly).
 #[derive(Debug, thiserror::Error)]
@@ -275,13 +275,19 @@ pub async fn run(
         Some(journal) => Arc::clone(journal) as Arc<dyn crate::tasks::log::TaskLog>,
         None => Arc::new(store.clone()),
     };
+    // The gateway's tokens, which messages capsules send to this daemon's
+    // routes are checked against too.
+    let access = Arc::new(crate::a2a::access::Access::new(a2a_token, route_tokens));
     let (mut parts, outbox) = wire(
         config,
         store.clone(),
         runtime,
         metrics,
-        format!("{a2a_scheme}://{a2a_addr}"),
-        peer_tokens,
+        wire::Gateway {
+            a2a_base: format!("{a2a_scheme}://{a2a_addr}"),
+            peer_tokens,
+            access: Arc::clone(&access),
+        },
         log,
     );
     // A node's artifacts come from its own registry, then the cluster's.
@@ -381,7 +387,6 @@ pub async fn run(
             servers.clone(),
         ));
     }
-    let access = Arc::new(crate::a2a::access::Access::new(a2a_token, route_tokens));
     tokio::spawn(reload::serve(
         reloads,
         reload::Handles {

@@ -322,9 +322,17 @@ async fn capsules_send_to_peers_in_the_same_daemon_and_elsewhere_with_their_trac
         matches!(words.next(), Some("submitted" | "working")),
         "{reply}"
     );
-    let received = until_state(&addr, "receiver", &peer_task, "TASK_STATE_COMPLETED").await;
-    assert_eq!(answer(&received), "echo: hello receiver");
-    assert_eq!(received["history"][0]["messageId"], "fwd-1-fwd");
+    // The task is the sending session's own: a client of the receiver's
+    // route (here, one without a token) does not see it.
+    let theirs = rpc(
+        &addr,
+        "receiver",
+        Some("1.0"),
+        "GetTask",
+        json!({"id": peer_task}),
+    )
+    .await;
+    assert_eq!(theirs["error"]["code"], -32001, "{theirs}");
 
     // Elsewhere: JSON-RPC 1.0 SendMessage over HTTP, in the sender's trace.
     let (status, _, reply) = http(

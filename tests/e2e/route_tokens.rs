@@ -17,7 +17,7 @@ use crate::harness::{Daemon, TEST_CONFIG, conformance, request};
 const GLOBAL: &str = "global-token-0123456789abcdef";
 const BILLING: &str = "billing-token-0123456789abcdef";
 
-fn token_file(dir: &std::path::Path, name: &str, token: &str) -> String {
+pub(crate) fn token_file(dir: &std::path::Path, name: &str, token: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, token).expect("token");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");

@@ -1,6 +1,6 @@
 //! Outgoing A2A (`murmur:message/send`): a peer hosted by this daemon is
-//! reached in-process through the broker (same durability as a request from
-//! outside); any other gets JSON-RPC over HTTP or HTTPS — 1.0's
+//! reached in-process through the broker (same durability, tokens and
+//! owners as a request from outside); any other gets JSON-RPC over HTTP or HTTPS — 1.0's
 //! `SendMessage`, or 0.3's `message/send` when its card says 0.3 — with the
 //! token roostd's config has for it (`a2a.peers`). Either way the call
 //! returns once the peer has accepted the task.
@@ -8,8 +8,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::sync::mpsc::UnboundedSender;
 
 use serde_json::{Value, json};
 
@@ -71,6 +69,8 @@ pub enum RemoteError {
     Grpc(String),
     #[error("OAuth 2 (a2a.peers[].oauth2 in roostd's config): {0}")]
     OAuth2(String),
+    #[error("{0}; roostd stopped reading (what a call holds of a peer is bounded: docs/a2a.md)")]
+    Limit(crate::runtime::peer_stream::PeerLimit),
 }
 
 /// Delivers guests' messages to peers.
@@ -80,6 +80,11 @@ pub struct Peers {
     /// Live sessions on this daemon, by route (no database read).
     routes: Arc<Routes>,
     broker: Arc<Broker>,
+    /// The gateway's tokens: a message to a route of this daemon needs its
+    /// token as a request from outside would.
+    access: Arc<super::access::Access>,
+    /// `a2a.dedupe_message_ids`.
+    dedupe: bool,
     /// `a2a.peers`, longest URL prefix first (replaced when roostd
     /// reloads its config).
     credentials: std::sync::RwLock<Vec<Arc<PeerCredential>>>,
@@ -100,12 +105,15 @@ impl Peers {
         base: String,
         routes: Arc<Routes>,
         broker: Arc<Broker>,
+        local: LocalGateway,
         credentials: Vec<Arc<PeerCredential>>,
     ) -> Self {
         let peers = Self {
             base,
             routes,
             broker,
+            access: local.access,
+            dedupe: local.dedupe,
             credentials: std::sync::RwLock::default(),
             api_key_headers: Mutex::default(),
             owned: Mutex::default(),
@@ -160,10 +168,53 @@ impl Peers {
         (!route.is_empty() && !route.contains('/')).then_some(route)
     }
 
-    async fn local(&self, route: &str, m: OutMessage) -> Result<SentTask, SendError> {
+    /// A message to a route of this daemon: an A2A request like any other,
+    /// taken in-process. It needs the route's token, which roostd presents
+    /// only as `a2a.peers` says for this URL (never on its own authority);
+    /// its owner is the sending session (`session:<name>`, no client's), so
+    /// contexts, tasks and retried message ids stay that session's own.
+    async fn local(
+        &self,
+        peer_url: &str,
+        route: &str,
+        m: OutMessage,
+    ) -> Result<SentTask, SendError> {
         let Some(session) = self.routes.get(route) else {
             return Err(SendError::NoRoute(route.to_string()));
         };
+        let refused = |source: RemoteError| SendError::Remote {
+            peer: crate::policy::redact_url(peer_url),
+            source: Box::new(source),
+        };
+        let given = self.credential_for(peer_url).and_then(|c| {
+            c.token
+                .clone()
+                .or_else(|| c.api_key.as_ref().map(|k| Arc::clone(&k.key)))
+        });
+        let rules = self.access.snapshot();
+        if rules.caller(&session.name, given.as_deref()).is_none() {
+            return Err(refused(RemoteError::Unauthorized {
+                status: http::StatusCode::UNAUTHORIZED,
+                configured: given.is_some(),
+            }));
+        }
+        let owner = self.owner_of(&m.caller);
+        if let Some(context) = m.context_id.as_deref()
+            && let Some(first) = self
+                .broker
+                .context_owner(&session.name, context)
+                .await
+                .map_err(|e| SendError::Local(Box::new(e)))?
+            && first != owner
+        {
+            return Err(refused(RemoteError::Refused {
+                code: -32602,
+                message: format!(
+                    "contextId '{context}' is another client's at this agent: send your own \
+                     (or none, for a new one)"
+                ),
+            }));
+        }
         let message = json!({
             "messageId": m.message_id, "contextId": m.context_id, "role": "ROLE_USER",
             "parts": [{"text": m.text}],
@@ -173,15 +224,14 @@ impl Peers {
             .submit(NewTask {
                 session_id: &session.id,
                 route: &session.name,
-                // A capsule of this roostd: the route's one owner.
-                owner: "",
+                owner: &owner,
                 message_id: &m.message_id,
                 context_id: m.context_id.as_deref(),
                 text: &m.text,
                 message_json: &message.to_string(),
                 parts: message["parts"].as_array().map_or(&[], Vec::as_slice),
                 traceparent: Some(&m.traceparent),
-                dedupe: true,
+                dedupe: self.dedupe,
                 tick: None,
             })
             .await
@@ -192,13 +242,32 @@ impl Peers {
             state: task.state.as_str().to_string(),
         })
     }
+
+    /// The owner a session's messages to this daemon's routes are recorded
+    /// with: its name (`:` is in no client's name, and `""` is the routes'
+    /// one-token callers'), so it keeps its conversations across restarts.
+    fn owner_of(&self, session_id: &str) -> String {
+        let name = self
+            .routes
+            .get(session_id)
+            .map_or_else(|| session_id.to_string(), |r| r.name);
+        format!("session:{name}")
+    }
+}
+
+/// What a message to a route of this daemon is checked against, as a
+/// request to its gateway would be.
+pub struct LocalGateway {
+    pub access: Arc<super::access::Access>,
+    /// `a2a.dedupe_message_ids`.
+    pub dedupe: bool,
 }
 
 #[async_trait::async_trait]
 impl Outbox for Peers {
     async fn send(&self, peer_url: &str, m: OutMessage) -> Result<SentTask, SendError> {
         if let Some(route) = self.local_route(peer_url) {
-            return self.local(route, m).await;
+            return self.local(peer_url, route, m).await;
         }
         self.remote(peer_url, &m)
             .await
@@ -213,10 +282,10 @@ impl Outbox for Peers {
         peer_url: &str,
         m: OutMessage,
         wait: Duration,
-        progress: UnboundedSender<String>,
+        progress: crate::runtime::peer_stream::PeerProgress,
     ) -> Result<PeerAnswer, SendError> {
         if let Some(route) = self.local_route(peer_url) {
-            return self.call_local(route, m, wait, progress).await;
+            return self.call_local(peer_url, route, m, wait, progress).await;
         }
         match self.call_remote(peer_url, &m, wait, progress).await {
             Err(RemoteError::Deadline { task_id }) => Err(SendError::Deadline {
@@ -243,7 +312,7 @@ impl Outbox for Peers {
         &self,
         at: &PeerInterface,
         call: PeerCall,
-        progress: UnboundedSender<String>,
+        progress: crate::runtime::peer_stream::PeerProgress,
     ) -> Result<PeerTask, SendError> {
         let secs = call.wait.as_secs();
         match self.exchange_remote(at, call, progress).await {

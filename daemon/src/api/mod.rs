@@ -334,8 +334,11 @@ mod tests {
             store.clone(),
             runtime,
             Arc::clone(&metrics),
-            "http://127.0.0.1:7420".into(),
-            Vec::new(),
+            crate::daemon::Gateway {
+                a2a_base: "http://127.0.0.1:7420".into(),
+                peer_tokens: Vec::new(),
+                access: Arc::default(),
+            },
             Arc::new(store),
         );
         let host = Arc::new(HostFacts {

@@ -4,6 +4,15 @@
 
 use std::sync::Arc;
 
+/// The gateway as guests' messages meet it: its address, what roostd
+/// presents to peers (`a2a.peers`), and the tokens its routes take (a
+/// message to a route of this daemon is checked against them).
+pub struct Gateway {
+    pub a2a_base: String,
+    pub peer_tokens: Vec<Arc<crate::a2a::client::PeerCredential>>,
+    pub access: Arc<crate::a2a::access::Access>,
+}
+
 /// What sessions share, wired once: the registry artifacts come from, the
 /// tool jail this host gives, the checkpoint key, the task broker, and the
 /// runtime's way out for guests' A2A messages.
@@ -12,13 +21,17 @@ pub fn wire(
     store: crate::store::Store,
     runtime: crate::runtime::Runtime,
     metrics: Arc<crate::metrics::Metrics>,
-    a2a_base: String,
-    peer_tokens: Vec<Arc<crate::a2a::client::PeerCredential>>,
+    gateway: Gateway,
     log: Arc<dyn crate::tasks::log::TaskLog>,
 ) -> (
     crate::supervisor::SharedParts,
     Arc<crate::a2a::client::Peers>,
 ) {
+    let Gateway {
+        a2a_base,
+        peer_tokens,
+        access,
+    } = gateway;
     let location = config.registry_location();
     let registry = crate::registry::open(&location).unwrap_or_else(|error| {
         // The config was validated, so this is unreachable in practice.
@@ -52,6 +65,10 @@ pub fn wire(
         a2a_base.clone(),
         Arc::clone(&routes),
         Arc::clone(&tasks),
+        crate::a2a::client::LocalGateway {
+            access,
+            dedupe: config.a2a.dedupe_message_ids,
+        },
         peer_tokens,
     ));
     runtime.set_outbox(Arc::clone(&outbox) as Arc<dyn crate::runtime::Outbox>);

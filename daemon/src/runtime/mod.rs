@@ -13,6 +13,7 @@ mod http;
 mod limits;
 mod outbox;
 mod output;
+pub mod peer_stream;
 mod run;
 pub use run::TaskMessage;
 mod state;

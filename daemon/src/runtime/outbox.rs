@@ -14,6 +14,9 @@ pub struct OutMessage {
     pub text: String,
     /// The W3C `traceparent` of the call (the current task's trace).
     pub traceparent: String,
+    /// The session that sends it: a peer on this daemon records it as the
+    /// task's owner, as a client's token would.
+    pub caller: String,
 }
 
 /// The task a peer made of a sent message.
@@ -117,13 +120,14 @@ pub struct PeerCall {
 pub trait Outbox: Send + Sync {
     async fn send(&self, peer_url: &str, message: OutMessage) -> Result<SentTask, SendError>;
     /// Sends and waits up to `wait` for the peer's task to end or to need
-    /// input; the text the peer streams meanwhile goes to `progress`.
+    /// input; the text the peer streams meanwhile goes to `progress`, and
+    /// what it sends is held to `peer_stream`'s limits.
     async fn call(
         &self,
         peer_url: &str,
         message: OutMessage,
         wait: std::time::Duration,
-        progress: tokio::sync::mpsc::UnboundedSender<String>,
+        progress: super::peer_stream::PeerProgress,
     ) -> Result<PeerAnswer, SendError>;
     /// The interface `target` names: read from its card, or as given. The
     /// caller checks the network policy for the card's URL before, and for
@@ -135,7 +139,7 @@ pub trait Outbox: Send + Sync {
         &self,
         at: &PeerInterface,
         call: PeerCall,
-        progress: tokio::sync::mpsc::UnboundedSender<String>,
+        progress: super::peer_stream::PeerProgress,
     ) -> Result<PeerTask, SendError>;
 }
 

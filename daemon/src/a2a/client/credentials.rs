@@ -194,38 +194,74 @@ pub fn card_api_key_header(card: &Value) -> Option<String> {
     })
 }
 
-/// The peer tasks each session sent with roostd's credentials (session,
-/// the peer's origin, task id), newest last; at most [`OWNED_MOST`] (the
-/// oldest forgotten first). Kept in memory: after a restart a session
-/// follows its earlier peer tasks only where roostd has no credentials.
+/// The peer tasks each session sent with roostd's credentials, by session:
+/// (the peer's origin, task id), newest last. A session keeps at most
+/// [`OWNED_PER_SESSION`] (its oldest forgotten first: one session never
+/// evicts another's), and at most [`OWNED_SESSIONS`] sessions are kept (the
+/// one that sent least recently forgotten). A task id over
+/// `peer_stream::MAX_ID_BYTES` is never kept (the call that got it fails).
+/// Kept in memory: after a restart a session follows its earlier peer tasks
+/// only where roostd has no credentials.
 #[derive(Default)]
 pub struct Owned {
-    keys: std::collections::HashSet<(String, String, String)>,
-    order: std::collections::VecDeque<(String, String, String)>,
+    sessions: std::collections::HashMap<String, Sent>,
+    /// Sessions in the order they last sent, oldest first.
+    order: std::collections::VecDeque<String>,
 }
 
-const OWNED_MOST: usize = 65_536;
+/// One session's peer tasks.
+#[derive(Default)]
+struct Sent {
+    keys: std::collections::HashSet<(String, String)>,
+    order: std::collections::VecDeque<(String, String)>,
+}
+
+const OWNED_PER_SESSION: usize = 4096;
+const OWNED_SESSIONS: usize = 1024;
 
 impl Owned {
-    fn add(&mut self, key: (String, String, String)) {
-        if self.keys.contains(&key) {
+    fn add(&mut self, caller: &str, key: (String, String)) {
+        if !self.sessions.contains_key(caller) {
+            if self.sessions.len() >= OWNED_SESSIONS
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.sessions.remove(&oldest);
+            }
+            self.sessions.insert(caller.to_string(), Sent::default());
+        } else if let Some(at) = self.order.iter().position(|c| c == caller) {
+            self.order.remove(at);
+        }
+        self.order.push_back(caller.to_string());
+        let Some(sent) = self.sessions.get_mut(caller) else {
+            return;
+        };
+        if sent.keys.contains(&key) {
             return;
         }
-        if self.order.len() >= OWNED_MOST
-            && let Some(old) = self.order.pop_front()
+        if sent.order.len() >= OWNED_PER_SESSION
+            && let Some(old) = sent.order.pop_front()
         {
-            self.keys.remove(&old);
+            sent.keys.remove(&old);
         }
-        self.keys.insert(key.clone());
-        self.order.push_back(key);
+        sent.keys.insert(key.clone());
+        sent.order.push_back(key);
+    }
+
+    fn has(&self, caller: &str, key: &(String, String)) -> bool {
+        self.sessions
+            .get(caller)
+            .is_some_and(|s| s.keys.contains(key))
     }
 }
 
 impl Peers {
     /// Notes that session `caller` sent task `task_id` to `origin`.
     pub(super) fn owns(&self, caller: &str, origin: &str, task_id: &str) {
+        if task_id.len() > crate::runtime::peer_stream::MAX_ID_BYTES {
+            return;
+        }
         if let Ok(mut owned) = self.owned.lock() {
-            owned.add((caller.into(), origin.into(), task_id.into()));
+            owned.add(caller, (origin.into(), task_id.into()));
         }
     }
 
@@ -234,11 +270,9 @@ impl Peers {
     /// shared by every capsule must not let one follow, continue or cancel
     /// another's task).
     pub(super) fn may_act_on(&self, caller: &str, origin: &str, task_id: &str) -> bool {
-        self.owned.lock().is_ok_and(|owned| {
-            owned
-                .keys
-                .contains(&(caller.into(), origin.into(), task_id.into()))
-        })
+        self.owned
+            .lock()
+            .is_ok_and(|owned| owned.has(caller, &(origin.into(), task_id.into())))
     }
 
     /// The configured entry for `peer_url`: the longest `a2a.peers` URL it
@@ -342,5 +376,25 @@ mod tests {
             assert_eq!(card_api_key_header(&refused), None, "{refused}");
         }
         assert_eq!(form("a b&c=d/é"), "a+b%26c%3Dd%2F%C3%A9");
+    }
+
+    #[test]
+    fn a_session_forgets_only_its_own_oldest_peer_tasks() {
+        let mut owned = Owned::default();
+        let key = |n: usize| ("https://peer".to_string(), format!("t{n}"));
+        owned.add("victim", key(0));
+        for n in 0..OWNED_PER_SESSION + 10 {
+            owned.add("flooder", key(n));
+        }
+        assert!(
+            owned.has("victim", &key(0)),
+            "another session's flood evicts nothing of it"
+        );
+        assert!(!owned.has("flooder", &key(0)), "its own oldest went");
+        assert!(owned.has("flooder", &key(OWNED_PER_SESSION + 9)));
+        assert!(
+            !owned.has("victim", &key(1)),
+            "the control: an id it never sent"
+        );
     }
 }

@@ -11,7 +11,6 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
 use super::super::envelope::Op;
@@ -20,10 +19,8 @@ use super::super::wire::Dialect;
 use super::follow::Follow;
 use super::normal;
 use super::{Peers, RemoteError};
+use crate::runtime::peer_stream::{MAX_EVENT_BYTES, PeerLimit, PeerProgress};
 use crate::runtime::{PeerBinding, PeerCall, PeerInterface, PeerOp, PeerTask};
-
-/// Largest event of a peer's stream.
-const MAX_EVENT_BYTES: usize = 1 << 20;
 
 impl Peers {
     /// One call on a peer's interface, followed as it says.
@@ -31,7 +28,7 @@ impl Peers {
         &self,
         at: &PeerInterface,
         call: PeerCall,
-        progress: UnboundedSender<String>,
+        progress: PeerProgress,
     ) -> Result<PeerTask, RemoteError> {
         // gRPC reaches the whole origin (a path in its URL goes nowhere,
         // and the tenant is the caller's): it gets only a token configured
@@ -101,10 +98,9 @@ impl Peers {
                 task_id: follow.task.task_id,
             }),
             Ok(Err(e)) => Err(e),
-            Ok(Ok(())) if follow.too_big => Err(RemoteError::NotAStream(format!(
-                "its task's artifacts grew past {} MiB; roostd stopped reading",
-                super::follow::MAX_HELD_BYTES >> 20
-            ))),
+            Ok(Ok(())) if follow.over.is_some() => {
+                Err(RemoteError::Limit(follow.over.unwrap_or(PeerLimit::Held)))
+            }
             // An answer that named no task and said no message.
             Ok(Ok(())) if follow.task.state.is_empty() => {
                 Err(RemoteError::NoTask(http::StatusCode::OK))
@@ -264,9 +260,7 @@ impl Ask<'_> {
                 pending.extend_from_slice(&data);
             }
             if pending.len() > MAX_EVENT_BYTES {
-                return Err(RemoteError::NotAStream(format!(
-                    "an answer over {MAX_EVENT_BYTES} bytes"
-                )));
+                return Err(RemoteError::Limit(PeerLimit::Event));
             }
             while sse && let Some(event) = super::call::next_event(&mut pending) {
                 if self.take(event?, rpc, status, follow)? {

@@ -6,19 +6,12 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use tokio::sync::mpsc::UnboundedSender;
 
 use super::super::wire;
+use crate::runtime::peer_stream::{
+    MAX_ARTIFACTS, MAX_HELD_BYTES, MAX_ID_BYTES, PeerLimit, PeerProgress,
+};
 use crate::runtime::{PeerCall, PeerOp, PeerTask};
-
-/// Most a call holds of a peer's artifacts (what the guest gets), ids
-/// included.
-pub(super) const MAX_HELD_BYTES: usize = 4 << 20;
-/// Most artifacts a call holds.
-const MAX_ARTIFACTS: usize = 256;
-/// Most text of a peer's stream a call passes on to the caller's own task
-/// (as working status messages); the rest still reaches the answer.
-const MAX_PASSED_ON_BYTES: usize = 1 << 20;
 
 /// What a peer's answers have said so far.
 pub(super) struct Follow {
@@ -27,21 +20,19 @@ pub(super) struct Follow {
     artifacts: Vec<(String, Vec<Value>, usize)>,
     /// Where each artifact is in `artifacts`, by id.
     index: HashMap<String, usize>,
-    /// Text passed on so far.
-    passed_on: usize,
     /// What the artifacts hold now, in bytes of JSON.
     held: usize,
-    /// They would hold more than [`MAX_HELD_BYTES`]: the call is over.
-    pub(super) too_big: bool,
+    /// The peer went past a limit of `peer_stream`: the call is over.
+    pub(super) over: Option<PeerLimit>,
     accepted_only: bool,
     /// The call answers once (not a stream): its one answer is all.
     pub(super) unary: bool,
     pub(super) done: bool,
-    progress: UnboundedSender<String>,
+    progress: PeerProgress,
 }
 
 impl Follow {
-    pub(super) fn new(call: &PeerCall, progress: UnboundedSender<String>) -> Self {
+    pub(super) fn new(call: &PeerCall, progress: PeerProgress) -> Self {
         let unary = match &call.op {
             PeerOp::Send { streaming, .. } => !streaming,
             PeerOp::Subscribe(_) => false,
@@ -51,9 +42,8 @@ impl Follow {
             task: PeerTask::default(),
             artifacts: Vec::new(),
             index: HashMap::new(),
-            passed_on: 0,
             held: 0,
-            too_big: false,
+            over: None,
             accepted_only: call.accepted_only,
             unary,
             done: false,
@@ -88,10 +78,7 @@ impl Follow {
                 .as_array()
                 .map(|p| p.iter().filter_map(|p| p["text"].as_str()).collect())
                 .unwrap_or_default();
-            if !text.is_empty() && self.passed_on + text.len() <= MAX_PASSED_ON_BYTES {
-                self.passed_on += text.len();
-                let _ = self.progress.send(text);
-            }
+            self.progress.pass_on(&text);
             self.artifact(&u["artifact"], u["append"].as_bool() == Some(true));
         } else {
             return false;
@@ -108,6 +95,11 @@ impl Follow {
             (context, &mut self.task.context_id),
         ] {
             if let Some(s) = v.and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                if s.len() > MAX_ID_BYTES {
+                    self.over = Some(PeerLimit::Id);
+                    self.done = true;
+                    return;
+                }
                 *slot = s.to_string();
             }
         }
@@ -164,12 +156,12 @@ impl Follow {
             }
         }
         // A peer that streams without end is cut off, not held in memory.
-        if (self.held > MAX_HELD_BYTES && self.held > before)
-            || self.artifacts.len() > MAX_ARTIFACTS
-        {
-            self.too_big = true;
-            self.done = true;
+        if self.held > MAX_HELD_BYTES && self.held > before {
+            self.over = Some(PeerLimit::Held);
+        } else if self.artifacts.len() > MAX_ARTIFACTS {
+            self.over = Some(PeerLimit::Artifacts);
         }
+        self.done |= self.over.is_some();
     }
 
     pub(super) fn finish(mut self) -> PeerTask {
@@ -206,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_follower_puts_chunks_together_and_stops_where_the_call_says() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = crate::runtime::peer_stream::progress();
         let call = subscription();
         let mut f = Follow::new(&call, tx);
         assert!(!f.take(&json!({"task": {"id": "t", "contextId": "c",
@@ -236,9 +228,9 @@ mod tests {
                 ]
             )]
         );
-        assert_eq!(rx.try_recv().ok().as_deref(), Some("hel"));
+        assert_eq!(rx.rest().as_deref(), Some("hel"));
 
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = crate::runtime::peer_stream::progress();
         let mut first = Follow::new(
             &PeerCall {
                 accepted_only: true,
@@ -253,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_peer_that_streams_without_end_is_cut_off() {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = crate::runtime::peer_stream::progress();
         let call = subscription();
         let mut f = Follow::new(&call, tx);
         let chunk = "x".repeat(64 * 1024);
@@ -264,20 +256,20 @@ mod tests {
             taken += 1;
             assert!(taken < 1000, "never cut off");
         }
-        assert!(f.too_big);
+        assert_eq!(f.over, Some(PeerLimit::Held));
         // Replacing an artifact does not add up.
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = crate::runtime::peer_stream::progress();
         let mut g = Follow::new(&call, tx);
         for _ in 0..200 {
             assert!(!g.take(&json!({"artifactUpdate": {
                 "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}})));
         }
-        assert!(!g.too_big);
+        assert_eq!(g.over, None);
     }
 
     #[test]
     fn a_peer_that_sends_artifact_after_artifact_or_streams_text_without_end_is_bounded() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = crate::runtime::peer_stream::progress();
         let call = subscription();
         let mut f = Follow::new(&call, tx);
         let mut n = 0;
@@ -287,20 +279,39 @@ mod tests {
             n += 1;
             assert!(n < 10_000, "never cut off");
         }
-        assert!(f.too_big && n <= MAX_ARTIFACTS, "{n}");
+        assert!(
+            f.over == Some(PeerLimit::Artifacts) && n <= MAX_ARTIFACTS,
+            "{n}"
+        );
         // Replaced text is passed on only up to its bound.
-        let (tx, mut rx2) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx2) = crate::runtime::peer_stream::progress();
         let mut g = Follow::new(&call, tx);
         let chunk = "y".repeat(64 * 1024);
         for _ in 0..100 {
             g.take(&json!({"artifactUpdate": {
                 "artifact": {"artifactId": "a", "parts": [{"text": chunk}]}}}));
         }
-        let mut passed = 0;
-        while let Ok(t) = rx2.try_recv() {
-            passed += t.len();
-        }
-        assert!(passed <= MAX_PASSED_ON_BYTES, "{passed}");
-        assert!(rx.try_recv().is_err());
+        let passed = rx2.rest().map_or(0, |t| t.len());
+        assert!(
+            passed <= crate::runtime::peer_stream::MAX_PENDING_BYTES,
+            "{passed}"
+        );
+        assert!(rx.rest().is_none());
+    }
+
+    #[test]
+    fn a_peer_naming_its_task_with_a_long_id_ends_the_call() {
+        let (tx, _rx) = crate::runtime::peer_stream::progress();
+        let mut f = Follow::new(&subscription(), tx);
+        let long = "t".repeat(MAX_ID_BYTES + 1);
+        assert!(f.take(&json!({"task": {"id": long, "status": {"state": "TASK_STATE_WORKING"}}})));
+        assert_eq!(f.over, Some(PeerLimit::Id));
+        assert!(f.task.task_id.is_empty(), "never kept");
+        // The control: an id at the bound is taken.
+        let (tx, _rx) = crate::runtime::peer_stream::progress();
+        let mut g = Follow::new(&subscription(), tx);
+        let id = "t".repeat(MAX_ID_BYTES);
+        assert!(!g.take(&json!({"task": {"id": id, "status": {"state": "TASK_STATE_WORKING"}}})));
+        assert_eq!((g.over, g.task.task_id.len()), (None, MAX_ID_BYTES));
     }
 }

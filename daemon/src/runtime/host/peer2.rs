@@ -4,7 +4,6 @@
 //! call made through the [`Outbox`](super::super::Outbox) — parts in and out.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -15,15 +14,7 @@ use super::GuestState;
 use super::parts::{all_to_json, from_json};
 use crate::telemetry::{Kind, Span};
 
-const MAX_WAIT: u32 = 3600;
-const DEFAULT_WAIT: u32 = 300;
-
-fn wait(secs: u32) -> Duration {
-    Duration::from_secs(u64::from(match secs {
-        0 => DEFAULT_WAIT,
-        n => n.min(MAX_WAIT),
-    }))
-}
+use crate::runtime::peer_stream::wait;
 
 impl GuestState {
     /// The interface a guest's peer names, every URL it goes to allowed.
@@ -87,7 +78,7 @@ impl GuestState {
             traceparent: traceparent.clone(),
             caller: self.hooks.session_id.to_string(),
         };
-        let (progress, streamed) = tokio::sync::mpsc::unbounded_channel();
+        let (progress, streamed) = crate::runtime::peer_stream::progress();
         let answer = self
             .passing_on(outbox.exchange(&at, call, progress), streamed)
             .await;

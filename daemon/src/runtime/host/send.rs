@@ -69,6 +69,7 @@ impl GuestState {
             traceparent: span
                 .traceparent()
                 .unwrap_or_else(|| traceparent(self.task.as_ref(), &self.hooks.session_id)),
+            caller: self.hooks.session_id.to_string(),
         };
         Ok((peer_url, outbox, message, span))
     }
@@ -78,16 +79,18 @@ impl GuestState {
     /// Waits for `call`; the text the peer streams meanwhile reaches the
     /// caller's own task as it comes, and what came with the end before the
     /// answer.
+    /// What comes faster than `peer_stream::STORED_EVERY` is joined into
+    /// one status message; the buffer between is bounded.
     pub(super) async fn passing_on<T>(
         &mut self,
         call: impl std::future::Future<Output = T>,
-        mut streamed: tokio::sync::mpsc::UnboundedReceiver<String>,
+        mut streamed: crate::runtime::peer_stream::ProgressRx,
     ) -> T {
         tokio::pin!(call);
         let answer = loop {
             tokio::select! {
                 biased;
-                Some(text) = streamed.recv() => {
+                Some(text) = streamed.next() => {
                     if let Some(task) = &self.task {
                         task.chunk(&text, true).await;
                     }
@@ -95,10 +98,8 @@ impl GuestState {
                 answer = &mut call => break answer,
             }
         };
-        while let Ok(text) = streamed.try_recv() {
-            if let Some(task) = &self.task {
-                task.chunk(&text, true).await;
-            }
+        if let (Some(text), Some(task)) = (streamed.rest(), &self.task) {
+            task.chunk(&text, true).await;
         }
         answer
     }
@@ -169,10 +170,6 @@ impl murmur::message::send::Host for GuestState {
     }
 }
 
-/// Longest wait of a `call` (and the wait of `timeout-secs: 0`).
-const MAX_CALL: u32 = 3600;
-const DEFAULT_CALL: u32 = 300;
-
 impl murmur::peer0_1_0::call::Host for GuestState {
     async fn call(
         &mut self,
@@ -182,15 +179,11 @@ impl murmur::peer0_1_0::call::Host for GuestState {
     ) -> Result<murmur::peer0_1_0::call::Answer, String> {
         let (peer_url, outbox, message, mut span) = self.outgoing(&peer_url, message)?;
         let (message_id, traceparent) = (message.message_id.clone(), message.traceparent.clone());
-        let secs = match timeout_secs {
-            0 => DEFAULT_CALL,
-            n => n.min(MAX_CALL),
-        };
-        let (progress, streamed) = tokio::sync::mpsc::unbounded_channel();
+        let (progress, streamed) = crate::runtime::peer_stream::progress();
         let call = outbox.call(
             &peer_url,
             message,
-            std::time::Duration::from_secs(u64::from(secs)),
+            crate::runtime::peer_stream::wait(timeout_secs),
             progress,
         );
         let answer = self.passing_on(call, streamed).await;
