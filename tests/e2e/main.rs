@@ -37,6 +37,7 @@ mod durability;
 mod grant_links;
 mod harness;
 mod hibernate;
+mod http_limits;
 mod lifecycle;
 mod local_sends;
 mod logging;

@@ -107,12 +107,18 @@ pub(super) async fn route_elsewhere(
 
 async fn hand_over(handoff: &dyn Handoff, node: &str, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
-        return problem(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("request bodies are at most {MAX_BODY_BYTES} bytes"),
-        );
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(body) => body,
+        Err(e) if crate::api::listen::body_timed_out(&e) => {
+            return problem(StatusCode::REQUEST_TIMEOUT, "body_timed_out", e.to_string());
+        }
+        Err(_) => {
+            return problem(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("request bodies are at most {MAX_BODY_BYTES} bytes"),
+            );
+        }
     };
     let forward = Forward {
         method: parts.method.to_string(),

@@ -52,6 +52,10 @@ pub(super) async fn elsewhere(
     let (parts, body) = request.into_parts();
     let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(body) => body,
+        Err(e) if super::listen::body_timed_out(&e) => {
+            return ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timed_out", e.to_string())
+                .into_response();
+        }
         Err(_) => {
             return ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -1,11 +1,28 @@
 //! How every TCP listener of roostd is served (the A2A gateway, the control
 //! API over TCP, the dashboard, the metrics listener): a cap on the
-//! connections one listener holds, a deadline for each request head (and so
-//! for an idle keep-alive connection), and, on a loopback address, only
-//! requests whose `Host` names loopback (a DNS-rebinding page names its own
-//! host); TLS, for a listener that has it (the gateway's `a2a.tls`), in
-//! the same deadline as the head. One accept loop, so no listener can
-//! forget a rule.
+//! connections one listener holds and on those one client address holds,
+//! a deadline for each request head and each request body, a connection
+//! with no open request (HTTP/1 or HTTP/2) closed after the idle timeout
+//! (`conn.rs`), and, on a loopback address, only requests whose `Host`
+//! names loopback (a DNS-rebinding page names its own host); TLS, for a
+//! listener that has it (the gateway's `a2a.tls`), in the same deadline as
+//! the head. One accept loop, so no listener can forget a rule.
+
+mod conn;
+pub use conn::BodyTimedOut;
+
+/// Whether reading a request body failed because it did not arrive within
+/// `http.body_read_timeout_secs` (else: too large, or the client went).
+pub fn body_timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut at = Some(error);
+    while let Some(e) = at {
+        if e.is::<BodyTimedOut>() {
+            return true;
+        }
+        at = e.source();
+    }
+    false
+}
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -28,14 +45,22 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_connections: usize,
+    /// Connections one client address (an IPv6 /64) holds at once.
+    pub max_connections_per_client: usize,
+    /// For a request head; also how long a connection with no open request
+    /// is kept, and how long one being closed may take to close.
     pub header_read_timeout: Duration,
+    /// For a request's whole body, from its head.
+    pub body_read_timeout: Duration,
 }
 
 impl From<&crate::config::HttpConfig> for Limits {
     fn from(c: &crate::config::HttpConfig) -> Self {
         Self {
             max_connections: c.max_connections,
+            max_connections_per_client: c.max_connections_per_client.min(c.max_connections),
             header_read_timeout: Duration::from_secs(c.header_read_timeout_secs),
+            body_read_timeout: Duration::from_secs(c.body_read_timeout_secs),
         }
     }
 }
@@ -63,7 +88,9 @@ pub async fn serve(
         router
     };
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let clients = Arc::new(conn::Clients::default());
     let full = FullLog::default();
+    let crowded = FullLog::default();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -74,7 +101,6 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(Duration::from_secs(30)))
         .keep_alive_timeout(Duration::from_secs(20));
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let (stream, peer) = tokio::select! {
             _ = stop.cancelled() => break,
@@ -88,24 +114,35 @@ pub async fn serve(
                 }
             },
         };
+        let Some(slot) = clients.take(peer.ip(), limits.max_connections_per_client) else {
+            crowded.refused(name, Full::Client(limits.max_connections_per_client), peer);
+            drop(stream);
+            continue;
+        };
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            full.refused(name, limits.max_connections, peer);
+            full.refused(name, Full::Listener(limits.max_connections), peer);
             drop(stream);
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        let (open, mut open_rx) = tokio::sync::watch::channel(0usize);
+        let service = TowerToHyperService::new(conn::Tracked {
+            router: router.clone(),
+            open: Arc::new(open),
+            body_timeout: limits.body_read_timeout,
+        });
         let deadline = limits.header_read_timeout;
         let builder = builder.clone();
-        let watcher = graceful.watcher();
+        let stop = stop.clone();
         let acceptor = tls.as_ref().map(|t| t.acceptor());
         tokio::spawn(async move {
+            let _held = (permit, slot);
             // A client that sends nothing at all is not seen by hyper's
             // head deadline (it waits to tell HTTP/1 from HTTP/2 first).
             let mut byte = [0u8; 1];
             match tokio::time::timeout(deadline, stream.peek(&mut byte)).await {
                 Ok(Ok(n)) if n > 0 => {}
-                _ => return drop(permit),
+                _ => return,
             }
             let stream = match acceptor {
                 None => Either::Left(stream),
@@ -114,21 +151,50 @@ pub async fn serve(
                         Ok(Ok(tls)) => Either::Right(tls),
                         Ok(Err(error)) => {
                             tracing::debug!(listener = name, %peer, %error, "TLS handshake refused");
-                            return drop(permit);
+                            return;
                         }
-                        Err(_) => return drop(permit),
+                        Err(_) => return,
                     }
                 }
             };
             let connection = builder
                 .serve_connection_with_upgrades(TokioIo::new(stream), service)
                 .into_owned();
-            let _ = watcher.watch(connection).await;
-            drop(permit);
+            tokio::pin!(connection);
+            // Closed gracefully when roostd stops, or when nothing has been
+            // open on it for the idle timeout (then it has that long again
+            // to go, or is dropped: a client that never finishes its
+            // HTTP/2 preface does not hold its slot).
+            let mut stopping = false;
+            let mut closing: Option<tokio::time::Instant> = None;
+            loop {
+                tokio::select! {
+                    _ = connection.as_mut() => break,
+                    _ = stop.cancelled(), if !stopping => {
+                        stopping = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    _ = conn::idle(&mut open_rx, deadline), if closing.is_none() && !stopping => {
+                        closing = Some(tokio::time::Instant::now() + deadline);
+                        connection.as_mut().graceful_shutdown();
+                    }
+                    _ = tokio::time::sleep_until(closing.unwrap_or_else(tokio::time::Instant::now)),
+                        if closing.is_some() => break,
+                }
+            }
         });
     }
-    graceful.shutdown().await;
+    // Every connection's task has its permit until it ends.
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = permits.acquire_many(all).await;
     Ok(())
+}
+
+/// Which limit refused a connection.
+#[derive(Clone, Copy)]
+enum Full {
+    Listener(usize),
+    Client(usize),
 }
 
 /// Logs "limit reached" at most every ten seconds, with how many were
@@ -140,20 +206,30 @@ struct FullLog {
 }
 
 impl FullLog {
-    fn refused(&self, name: &str, max: usize, peer: SocketAddr) {
+    fn refused(&self, name: &str, full: Full, peer: SocketAddr) {
         let count = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
             *last = Some(Instant::now());
             self.refused.store(0, Ordering::Relaxed);
-            tracing::warn!(
-                listener = name,
-                max_connections = max,
-                refused = count,
-                %peer,
-                "connection limit reached: new connections are closed at once \
-                 (http.max_connections)"
-            );
+            match full {
+                Full::Listener(max) => tracing::warn!(
+                    listener = name,
+                    max_connections = max,
+                    refused = count,
+                    %peer,
+                    "connection limit reached: new connections are closed at once \
+                     (http.max_connections)"
+                ),
+                Full::Client(max) => tracing::warn!(
+                    listener = name,
+                    max_connections_per_client = max,
+                    refused = count,
+                    %peer,
+                    "per-client connection limit reached: this client's new connections \
+                     are closed at once (http.max_connections_per_client)"
+                ),
+            }
         }
     }
 }

@@ -14,6 +14,13 @@ pub struct HttpConfig {
     /// Connections each listener holds at once; past it a new one is
     /// closed at once (and roostd logs that the limit was reached).
     pub max_connections: usize,
+    /// Connections one client address (an IPv6 /64) holds at once on a
+    /// listener, so one client cannot take every slot; raise it behind a
+    /// reverse proxy, whose connections all come from one address. (Above
+    /// `max_connections` it is `max_connections`.)
+    pub max_connections_per_client: usize,
+    /// A request's whole body must arrive within this long of its head.
+    pub body_read_timeout_secs: u64,
     /// A2A streams (SSE, and gRPC server streams) open at once on one
     /// route; past it a new one is refused.
     pub max_streams_per_route: usize,
@@ -24,6 +31,8 @@ impl Default for HttpConfig {
         Self {
             header_read_timeout_secs: 30,
             max_connections: 1024,
+            max_connections_per_client: 256,
+            body_read_timeout_secs: 60,
             max_streams_per_route: 256,
         }
     }
@@ -44,6 +53,30 @@ impl HttpConfig {
             return Err(super::ConfigError::invalid(
                 "http.max_connections",
                 "http.max_connections and http.max_streams_per_route must be at least 1".into(),
+            ));
+        }
+        if self.max_connections > 1 << 20 {
+            return Err(super::ConfigError::invalid(
+                "http.max_connections",
+                format!(
+                    "http.max_connections must be at most 1048576, got {}",
+                    self.max_connections
+                ),
+            ));
+        }
+        if self.max_connections_per_client == 0 {
+            return Err(super::ConfigError::invalid(
+                "http.max_connections_per_client",
+                "http.max_connections_per_client must be at least 1".into(),
+            ));
+        }
+        if !(1..=3600).contains(&self.body_read_timeout_secs) {
+            return Err(super::ConfigError::invalid(
+                "http.body_read_timeout_secs",
+                format!(
+                    "http.body_read_timeout_secs must be between 1 and 3600, got {}",
+                    self.body_read_timeout_secs
+                ),
             ));
         }
         Ok(())
