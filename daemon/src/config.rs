@@ -15,6 +15,7 @@ mod log;
 mod observe;
 mod overrides;
 mod retention;
+mod schedules;
 pub use cluster::{ClusterConfig, ClusterTls};
 pub use filesystem::FilesystemConfig;
 pub use inference::{InferenceConfig, KeyEnv, KeyEnvRefused};
@@ -23,6 +24,7 @@ pub use log::{LogFormat, LogSettings};
 pub use observe::{MetricsConfig, OtlpProtocol, TelemetryConfig, UiConfig};
 pub use overrides::Overrides;
 pub use retention::{KeepBytes, KeepSessions, KeepTasks, Retention};
+pub use schedules::SchedulesConfig;
 #[cfg(test)]
 mod shipped;
 pub use a2a::{
@@ -105,6 +107,8 @@ pub struct DaemonConfig {
     pub filesystem: FilesystemConfig,
     /// Which of roostd's variables a manifest may name as its model key.
     pub inference: InferenceConfig,
+    /// How many schedules a capsule may declare.
+    pub schedules: SchedulesConfig,
     /// What the file said that still works but should change (logged at
     /// start-up).
     #[serde(skip)]
@@ -284,6 +288,7 @@ impl Default for DaemonConfig {
             http: HttpConfig::default(),
             filesystem: FilesystemConfig::default(),
             inference: InferenceConfig::default(),
+            schedules: SchedulesConfig::default(),
             deprecations: Vec::new(),
             source: None,
         }
@@ -452,6 +457,7 @@ impl DaemonConfig {
         self.http.check()?;
         self.filesystem.check()?;
         self.inference.check()?;
+        self.schedules.check()?;
         self.cluster.check()?;
         if let Some(helper) = &self.sandbox.jail_helper
             && !helper.is_absolute()

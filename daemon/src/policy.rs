@@ -4,8 +4,10 @@
 use serde::Deserialize;
 
 mod grants;
+mod redact;
 pub use crate::sandbox::fence;
 pub use grants::Protected;
+pub use redact::{redact_secrets, redact_url};
 
 /// A policy entry that cannot be honoured, naming the entry.
 #[derive(Debug, thiserror::Error)]
@@ -132,16 +134,28 @@ pub struct Limits {
     /// [`DEFAULT_FILE_SIZE`]).
     #[serde(default)]
     pub output_bytes: Option<u64>,
+    /// Most files, directories and links the capsule's WASM guests may
+    /// create in its workdir and grants, net of those they remove, while
+    /// roostd runs (default [`DEFAULT_FILES`]).
+    #[serde(default)]
+    pub files: Option<u64>,
 }
 
 /// Largest file a tool or WASM guest may write when the capsule names none.
 pub const DEFAULT_FILE_SIZE: u64 = 256 << 20;
+/// Most entries a capsule's guests may create when it names no number.
+pub const DEFAULT_FILES: u64 = 100_000;
 
 impl Limits {
     /// Largest file a tool (RLIMIT_FSIZE) or a WASM guest (`runtime::files`)
     /// may write.
     pub fn file_size_bytes(&self) -> u64 {
         self.output_bytes.unwrap_or(DEFAULT_FILE_SIZE)
+    }
+
+    /// Most entries a WASM guest may create (`runtime::files`).
+    pub fn files(&self) -> u64 {
+        self.files.unwrap_or(DEFAULT_FILES)
     }
 }
 
@@ -192,6 +206,7 @@ impl CapabilityPolicy {
             ("processes", caps.limits.processes),
             ("open_files", caps.limits.open_files),
             ("output_bytes", caps.limits.output_bytes),
+            ("files", caps.limits.files),
         ] {
             if value == Some(0) {
                 return Err(PolicyError::ZeroLimit { field });
@@ -252,110 +267,6 @@ impl CapabilityPolicy {
         self.network_allow
             .iter()
             .any(|rule| rule.matches(scheme, host, port))
-    }
-}
-
-/// A URL as logs and traces may show it: without user info, query string or
-/// fragment, which may carry credentials (`?key=…`, `user:token@`).
-pub fn redact_url(url: &str) -> String {
-    let url = url.split('#').next().unwrap_or_default();
-    let (base, query) = match url.split_once('?') {
-        Some((base, _)) => (base, true),
-        None => (url, false),
-    };
-    let base = match base.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let host = authority
-                .rsplit_once('@')
-                .map_or(authority, |(_, host)| host);
-            format!("{scheme}://{host}{path}")
-        }
-        None => base.to_string(),
-    };
-    if query {
-        format!("{base}?<redacted>")
-    } else {
-        base
-    }
-}
-
-/// `text` without an endpoint's credentials (each query value, the user
-/// info and its password, wherever they appear), `key`, or the string values
-/// of a driver config's credential-looking fields (`authorization`,
-/// `api-key`, `token`, …, at any depth): for errors that quote what they
-/// failed on.
-pub fn redact_secrets(
-    text: &str,
-    endpoint: Option<&str>,
-    key: Option<&str>,
-    config: Option<&str>,
-) -> String {
-    let mut secrets: Vec<String> = key.map(str::to_string).into_iter().collect();
-    if let Some(endpoint) = endpoint {
-        let url = endpoint.split('#').next().unwrap_or_default();
-        if let Some((_, query)) = url.split_once('?') {
-            secrets.extend(
-                query
-                    .split('&')
-                    .filter_map(|pair| pair.split_once('=').map(|(_, v)| v.to_string())),
-            );
-        }
-        if let Some((_, rest)) = url.split_once("://")
-            && let Some((user, _)) = rest.split('/').next().and_then(|a| a.rsplit_once('@'))
-        {
-            secrets.push(format!("{user}@"));
-            secrets.extend(
-                user.split_once(':')
-                    .map(|(_, password)| password.to_string()),
-            );
-        }
-    }
-    if let Some(config) = config.and_then(|c| serde_json::from_str::<serde_json::Value>(c).ok()) {
-        credential_values(&config, false, &mut secrets);
-    }
-    // Longest first, so a secret that contains another goes whole; very short
-    // values would only garble the text.
-    secrets.retain(|s| s.len() >= 4);
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let mut out = text.to_string();
-    for secret in secrets {
-        let mask = if secret.ends_with('@') {
-            ""
-        } else {
-            "<redacted>"
-        };
-        out = out.replace(&secret, mask);
-    }
-    out
-}
-
-/// String values under credential-looking keys of a JSON value.
-fn credential_values(value: &serde_json::Value, under_secret: bool, out: &mut Vec<String>) {
-    const WORDS: [&str; 7] = [
-        "auth",
-        "key",
-        "token",
-        "secret",
-        "password",
-        "cookie",
-        "credential",
-    ];
-    match value {
-        serde_json::Value::String(s) if under_secret => out.push(s.clone()),
-        serde_json::Value::Array(items) => {
-            for item in items {
-                credential_values(item, under_secret, out);
-            }
-        }
-        serde_json::Value::Object(map) => {
-            for (name, item) in map {
-                let lower = name.to_ascii_lowercase();
-                let secret = under_secret || WORDS.iter().any(|w| lower.contains(w));
-                credential_values(item, secret, out);
-            }
-        }
-        _ => {}
     }
 }
 

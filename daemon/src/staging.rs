@@ -46,6 +46,16 @@ pub enum StageError {
     #[error("the task is {size} bytes; a task may be at most {MAX_TASK_BYTES} bytes")]
     TaskTooLarge { size: usize },
     #[error(
+        "invalid capsule {}: `schedules:` has {count} entries; this roostd lets a capsule \
+         declare at most {max} (schedules.max_per_capsule in roostd's config)",
+        manifest.display()
+    )]
+    TooManySchedules {
+        manifest: PathBuf,
+        count: usize,
+        max: usize,
+    },
+    #[error(
         "this capsule has native or shell tools, but this host cannot enforce all of the tool \
          jail: missing {missing}. Run it on a host that can (see `roostctl doctor`), or set \
          sandbox.unenforceable: warn in roostd's config to accept less"
@@ -214,6 +224,13 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     }
     shared.progress.say("read", path.display().to_string());
     let manifest = CapsuleManifest::load(&path)?;
+    if manifest.schedules.len() > config.schedules.max_per_capsule {
+        return Err(StageError::TooManySchedules {
+            manifest: manifest.manifest_path.clone(),
+            count: manifest.schedules.len(),
+            max: config.schedules.max_per_capsule,
+        });
+    }
     // What the capsule would be handed of this host: never roostd's own
     // files, never a system tree the operator did not allow.
     let protected = shared.protected;

@@ -238,3 +238,38 @@ async fn a_link_a_tool_plants_in_a_grant_is_refused_at_the_next_call() {
     assert!(!text.contains("SQLite format"), "{text}");
     assert!(text.contains("passes through a link"), "{text}");
 }
+
+/// The entries a capsule's guests make in its workdir are bounded
+/// (`capabilities.limits.files`), across its tasks, net of those they
+/// remove; past it, making one fails with `quota`. The control: the same
+/// guest under the default makes them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_makes_at_most_its_limit_of_entries() {
+    let daemon = Daemon::start().await;
+    let addr = daemon.client.health().await.expect("health").a2a_addr;
+    for (name, limits) in [
+        ("bounded", "capabilities: {limits: {files: 50}}\n"),
+        ("free", ""),
+    ] {
+        let dir = capsule(
+            daemon.root.path(),
+            name,
+            "linker",
+            &format!("{SERVE}{limits}"),
+        );
+        daemon.client.start(&request(&dir)).await.expect("start");
+    }
+    let said = |task: Value| outcomes(&task);
+    let first = said(steps(&addr, "bounded", "b1", "make . a 30").await);
+    assert_eq!(first, ["made 30"]);
+    // The next task's store counts what the first made (a file that is
+    // there already is no new entry).
+    let second = said(steps(&addr, "bounded", "b2", "make . a 30\nmake . b 40").await);
+    assert_eq!(second, ["made 30", "made 20 err:quota"], "{second:?}");
+    // Removing makes room again.
+    let third = said(steps(&addr, "bounded", "b3", "unmake . a 10\nmake . c 15").await);
+    assert_eq!(third, ["unmade 10", "made 10 err:quota"], "{third:?}");
+    // The control: the default limit.
+    let free = said(steps(&addr, "free", "f1", "make . a 80").await);
+    assert_eq!(free, ["made 80"]);
+}

@@ -436,3 +436,37 @@ async fn bad_schedules_are_refused_with_what_to_fix_and_change_nothing() {
         .expect_err("unknown");
     assert_eq!(code(&unknown), "not_found", "{unknown}");
 }
+
+/// A capsule declares at most `schedules.max_per_capsule` schedules: more
+/// are refused at its start, naming the setting, and nothing is written;
+/// the control, at the limit, starts with all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capsule_declares_at_most_the_operators_number_of_schedules() {
+    let d = Daemon::start_with(
+        &format!(
+            "{}schedules: {{max_per_capsule: 3}}\n",
+            crate::harness::TEST_CONFIG
+        ),
+        &[],
+    )
+    .await;
+    let declare = |n: usize| {
+        let mut extra = "schedules:\n".to_string();
+        for i in 0..n {
+            extra.push_str(&format!("  - {{name: s{i}, text: hi, every: 1s}}\n"));
+        }
+        extra
+    };
+    let dir = conformance(d.root.path(), "many", QUEUE, &declare(4));
+    let error = d.client.start(&request(&dir)).await.expect_err("refused");
+    assert_eq!(code(&error), "invalid_manifest", "{error}");
+    assert!(
+        error.to_string().contains("schedules.max_per_capsule") && error.to_string().contains('3'),
+        "{error}"
+    );
+    assert!(d.client.schedules(None).await.expect("list").is_empty());
+    let dir = conformance(d.root.path(), "enough", QUEUE, &declare(3));
+    d.client.start(&request(&dir)).await.expect("at the limit");
+    let mine = d.client.schedules(Some("enough")).await.expect("list");
+    assert_eq!(mine.len(), 3, "{mine:?}");
+}

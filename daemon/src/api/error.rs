@@ -112,7 +112,7 @@ impl From<SupervisorError> for ApiError {
                 StageError::Agent { .. } => {
                     Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_agent", message)
                 }
-                StageError::CapsuleFile { .. } => Self::new(
+                StageError::CapsuleFile { .. } | StageError::TooManySchedules { .. } => Self::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "invalid_manifest",
                     message,

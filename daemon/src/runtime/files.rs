@@ -7,8 +7,14 @@
 //! (`guest.log`, `trace.jsonl`); without this a guest could grow any of them,
 //! or a file of its own, until the disk is full. A write that would take a
 //! file past the limit fails whole with `file-too-large` and writes nothing.
+//!
+//! The number of entries is bounded too: each file, directory or link a
+//! guest makes (and each it removes, back) counts against its workdir's
+//! `capabilities.limits.files` for as long as roostd runs, whichever session
+//! or guest of it made them; past it, making one fails with `quota`.
 
 use bytes::Bytes;
+use std::future::Future;
 use wasmtime::component::{HasData, Linker, Resource};
 use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
@@ -19,6 +25,7 @@ use wasmtime_wasi::p2::{
     StreamResult,
 };
 
+use super::entries::Entries;
 use super::state::GuestState;
 
 /// Replaces the `wasi:filesystem/types` functions `add_to_linker_async`
@@ -27,9 +34,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     linker.allow_shadowing(true);
     let added = types::add_to_linker::<GuestState, Bounded>(linker, |state| {
         let limit = state.file_limit;
+        let entries = state.entries.clone();
         BoundedFs {
             fs: state.filesystem(),
             limit,
+            entries,
         }
     });
     linker.allow_shadowing(false);
@@ -43,10 +52,21 @@ impl HasData for Bounded {
     type Data<'a> = BoundedFs<'a>;
 }
 
-/// wasmtime-wasi's filesystem view and the largest size a file may reach.
+/// wasmtime-wasi's filesystem view, the largest size a file may reach and
+/// the entries its guests may make.
 pub(crate) struct BoundedFs<'a> {
     fs: WasiFilesystemCtxView<'a>,
     limit: u64,
+    entries: Entries,
+}
+
+/// Makes an entry through `make`, if `entries` has room for it, and counts
+/// it.
+async fn counted<T>(entries: Entries, make: impl Future<Output = FsResult<T>>) -> FsResult<T> {
+    entries.room()?;
+    let made = make.await?;
+    entries.made(1);
+    Ok(made)
 }
 
 impl BoundedFs<'_> {
@@ -200,7 +220,7 @@ impl HostDescriptor for BoundedFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        self.fs.create_directory_at(fd, path).await
+        counted(self.entries.clone(), self.fs.create_directory_at(fd, path)).await
     }
 
     async fn stat(&mut self, fd: Resource<types::Descriptor>) -> FsResult<types::DescriptorStat> {
@@ -235,9 +255,10 @@ impl HostDescriptor for BoundedFs<'_> {
         new_descriptor: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.fs
-            .link_at(fd, old_path_flags, old_path, new_descriptor, new_path)
-            .await
+        let link = self
+            .fs
+            .link_at(fd, old_path_flags, old_path, new_descriptor, new_path);
+        counted(self.entries.clone(), link).await
     }
 
     async fn open_at(
@@ -248,7 +269,20 @@ impl HostDescriptor for BoundedFs<'_> {
         oflags: types::OpenFlags,
         flags: types::DescriptorFlags,
     ) -> FsResult<Resource<types::Descriptor>> {
-        self.fs.open_at(fd, path_flags, path, oflags, flags).await
+        if !oflags.contains(types::OpenFlags::CREATE) {
+            return self.fs.open_at(fd, path_flags, path, oflags, flags).await;
+        }
+        // Only a file that was not there counts.
+        let at = Resource::new_borrow(fd.rep());
+        let there = self
+            .fs
+            .stat_at(at, types::PathFlags::empty(), path.clone())
+            .await;
+        if there.is_ok() {
+            return self.fs.open_at(fd, path_flags, path, oflags, flags).await;
+        }
+        let open = self.fs.open_at(fd, path_flags, path, oflags, flags);
+        counted(self.entries.clone(), open).await
     }
 
     fn drop(&mut self, fd: Resource<types::Descriptor>) -> wasmtime::Result<()> {
@@ -268,7 +302,9 @@ impl HostDescriptor for BoundedFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        self.fs.remove_directory_at(fd, path).await
+        self.fs.remove_directory_at(fd, path).await?;
+        self.entries.made(-1);
+        Ok(())
     }
 
     async fn rename_at(
@@ -287,7 +323,11 @@ impl HostDescriptor for BoundedFs<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
-        self.fs.symlink_at(fd, src_path, dest_path).await
+        counted(
+            self.entries.clone(),
+            self.fs.symlink_at(fd, src_path, dest_path),
+        )
+        .await
     }
 
     async fn unlink_file_at(
@@ -295,7 +335,9 @@ impl HostDescriptor for BoundedFs<'_> {
         fd: Resource<types::Descriptor>,
         path: String,
     ) -> FsResult<()> {
-        self.fs.unlink_file_at(fd, path).await
+        self.fs.unlink_file_at(fd, path).await?;
+        self.entries.made(-1);
+        Ok(())
     }
 
     fn read_via_stream(

@@ -7,6 +7,7 @@ mod bindings;
 mod cache;
 mod call;
 mod catalog;
+mod entries;
 mod files;
 mod host;
 mod http;
@@ -178,6 +179,8 @@ pub(crate) struct Core {
     linker: Linker<GuestState>,
     cache: cache::ComponentCache,
     outbox: std::sync::OnceLock<Arc<dyn Outbox>>,
+    /// The entries guests have made in each workdir (`files.rs`).
+    made: entries::Made,
 }
 
 /// Bytes of a freed linear memory slot kept resident (and reset by copying).
@@ -226,6 +229,7 @@ impl Runtime {
             core: Arc::new(Core {
                 cache: cache::ComponentCache::new(config.cache_dir.clone(), metrics),
                 outbox: std::sync::OnceLock::new(),
+                made: entries::Made::default(),
                 engine,
                 linker,
             }),
@@ -497,6 +501,7 @@ impl Core {
         let file_limit = spec.policy.limits.file_size_bytes();
         let state = GuestState {
             file_limit,
+            entries: self.made.of(spec.workdir, spec.policy.limits.files()),
             wasi: wasi.build(),
             http: WasiHttpCtx::new(),
             hooks: http::NetworkPolicyHooks {

@@ -32,6 +32,8 @@ pub struct GuestState {
     pub(crate) waited: super::limits::Waited,
     /// Largest size a file the guest writes may reach (`runtime::files`).
     pub(crate) file_limit: u64,
+    /// The entries the session's guests have made, and how many they may.
+    pub(crate) entries: super::entries::Entries,
 }
 
 impl WasiView for GuestState {

@@ -9,7 +9,11 @@
 //! - `read <path>`: reads the file at `<path>` (absolute names resolve
 //!   against the preopens, as WASI's libc does);
 //! - `write <path> <text>`: writes `<text>` to it;
-//! - `preopens`: the names of the preopened directories.
+//! - `preopens`: the names of the preopened directories;
+//! - `make <dir> <name> <n>`: makes the files `<name>0` … `<name><n-1>` in
+//!   the preopened directory `<dir>`, stopping at the first error: `made
+//!   <k>` or `made <k> err:<why>`;
+//! - `unmake <dir> <name> <n>`: removes them.
 //!
 //! It completes with a JSON array of each step's outcome: `ok`, the
 //! first 64 bytes read (lossy UTF-8), or `err:<why>`.
@@ -60,6 +64,31 @@ fn step(line: &str) -> Result<String, String> {
         ["write", path, text] => std::fs::write(path, text)
             .map(|()| "ok".to_string())
             .map_err(|e| format!("err:{e}")),
+        ["make", dir, name, n] => {
+            let d = preopen(dir)?;
+            let n: usize = n.parse().map_err(|_| "err:not a number".to_string())?;
+            for i in 0..n {
+                let made = d.open_at(
+                    wasi::filesystem::types::PathFlags::empty(),
+                    &format!("{name}{i}"),
+                    wasi::filesystem::types::OpenFlags::CREATE,
+                    wasi::filesystem::types::DescriptorFlags::WRITE,
+                );
+                if let Err(e) = made {
+                    return Ok(format!("made {i} err:{}", e.name()));
+                }
+            }
+            Ok(format!("made {n}"))
+        }
+        ["unmake", dir, name, n] => {
+            let d = preopen(dir)?;
+            let n: usize = n.parse().map_err(|_| "err:not a number".to_string())?;
+            for i in 0..n {
+                d.unlink_file_at(&format!("{name}{i}"))
+                    .map_err(|e| format!("err:{}", e.name()))?;
+            }
+            Ok(format!("unmade {n}"))
+        }
         ["preopens"] => Ok(get_directories()
             .into_iter()
             .map(|(_, name)| name)
