@@ -503,10 +503,16 @@ async fn keyed_peer(peer: KeyedPeer) -> String {
                         .lock()
                         .expect("lock")
                         .push(format!("{basic} {body}"));
+                    // Expired at once, as a token server may say: roostd
+                    // still keeps it its minimum lifetime.
                     axum::Json(json!({"access_token": "oauth-token-1",
-                        "token_type": "Bearer", "expires_in": 3600}))
+                        "token_type": "Bearer", "expires_in": 0}))
                 },
             ),
+        )
+        .route(
+            "/never-token",
+            axum::routing::post(std::future::pending::<String>),
         )
         .route(
             "/rpc",
@@ -543,6 +549,7 @@ async fn an_api_key_and_an_oauth2_token_go_only_to_the_peer_they_are_for() {
     let keyed_url = keyed_peer(keyed.clone()).await;
     let oauth_url = keyed_peer(oauth.clone()).await;
     let bare_url = keyed_peer(bare.clone()).await;
+    let stalled_url = keyed_peer(KeyedPeer::default()).await;
     let secrets = tempfile::tempdir().expect("tempdir");
     let key = secret(secrets.path(), "key", "the-api-key");
     let client_secret = secret(secrets.path(), "secret", "s3cret:&");
@@ -550,15 +557,17 @@ async fn an_api_key_and_an_oauth2_token_go_only_to_the_peer_they_are_for() {
         &format!(
             "{TEST_CONFIG}a2a: {{peers: [{{url: '{keyed_url}/', api_key_file: '{}'}}, \
              {{url: '{oauth_url}/', oauth2: {{token_url: '{oauth_url}/token', client_id: \
-             client-1, client_secret_file: '{}', scopes: [a2a, tasks]}}}}]}}\n",
+             client-1, client_secret_file: '{secret}', scopes: [a2a, tasks]}}}}, \
+             {{url: '{stalled_url}/', oauth2: {{token_url: '{stalled_url}/never-token', client_id: \
+             client-2, client_secret_file: '{secret}'}}}}]}}\n",
             key.display(),
-            client_secret.display(),
+            secret = client_secret.display(),
         ),
         &[],
     )
     .await;
     let addr = daemon.client.health().await.expect("health").a2a_addr;
-    let allow = [&keyed_url, &oauth_url, &bare_url]
+    let allow = [&keyed_url, &oauth_url, &bare_url, &stalled_url]
         .map(|u| format!("\"{u}\""))
         .join(", ");
     let dir = capsule(
@@ -577,8 +586,8 @@ async fn an_api_key_and_an_oauth2_token_go_only_to_the_peer_they_are_for() {
     // The key, in the header the card names.
     assert_eq!(seen(&keyed_url).await, "key=the-api-key auth=none");
     // The token, fetched once (HTTP Basic, the scopes asked for) and
-    // reused for the next call.
-    for _ in 0..2 {
+    // reused for the next calls although it said `expires_in: 0`.
+    for _ in 0..3 {
         assert_eq!(seen(&oauth_url).await, "key=none auth=Bearer oauth-token-1");
     }
     let calls = oauth.token_calls.lock().expect("lock").clone();
@@ -590,6 +599,24 @@ async fn an_api_key_and_an_oauth2_token_go_only_to_the_peer_they_are_for() {
             "Basic {basic} grant_type=client_credentials&scope=a2a+tasks"
         )]
     );
+    // A token URL that never answers fails its peer's call in time, and
+    // holds up no other call meanwhile.
+    let started = std::time::Instant::now();
+    let stalled = tokio::spawn({
+        let lines = format!("url={stalled_url}\nbinding=jsonrpc\ntext=hello");
+        let addr = addr.to_string();
+        async move { relay(&addr, &lines).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(seen(&oauth_url).await, "key=none auth=Bearer oauth-token-1");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let stalled = stalled.await.expect("join");
+    assert_eq!(stalled["status"]["state"], "TASK_STATE_FAILED", "{stalled}");
+    assert!(
+        stalled.to_string().contains("did not answer within 10 s"),
+        "{stalled}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
     // The control: a peer roostd has nothing for gets nothing.
     assert_eq!(seen(&bare_url).await, "key=none auth=none");
     assert!(keyed.token_calls.lock().expect("lock").is_empty());

@@ -36,8 +36,26 @@ pub struct OAuth2 {
     pub client_id: String,
     pub secret: Arc<str>,
     pub scopes: Vec<String>,
-    held: tokio::sync::Mutex<Option<(Arc<str>, Instant)>>,
+    held: std::sync::Mutex<Held>,
 }
+
+/// A token, until when it is used; a fetch under way, which every call
+/// that needs a token meanwhile awaits (none holds a lock across it).
+#[derive(Default)]
+struct Held {
+    token: Option<(Arc<str>, Instant)>,
+    fetching: Option<Fetch>,
+}
+
+type Fetch = futures::future::Shared<
+    futures::future::BoxFuture<'static, Result<(Arc<str>, Instant), String>>,
+>;
+
+/// A token is used for at least this long, whatever its `expires_in` says
+/// (0 would mean a fetch for every call).
+const MIN_LIFETIME_SECS: u64 = 30;
+/// A token URL that does not answer within this long fails the fetch.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl OAuth2 {
     pub fn new(
@@ -51,78 +69,132 @@ impl OAuth2 {
             client_id,
             secret,
             scopes,
-            held: tokio::sync::Mutex::default(),
+            held: std::sync::Mutex::default(),
         }
     }
 
     /// A token still good for a while, fetched when there is none (one
-    /// fetch at a time: calls that need it meanwhile wait for it).
+    /// fetch at a time: calls that need it meanwhile wait for that one).
     async fn token(&self, tls: Option<&ClientTls>) -> Result<Arc<str>, RemoteError> {
-        let mut held = self.held.lock().await;
-        if let Some((token, until)) = held.as_ref()
-            && Instant::now() < *until
+        let fetch = {
+            let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((token, until)) = held.token.as_ref()
+                && Instant::now() < *until
+            {
+                return Ok(Arc::clone(token));
+            }
+            match &held.fetching {
+                Some(fetch) => fetch.clone(),
+                None => {
+                    use futures::FutureExt;
+                    let fetch = fetch_token(self.grant(), tls.cloned()).boxed().shared();
+                    held.fetching = Some(fetch.clone());
+                    fetch
+                }
+            }
+        };
+        let fetched = fetch.clone().await;
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held
+            .fetching
+            .as_ref()
+            .is_some_and(|f| futures::future::Shared::ptr_eq(f, &fetch))
         {
-            return Ok(Arc::clone(token));
+            held.fetching = None;
+            if let Ok(token) = &fetched {
+                held.token = Some(token.clone());
+            }
         }
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!(
-            "{}:{}",
-            form(&self.client_id),
-            form(&self.secret)
-        ));
-        let mut body = "grant_type=client_credentials".to_string();
-        if !self.scopes.is_empty() {
-            body.push_str("&scope=");
-            body.push_str(&form(&self.scopes.join(" ")));
-        }
-        let authorization = format!("Basic {basic}");
-        let fail = |why: String| RemoteError::OAuth2(why);
-        let reply = crate::http_client::exchange_as(
-            http::Method::POST,
-            &self.token_url,
-            &[
-                ("content-type", "application/x-www-form-urlencoded"),
-                ("accept", "application/json"),
-                ("authorization", &authorization),
-            ],
-            body.into_bytes(),
-            MAX_REPLY_BYTES,
-            tls,
-        )
-        .await
-        .map_err(|e| fail(format!("the token URL: {e}")))?;
-        let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
-        if !reply.status.is_success() {
-            return Err(fail(format!(
-                "the token URL answered {}: {}",
-                reply.status,
-                answer["error"].as_str().unwrap_or("no error named")
-            )));
-        }
-        let token = answer["access_token"]
-            .as_str()
-            .filter(|t| !t.is_empty() && http::HeaderValue::from_str(t).is_ok())
-            .ok_or_else(|| fail("the token URL's answer has no usable access_token".into()))?;
-        if let Some(kind) = answer["token_type"].as_str()
-            && !kind.eq_ignore_ascii_case("bearer")
-        {
-            return Err(fail(format!(
-                "the token URL gave a '{kind}' token; roostd sends bearer tokens"
-            )));
-        }
-        // Used until a little before it expires (an hour when unsaid; a day
-        // at most, so no answer can overflow the clock).
-        let lifetime = answer["expires_in"].as_u64().unwrap_or(3600).min(86_400);
-        let margin = (lifetime / 10).clamp(1, 60);
-        let until = Instant::now() + Duration::from_secs(lifetime.saturating_sub(margin));
-        let token: Arc<str> = Arc::from(token);
-        *held = Some((Arc::clone(&token), until));
-        tracing::debug!(
-            token_url = %crate::policy::redact_url(&self.token_url),
-            expires_in = lifetime,
-            "OAuth 2 token fetched for a peer"
-        );
-        Ok(token)
+        fetched.map(|(token, _)| token).map_err(RemoteError::OAuth2)
     }
+
+    fn grant(&self) -> Grant {
+        Grant {
+            token_url: self.token_url.clone(),
+            client_id: self.client_id.clone(),
+            secret: Arc::clone(&self.secret),
+            scopes: self.scopes.clone(),
+        }
+    }
+}
+
+/// What one fetch sends (owned: the fetch outlives the call that started
+/// it when that call is dropped).
+struct Grant {
+    token_url: String,
+    client_id: String,
+    secret: Arc<str>,
+    scopes: Vec<String>,
+}
+
+/// One client-credentials fetch, bounded by [`FETCH_TIMEOUT`]: the token and
+/// until when to use it, or why there is none.
+async fn fetch_token(grant: Grant, tls: Option<ClientTls>) -> Result<(Arc<str>, Instant), String> {
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+        "{}:{}",
+        form(&grant.client_id),
+        form(&grant.secret)
+    ));
+    let mut body = "grant_type=client_credentials".to_string();
+    if !grant.scopes.is_empty() {
+        body.push_str("&scope=");
+        body.push_str(&form(&grant.scopes.join(" ")));
+    }
+    let authorization = format!("Basic {basic}");
+    let headers = [
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("accept", "application/json"),
+        ("authorization", authorization.as_str()),
+    ];
+    let exchange = crate::http_client::exchange_as(
+        http::Method::POST,
+        &grant.token_url,
+        &headers,
+        body.into_bytes(),
+        MAX_REPLY_BYTES,
+        tls.as_ref(),
+    );
+    let reply = match tokio::time::timeout(FETCH_TIMEOUT, exchange).await {
+        Ok(reply) => reply.map_err(|e| format!("the token URL: {e}"))?,
+        Err(_) => {
+            return Err(format!(
+                "the token URL did not answer within {} s",
+                FETCH_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+    if !reply.status.is_success() {
+        return Err(format!(
+            "the token URL answered {}: {}",
+            reply.status,
+            answer["error"].as_str().unwrap_or("no error named")
+        ));
+    }
+    let token = answer["access_token"]
+        .as_str()
+        .filter(|t| !t.is_empty() && http::HeaderValue::from_str(t).is_ok())
+        .ok_or_else(|| "the token URL's answer has no usable access_token".to_string())?;
+    if let Some(kind) = answer["token_type"].as_str()
+        && !kind.eq_ignore_ascii_case("bearer")
+    {
+        return Err(format!(
+            "the token URL gave a '{kind}' token; roostd sends bearer tokens"
+        ));
+    }
+    // Used until a little before it expires (an hour when unsaid; a day at
+    // most, so no answer can overflow the clock; never less than
+    // MIN_LIFETIME_SECS).
+    let lifetime = answer["expires_in"].as_u64().unwrap_or(3600).min(86_400);
+    let margin = (lifetime / 10).clamp(1, 60);
+    let used = lifetime.saturating_sub(margin).max(MIN_LIFETIME_SECS);
+    let until = Instant::now() + Duration::from_secs(used);
+    tracing::debug!(
+        token_url = %crate::policy::redact_url(&grant.token_url),
+        expires_in = lifetime,
+        "OAuth 2 token fetched for a peer"
+    );
+    Ok((Arc::from(token), until))
 }
 
 /// `application/x-www-form-urlencoded` of one value.
@@ -396,5 +468,95 @@ mod tests {
             !owned.has("victim", &key(1)),
             "the control: an id it never sent"
         );
+    }
+
+    /// A token URL on loopback: `/token` answers `expires_in: 0` at once,
+    /// `/slow` after a second and a half, `/never` not at all; each counts
+    /// the fetches it got.
+    async fn token_url() -> (String, Arc<[std::sync::atomic::AtomicUsize; 3]>) {
+        use std::sync::atomic::Ordering;
+        let hits: Arc<[std::sync::atomic::AtomicUsize; 3]> = Arc::default();
+        let answer = || {
+            axum::Json(json!({"access_token": "tok-1", "token_type": "Bearer", "expires_in": 0}))
+        };
+        let (h0, h1, h2) = (Arc::clone(&hits), Arc::clone(&hits), Arc::clone(&hits));
+        let app = axum::Router::new()
+            .route(
+                "/token",
+                axum::routing::post(move || async move {
+                    h0[0].fetch_add(1, Ordering::SeqCst);
+                    answer()
+                }),
+            )
+            .route(
+                "/slow",
+                axum::routing::post(move || async move {
+                    h1[1].fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    answer()
+                }),
+            )
+            .route(
+                "/never",
+                axum::routing::post(move || async move {
+                    h2[2].fetch_add(1, Ordering::SeqCst);
+                    std::future::pending::<()>().await;
+                    answer()
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}"), hits)
+    }
+
+    fn grant(url: String) -> OAuth2 {
+        OAuth2::new(url, "client".into(), Arc::from("secret"), Vec::new())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_token_lives_its_minimum_and_calls_at_once_share_one_fetch() {
+        use std::sync::atomic::Ordering;
+        let (url, hits) = token_url().await;
+        // `expires_in: 0` is not a fetch per call.
+        let eager = grant(format!("{url}/token"));
+        for _ in 0..20 {
+            assert_eq!(&*eager.token(None).await.expect("token"), "tok-1");
+        }
+        assert_eq!(hits[0].load(Ordering::SeqCst), 1);
+        // Five calls while a slow fetch is under way wait for that one.
+        let slow = Arc::new(grant(format!("{url}/slow")));
+        let calls: Vec<_> = (0..5)
+            .map(|_| {
+                let slow = Arc::clone(&slow);
+                tokio::spawn(async move { slow.token(None).await.map(|t| t.to_string()) })
+            })
+            .collect();
+        for call in calls {
+            assert_eq!(call.await.expect("join").expect("token"), "tok-1");
+        }
+        assert_eq!(hits[1].load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_token_url_that_never_answers_fails_the_fetch_in_time_and_holds_no_lock() {
+        let (url, _) = token_url().await;
+        let never = Arc::new(grant(format!("{url}/never")));
+        let first = tokio::spawn({
+            let never = Arc::clone(&never);
+            async move { never.token(None).await }
+        });
+        tokio::task::yield_now().await;
+        // The lock is not held across the fetch: another look at the token
+        // is answered (by the same fetch's failure) rather than queued
+        // behind a lock.
+        let second = never.token(None).await.expect_err("no token");
+        assert!(
+            second.to_string().contains("did not answer within 10 s"),
+            "{second}"
+        );
+        assert!(first.await.expect("join").is_err());
     }
 }
