@@ -1,40 +1,4 @@
-//! A schedule's times as an operator or a manifest writes them: a cron
-//! expression with its time zone, a period, an instant. Beyond "no panic":
-//! the next tick after an instant is after it, the latest tick in a window
-//! is inside it, and the next tick is the latest one up to itself.
 #![no_main]
+//! `roost_fuzz::schedule_times` under libFuzzer (`scripts/fuzz`).
 
-use libfuzzer_sys::fuzz_target;
-use roostd::schedules::model::{ScheduleTimes, When};
-
-const NOW: i64 = 1_796_380_918_000;
-
-fuzz_target!(|data: &[u8]| {
-    let Some((&kind, rest)) = data.split_first() else {
-        return;
-    };
-    let Ok(text) = std::str::from_utf8(rest) else {
-        return;
-    };
-    let (first, second) = text.split_once('\n').unwrap_or((text, ""));
-    let owned = |s: &str| Some(s.to_string());
-    let times = match kind % 4 {
-        0 => ScheduleTimes { cron: owned(first), ..ScheduleTimes::default() },
-        1 => ScheduleTimes { cron: owned(first), tz: owned(second), ..ScheduleTimes::default() },
-        2 => ScheduleTimes { every: owned(first), ..ScheduleTimes::default() },
-        _ => ScheduleTimes { at: owned(first), ..ScheduleTimes::default() },
-    };
-    let Ok(when) = When::parse(&times, NOW) else {
-        return;
-    };
-    let _ = When::parse_new(&times, NOW);
-    for after in [NOW, NOW + 999, i64::MIN / 4, i64::MAX / 4] {
-        if let Some(next) = when.next_after(after) {
-            assert!(next > after, "{times:?}: {next} after {after}");
-            assert_eq!(when.latest_in(after, next), Some(next), "{times:?}");
-        }
-    }
-    if let Some(latest) = when.latest_in(NOW - 86_400_000, NOW) {
-        assert!(latest > NOW - 86_400_000 && latest <= NOW, "{times:?}: {latest}");
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| roost_fuzz::schedule_times::run(data));

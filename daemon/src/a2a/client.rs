@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use credentials::Auth;
-pub use credentials::{ApiKey, OAuth2, PeerCredential};
+pub use credentials::{ApiKey, MIN_LIFETIME_SECS, OAuth2, PeerCredential, read_token_answer};
+pub use exchange::{read_grpc, read_stream};
 
 use super::wire::{self, Dialect};
 use crate::http_client::HttpError;

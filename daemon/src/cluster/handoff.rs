@@ -47,7 +47,7 @@ fn frame(kind: &str) -> HeaderMap {
 
 /// A head and a body as one payload: the head's length, the head (JSON),
 /// the body.
-fn pack(head: &impl serde::Serialize, body: &[u8]) -> Bytes {
+pub fn pack(head: &impl serde::Serialize, body: &[u8]) -> Bytes {
     let head = serde_json::to_vec(head).unwrap_or_default();
     let mut out = BytesMut::with_capacity(4 + head.len() + body.len());
     out.put_u32(u32::try_from(head.len()).unwrap_or(u32::MAX));
@@ -56,7 +56,9 @@ fn pack(head: &impl serde::Serialize, body: &[u8]) -> Bytes {
     out.freeze()
 }
 
-fn unpack<T: serde::de::DeserializeOwned>(payload: &Bytes) -> Option<(T, Bytes)> {
+/// A payload [`pack`] made, read back; `None` for anything else a node or
+/// another NATS client sends. (Fuzzed: `fuzz/fuzz_targets/cluster_records.rs`.)
+pub fn unpack<T: serde::de::DeserializeOwned>(payload: &Bytes) -> Option<(T, Bytes)> {
     let len = usize::try_from(u32::from_be_bytes(payload.get(..4)?.try_into().ok()?)).ok()?;
     let head = serde_json::from_slice(payload.get(4..4 + len)?).ok()?;
     Some((head, payload.slice(4 + len..)))

@@ -57,7 +57,7 @@ pub(super) async fn open(
 
 /// A task as accepted: what another node needs to store and run it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) struct Accepted {
+pub struct Accepted {
     pub id: String,
     pub session_id: String,
     pub route: String,
@@ -103,7 +103,7 @@ impl Accepted {
 /// One entry of a task's subject.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "entry", rename_all = "snake_case")]
-pub(super) enum Entry {
+pub enum Entry {
     /// Accepted (`working`: and started at once, by a launch that waited).
     Accepted { task: Accepted, working: bool },
     /// Events, as the node that runs it logged them.

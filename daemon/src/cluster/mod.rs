@@ -10,6 +10,7 @@ pub mod control;
 mod drain;
 mod failover;
 mod handoff;
+pub use handoff::{pack, unpack};
 pub mod journal;
 mod nodes;
 mod place;

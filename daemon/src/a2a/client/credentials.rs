@@ -53,7 +53,7 @@ type Fetch = futures::future::Shared<
 
 /// A token is used for at least this long, whatever its `expires_in` says
 /// (0 would mean a fetch for every call).
-const MIN_LIFETIME_SECS: u64 = 30;
+pub const MIN_LIFETIME_SECS: u64 = 30;
 /// A token URL that does not answer within this long fails the fetch.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -163,12 +163,28 @@ async fn fetch_token(grant: Grant, tls: Option<ClientTls>) -> Result<(Arc<str>, 
             ));
         }
     };
-    let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
-    if !reply.status.is_success() {
+    let (token, used) = read_token_answer(reply.status.as_u16(), &reply.body)?;
+    let until = Instant::now() + Duration::from_secs(used);
+    tracing::debug!(
+        token_url = %crate::policy::redact_url(&grant.token_url),
+        used_for_secs = used,
+        "OAuth 2 token fetched for a peer"
+    );
+    Ok((token, until))
+}
+
+/// A token URL's answer (its status and body): the bearer token, and how
+/// many seconds to use it for (a little less than it lives: an hour when
+/// unsaid, a day at most so no answer can overflow the clock, never less
+/// than [`MIN_LIFETIME_SECS`]); or why there is none. (Fuzzed:
+/// `fuzz/fuzz_targets/oauth_token.rs`.)
+pub fn read_token_answer(status: u16, body: &[u8]) -> Result<(Arc<str>, u64), String> {
+    let answer: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if !(200..300).contains(&status) {
+        let error = answer["error"].as_str().unwrap_or("no error named");
         return Err(format!(
-            "the token URL answered {}: {}",
-            reply.status,
-            answer["error"].as_str().unwrap_or("no error named")
+            "the token URL answered {status}: {}",
+            error.chars().take(200).collect::<String>()
         ));
     }
     let token = answer["access_token"]
@@ -179,22 +195,14 @@ async fn fetch_token(grant: Grant, tls: Option<ClientTls>) -> Result<(Arc<str>, 
         && !kind.eq_ignore_ascii_case("bearer")
     {
         return Err(format!(
-            "the token URL gave a '{kind}' token; roostd sends bearer tokens"
+            "the token URL gave a '{}' token; roostd sends bearer tokens",
+            kind.chars().take(40).collect::<String>()
         ));
     }
-    // Used until a little before it expires (an hour when unsaid; a day at
-    // most, so no answer can overflow the clock; never less than
-    // MIN_LIFETIME_SECS).
     let lifetime = answer["expires_in"].as_u64().unwrap_or(3600).min(86_400);
     let margin = (lifetime / 10).clamp(1, 60);
     let used = lifetime.saturating_sub(margin).max(MIN_LIFETIME_SECS);
-    let until = Instant::now() + Duration::from_secs(used);
-    tracing::debug!(
-        token_url = %crate::policy::redact_url(&grant.token_url),
-        expires_in = lifetime,
-        "OAuth 2 token fetched for a peer"
-    );
-    Ok((Arc::from(token), until))
+    Ok((Arc::from(token), used))
 }
 
 /// `application/x-www-form-urlencoded` of one value.

@@ -97,18 +97,102 @@ impl Peers {
             Err(_) => Err(RemoteError::Deadline {
                 task_id: follow.task.task_id,
             }),
-            Ok(Err(e)) => Err(e),
-            Ok(Ok(())) if follow.over.is_some() => {
-                Err(RemoteError::Limit(follow.over.unwrap_or(PeerLimit::Held)))
-            }
-            // An answer that named no task and said no message.
-            Ok(Ok(())) if follow.task.state.is_empty() => {
-                Err(RemoteError::NoTask(http::StatusCode::OK))
-            }
-            Ok(Ok(())) if follow.done || follow.unary => Ok(follow.finish()),
-            Ok(Ok(())) => Err(RemoteError::StreamEnded),
+            Ok(read) => outcome(read, follow),
         }
     }
+}
+
+/// What a call that has read all it will is left with.
+fn outcome(read: Result<(), RemoteError>, follow: Follow) -> Result<PeerTask, RemoteError> {
+    match read {
+        Err(e) => Err(e),
+        Ok(()) if follow.over.is_some() => {
+            Err(RemoteError::Limit(follow.over.unwrap_or(PeerLimit::Held)))
+        }
+        // An answer that named no task and said no message.
+        Ok(()) if follow.task.state.is_empty() => Err(RemoteError::NoTask(http::StatusCode::OK)),
+        Ok(()) if follow.done || follow.unary => Ok(follow.finish()),
+        Ok(()) => Err(RemoteError::StreamEnded),
+    }
+}
+
+/// A peer's streamed answer to a streaming send, as the call reads it but
+/// without a connection: `pieces` of a body as they came (server-sent
+/// events of JSON-RPC answers when `rpc`, else of HTTP+JSON ones), read in
+/// `v03`'s shapes or 1.0's and followed, under `peer_stream`'s limits.
+/// (Fuzzed: `fuzz/fuzz_targets/peer_stream.rs`.)
+pub fn read_stream(pieces: &[&[u8]], v03: bool, rpc: bool) -> Result<PeerTask, RemoteError> {
+    offline(v03, rpc, |ask, follow| {
+        let mut pending = Vec::new();
+        for piece in pieces {
+            if ask.feed(&mut pending, piece, rpc, http::StatusCode::OK, follow)? {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A peer's gRPC stream as the call reads it but without a connection:
+/// each message's bytes decoded as the version's `StreamResponse`, read into
+/// 1.0's shape and followed. (Fuzzed: `fuzz/fuzz_targets/peer_stream.rs`.)
+pub fn read_grpc(messages: &[&[u8]], v03: bool) -> Result<PeerTask, RemoteError> {
+    use prost::Message;
+    offline(v03, false, |ask, follow| {
+        for bytes in messages {
+            let event = match v03 {
+                true => pb03::StreamResponse::decode(*bytes).map(serde_json::to_value),
+                false => pb::StreamResponse::decode(*bytes).map(serde_json::to_value),
+            };
+            let event = event
+                .map_err(|e| RemoteError::Grpc(e.to_string()))?
+                .map_err(|e| RemoteError::Grpc(e.to_string()))?;
+            if follow.take(&ask.read(event, false)) {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// A streaming send's reading, with no peer: what `read` leaves.
+fn offline(
+    v03: bool,
+    rpc: bool,
+    read: impl FnOnce(&Ask<'_>, &mut Follow) -> Result<(), RemoteError>,
+) -> Result<PeerTask, RemoteError> {
+    let at = PeerInterface {
+        url: String::new(),
+        binding: if rpc {
+            PeerBinding::JsonRpc
+        } else {
+            PeerBinding::HttpJson
+        },
+        v03,
+        tenant: None,
+    };
+    let call = PeerCall {
+        op: PeerOp::Send {
+            message: json!({}),
+            streaming: true,
+            push: None,
+        },
+        accepted_only: false,
+        wait: Duration::ZERO,
+        traceparent: String::new(),
+        caller: String::new(),
+    };
+    let auth = super::Auth::default();
+    let ask = Ask {
+        at: &at,
+        call: &call,
+        auth: &auth,
+        wait: Duration::ZERO,
+    };
+    let (progress, _passed_on) = crate::runtime::peer_stream::progress();
+    let mut follow = Follow::new(&call, progress);
+    let read = read(&ask, &mut follow);
+    outcome(read, follow)
 }
 
 /// One call's request, on one interface.
@@ -256,16 +340,16 @@ impl Ask<'_> {
         let mut body = response.into_body();
         let mut pending: Vec<u8> = Vec::new();
         while let Some(frame) = body.frame().await {
-            if let Ok(data) = frame?.into_data() {
+            let Ok(data) = frame?.into_data() else {
+                continue;
+            };
+            if !sse {
                 pending.extend_from_slice(&data);
-            }
-            if pending.len() > MAX_EVENT_BYTES {
-                return Err(RemoteError::Limit(PeerLimit::Event));
-            }
-            while sse && let Some(event) = super::call::next_event(&mut pending) {
-                if self.take(event?, rpc, status, follow)? {
-                    return Ok(());
+                if pending.len() > MAX_EVENT_BYTES {
+                    return Err(RemoteError::Limit(PeerLimit::Event));
                 }
+            } else if self.feed(&mut pending, &data, rpc, status, follow)? {
+                return Ok(());
             }
         }
         if !sse {
@@ -274,6 +358,28 @@ impl Ask<'_> {
             self.take(answer, rpc, status, follow)?;
         }
         Ok(())
+    }
+
+    /// A chunk of an event stream: each event it completes taken by
+    /// `follow`; `true` once the call has its answer.
+    fn feed(
+        &self,
+        pending: &mut Vec<u8>,
+        data: &[u8],
+        rpc: bool,
+        status: http::StatusCode,
+        follow: &mut Follow,
+    ) -> Result<bool, RemoteError> {
+        pending.extend_from_slice(data);
+        while let Some(event) = super::call::next_event(pending) {
+            if self.take(event?, rpc, status, follow)? {
+                return Ok(true);
+            }
+        }
+        if pending.len() > MAX_EVENT_BYTES {
+            return Err(RemoteError::Limit(PeerLimit::Event));
+        }
+        Ok(false)
     }
 
     /// One answer: a refusal, or what it says taken by `follow`.
