@@ -1,26 +1,32 @@
 #!/usr/bin/env python3
-"""The red team: every attack of docs/security.md's issue-32 rows against a
-release roostd, as a new user would meet it (a config file, token files,
-roostctl, plain HTTP from outside). One line per attack: its outcome (it
-must fail closed) and its control (the same request where it should
-succeed). Exits 0 only when no attack succeeds and every control does.
+"""The red team: every attack of docs/security.md's rows against a release
+roostd, as a new user would meet it (a config file, token files, roostctl,
+plain HTTP from outside): issue 32's here, issue 53's in
+red_team/second_pass.py. One line per attack: its outcome (it must fail
+closed) and its control (the same request where it should succeed). Exits
+0 only when no attack succeeds and every control does.
 
-    scripts/red-team.py BIN_DIR CONFORMANCE_WASM PULLER_WASM
+    scripts/red-team.py BIN_DIR CONFORMANCE_WASM GUESTS_DIR DRIVER_WASM
 
 Standard library only; loopback addresses, temp dirs and free ports only;
 roostd is stopped at the end whatever happens."""
 
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 
-BIN, CONFORMANCE, PULLER, FILLER = sys.argv[1:5]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from red_team import common, second_pass  # noqa: E402
+from red_team.common import Roostd, capsule, free_port, http, record, results, secret_file, send  # noqa: E402
+
+BIN, CONFORMANCE, GUESTS, DRIVER = sys.argv[1:5]
+common.setup(BIN, CONFORMANCE)
+PULLER = os.path.join(GUESTS, "puller.wasm")
+FILLER = os.path.join(GUESTS, "filler.wasm")
 GLOBAL = "red-team-global-token-0123456789"
 BILLING = "red-team-billing-token-0123456789"
 UI_OLD = "red-team-ui-token-old-0123456789"
@@ -28,101 +34,6 @@ UI_NEW = "red-team-ui-token-new-0123456789"
 ALICE = "red-team-alice-token-0123456789"
 BOB = "red-team-bob-token-0123456789"
 SECRET = "RED-TEAM-SECRET-5e1f"
-results = []
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def secret_file(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)
-    return path
-
-
-def http(port, method, path, headers=None, body=b"", host=None):
-    """One HTTP/1.1 request over a fresh connection: (status, head, body)."""
-    headers = dict(headers or {})
-    head = f"{method} {path} HTTP/1.1\r\nHost: {host or f'127.0.0.1:{port}'}\r\nConnection: close\r\n"
-    for k, v in headers.items():
-        head += f"{k}: {v}\r\n"
-    head += f"Content-Length: {len(body)}\r\n\r\n"
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
-        s.sendall(head.encode() + body)
-        raw = b""
-        while chunk := s.recv(65536):
-            raw += chunk
-    top, _, rest = raw.partition(b"\r\n\r\n")
-    lines = top.decode(errors="replace").split("\r\n")
-    status = int(lines[0].split()[1]) if lines and len(lines[0].split()) > 1 else 0
-    return status, "\n".join(lines).lower(), rest.decode(errors="replace")
-
-
-def send(port, route, message_id, headers=None, host=None):
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hello"}]}}})
-    h = {"A2A-Version": "1.0", "Content-Type": "application/json"}
-    h.update(headers or {})
-    return http(port, "POST", f"/a2a/{route}", h, body.encode(), host)
-
-
-def record(name, attack_ok, attack_said, control_ok, control_said):
-    """attack_ok: the attack failed closed; control_ok: the control worked."""
-    results.append((attack_ok, control_ok))
-    print(f"{'PASS' if attack_ok and control_ok else 'FAIL'} {name}: attack "
-          f"{'refused' if attack_ok else 'SUCCEEDED'} ({attack_said}); control "
-          f"{'ok' if control_ok else 'FAILED'} ({control_said})", flush=True)
-
-
-class Roostd:
-    def __init__(self, root, config):
-        self.root = root
-        self.socket = os.path.join(root, "run", "roostd.sock")
-        self.state = os.path.join(root, "state")
-        self.config = os.path.join(root, "roost.yaml")
-        with open(self.config, "w") as f:
-            f.write(config)
-        self.log = open(os.path.join(root, "roostd.log"), "w")
-        env = {k: v for k, v in os.environ.items() if k != "RUST_LOG"}
-        self.proc = subprocess.Popen(
-            [f"{BIN}/roostd", "--config", self.config, "--state-dir", self.state,
-             "--socket", self.socket], stdout=subprocess.DEVNULL, stderr=self.log, env=env)
-        deadline = time.time() + 60
-        while self.ctl("status").returncode != 0:
-            if self.proc.poll() is not None or time.time() > deadline:
-                raise SystemExit(f"roostd did not come up:\n{self.read_log()}")
-            time.sleep(0.1)
-
-    def ctl(self, *args):
-        return subprocess.run([f"{BIN}/roostctl", "--socket", self.socket, *args],
-                              capture_output=True, text=True)
-
-    def read_log(self):
-        with open(os.path.join(self.root, "roostd.log")) as f:
-            return f.read()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def capsule(root, name, extra="", wasm=CONFORMANCE, lifecycle=True):
-    d = os.path.join(root, f"capsule-{name}")
-    os.makedirs(d, exist_ok=True)
-    shutil.copy(wasm, os.path.join(d, "component.wasm"))
-    life = "lifecycle: {task_acceptance: queue, after_task: sleep}\n" if lifecycle else ""
-    with open(os.path.join(d, "murmur.yaml"), "w") as f:
-        f.write(f"name: {name}\nversion: 0.1.0\ncomponent: component.wasm\n{life}{extra}")
-    return d
 
 
 def main(root):
@@ -135,6 +46,9 @@ def main(root):
     alice = secret_file(os.path.join(secrets, "alice.token"), ALICE)
     bob = secret_file(os.path.join(secrets, "bob.token"), BOB)
     app = "http://app.localhost:5173"
+    servers = second_pass.Servers()
+    inference, peers = servers.config(secret_file(os.path.join(secrets, "oauth.secret"), "s3cret"))
+    servers.start()
     d = Roostd(root, f"""a2a_listen: 127.0.0.1:{a2a}
 shutdown_grace_secs: 5
 a2a:
@@ -144,16 +58,23 @@ a2a:
     shared: {{clients: {{alice: {{token_file: {alice}}}, bob: {{token_file: {bob}}}}}}}
   cors: {{allow_origins: ["{app}"]}}
   push: {{allow: [127.0.0.1], max_configs_per_task: 10}}
-ui: {{listen: "127.0.0.1:{ui}", token_file: {u}}}
-http: {{max_connections: 16, header_read_timeout_secs: 2, max_streams_per_route: 2}}
-""")
+{peers}ui: {{listen: "127.0.0.1:{ui}", token_file: {u}}}
+http: {{max_connections: 16, max_connections_per_client: 8, header_read_timeout_secs: 2,
+        body_read_timeout_secs: 2, max_streams_per_route: 2}}
+{inference}""", env={"RED_TEAM_MODEL_KEY": second_pass.MODEL_KEY,
+                     "RED_TEAM_CLOUD_SECRET": second_pass.CLOUD_SECRET})
     try:
         attacks(d, root, a2a, ui, app, u)
+        second_pass.attacks(d, root, a2a, (GLOBAL, BILLING), GUESTS,
+                            (DRIVER, os.path.join(os.path.dirname(__file__), "..", "examples", "artifacts",
+                                                  "openai-driver")), servers)
     finally:
         d.stop()
+        servers.stop()
         if os.environ.get("RED_TEAM_LOG"):
             print(d.read_log())
     assert SECRET not in d.read_log(), "the secret reached roostd's log"
+    assert second_pass.CLOUD_SECRET not in d.read_log(), "roostd's variable reached its log"
 
 
 def attacks(d, root, a2a, ui, app, ui_token):
@@ -282,14 +203,15 @@ def attacks(d, root, a2a, ui, app, ui_token):
            all(v == "ok" for v in fills["default"].values()) and largest["default"] == 2 << 20,
            f"default limit: largest {largest['default']} bytes")
 
-    # Holding connections: heads never finished, and one more than the limit.
+    # Holding connections: heads never finished (8 from each of two
+    # addresses, a client's share), and one more than the limit.
     held = []
-    for _ in range(16):
-        s = socket.create_connection(("127.0.0.1", a2a))
+    for ip in ["127.0.0.1"] * 8 + ["127.0.0.2"] * 8:
+        s = second_pass.connect_from(ip, a2a)
         s.sendall(b"POST /a2a/other HTTP/1.1\r\nHost: 127.0.0.1\r\n")
         held.append(s)
     time.sleep(0.3)
-    extra = socket.create_connection(("127.0.0.1", a2a))
+    extra = second_pass.connect_from("127.0.0.3", a2a)
     extra.settimeout(2)
     try:
         closed_at_once = extra.recv(1) == b""

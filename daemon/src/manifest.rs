@@ -144,8 +144,15 @@ impl CapsuleManifest {
             path.to_path_buf()
         };
         // The capsule's `murmur.yaml` itself is not followed if it is a
-        // link (the directory is the operator's word; what is in it, the
-        // author's).
+        // link (the directory is the operator's word, the links on the way
+        // to it resolved here, once; what is in it, the author's, read
+        // without following any: `fsx`).
+        let manifest_path = match (manifest_path.parent(), manifest_path.file_name()) {
+            (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                .map(|dir| dir.join(name))
+                .unwrap_or(manifest_path),
+            _ => manifest_path,
+        };
         let dir = manifest_path.parent().unwrap_or(Path::new("/"));
         let read_err = |source: std::io::Error| {
             if source.kind() == std::io::ErrorKind::NotFound {

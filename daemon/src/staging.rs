@@ -224,6 +224,14 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     }
     shared.progress.say("read", path.display().to_string());
     let manifest = CapsuleManifest::load(&path)?;
+    // A model key from roostd's environment only as its config allows, before
+    // anything is fetched or compiled for the capsule.
+    if let CapsuleKind::Agent(spec) = &manifest.kind {
+        key_env_allowed(spec, &config.inference).map_err(|e| StageError::Agent {
+            manifest: manifest.manifest_path.clone(),
+            message: e.to_string(),
+        })?;
+    }
     if manifest.schedules.len() > config.schedules.max_per_capsule {
         return Err(StageError::TooManySchedules {
             manifest: manifest.manifest_path.clone(),
@@ -348,6 +356,20 @@ async fn stage_traced(shared: &StageCtx<'_>, request: StartRequest) -> Result<St
     })
 }
 
+/// Whether an agent's `inference.api_key: {env: NAME}`, if it names one,
+/// names a variable `inference.key_env_allow` lets it send to its endpoint.
+fn key_env_allowed(
+    spec: &crate::manifest::AgentSpec,
+    inference: &crate::config::InferenceConfig,
+) -> Result<(), crate::config::KeyEnvRefused> {
+    match &spec.api_key {
+        Some(ApiKeySpec::Env(EnvRef { env: name })) => {
+            inference.key_env(name, spec.endpoint.as_deref().unwrap_or_default())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Resolves what an agent needs from its staged artifacts and the daemon's
 /// environment: the compiled driver, the system prompt text, the API key.
 fn agent_plan(
@@ -400,12 +422,9 @@ fn agent_plan(
         None => None,
         Some(ApiKeySpec::Literal(key)) => Some(Secret::new(key.clone())),
         Some(ApiKeySpec::Env(EnvRef { env: name })) => {
-            // Only a variable the operator lists for it, to the endpoints it
-            // names: never any of roostd's environment a manifest picks.
-            let endpoint = spec.endpoint.as_deref().unwrap_or_default();
-            inference
-                .key_env(name, endpoint)
-                .map_err(|e| fail(e.to_string()))?;
+            // Checked again (the config may change between): only a variable
+            // the operator lists for it, to the endpoints it names.
+            key_env_allowed(spec, inference).map_err(|e| fail(e.to_string()))?;
             Some(Secret::new(env(name).map_err(|_| {
                 fail(format!(
                     "inference.api_key names the environment variable {name}, which is not set \

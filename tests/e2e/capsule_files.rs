@@ -157,6 +157,7 @@ async fn filesystem_grants_never_reach_roostds_own_state_or_system_trees() {
         ("token", "read_only", token.clone(), "a2a.token_file"),
         ("slash", "read_only", "/".into(), "overlaps"),
         ("etc", "read_only", "/etc".into(), "system tree /etc"),
+        ("run", "read_only", "/run".into(), "system tree /run"),
         ("proc", "read_write", "/proc/1".into(), "system tree /proc"),
     ] {
         let dir = grant(name, field, &path);

@@ -272,4 +272,26 @@ async fn a_guest_makes_at_most_its_limit_of_entries() {
     // The control: the default limit.
     let free = said(steps(&addr, "free", "f1", "make . a 80").await);
     assert_eq!(free, ["made 80"]);
+    // Made through a dangling link (the link counted, the file it names
+    // counted, the link removed): each round one entry more, counted.
+    let dir = capsule(
+        daemon.root.path(),
+        "via",
+        "linker",
+        &format!("{SERVE}capabilities: {{limits: {{files: 10}}}}\n"),
+    );
+    daemon.client.start(&request(&dir)).await.expect("start");
+    let via = said(steps(&addr, "via", "v1", "via . v 20").await);
+    assert_eq!(via, ["made 9 err:quota"], "{via:?}");
+    // A file saved again and again through a temporary one is one entry
+    // (and its temporary one, while it is there).
+    let dir = capsule(
+        daemon.root.path(),
+        "saver",
+        "linker",
+        &format!("{SERVE}capabilities: {{limits: {{files: 3}}}}\n"),
+    );
+    daemon.client.start(&request(&dir)).await.expect("start");
+    let saved = said(steps(&addr, "saver", "s1", "save . notes 50").await);
+    assert_eq!(saved, ["saved 50"], "{saved:?}");
 }

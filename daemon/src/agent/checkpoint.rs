@@ -104,31 +104,27 @@ impl CheckpointKey {
 
 /// Every regular file under `checkpoints/` (relative paths, sorted), plus the
 /// entries that are not regular files (symlinks and the like), which are never trusted.
-fn walk(root: &Path) -> (Vec<String>, Vec<String>) {
+/// Listed from the workdir without following a link anywhere (`fsx`).
+fn walk(workdir: &Path, root: &Path) -> (Vec<String>, Vec<String>) {
     let mut files = Vec::new();
     let mut odd = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(root.join(&rel)) else {
+        let Ok(Some(names)) = crate::fsx::list_dir(workdir, &root.join(&rel)) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let name = rel.join(entry.file_name());
+        for name in names {
+            let name = rel.join(name);
             let Some(text) = name.to_str().map(str::to_string) else {
                 continue;
             };
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => stack.push(name),
-                Ok(t) if t.is_file() => {
-                    if !text.ends_with(REJECTED_SUFFIX) {
-                        files.push(text);
-                    }
-                }
-                _ => {
-                    if !text.ends_with(REJECTED_SUFFIX) {
-                        odd.push(text);
-                    }
-                }
+            if text.ends_with(REJECTED_SUFFIX) {
+                continue;
+            }
+            match crate::fsx::list_dir(workdir, &root.join(&name)) {
+                Ok(Some(_)) => stack.push(name),
+                Ok(None) => files.push(text),
+                Err(_) => odd.push(text),
             }
         }
     }
@@ -166,7 +162,7 @@ pub fn verify(key: &CheckpointKey, workdir: &Path) -> Vec<Rejected> {
         return Vec::new();
     }
     let signatures = read_signatures(workdir);
-    let (files, odd) = walk(&root);
+    let (files, odd) = walk(workdir, &root);
     let mut rejected = Vec::new();
     for rel in files {
         // Read (and below, renamed) from the workdir without following a
@@ -209,7 +205,7 @@ pub fn sign(key: &CheckpointKey, workdir: &Path) -> std::io::Result<usize> {
         // Nothing to vouch for; drop signatures of files that are gone.
         return crate::fsx::remove_file(workdir, &path).map(|()| 0);
     }
-    let (files, _) = walk(&root);
+    let (files, _) = walk(workdir, &root);
     let mut signatures = BTreeMap::new();
     for rel in files {
         // What cannot be read as a regular file is left unsigned (and so

@@ -66,6 +66,35 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// What an agent's driver may reach: with a key from roostd's environment
+/// (the operator's, bound by `inference.key_env_allow`), only the model
+/// endpoint's origin, whatever else `network.allow` admits; with the
+/// manifest's own key or none, the capsule's policy.
+pub fn driver_policy(
+    spec: &AgentSpec,
+    policy: &Arc<crate::policy::CapabilityPolicy>,
+) -> Arc<crate::policy::CapabilityPolicy> {
+    let operators = matches!(spec.api_key, Some(crate::manifest::ApiKeySpec::Env(_)));
+    if !operators {
+        return Arc::clone(policy);
+    }
+    let origin = spec
+        .endpoint
+        .as_deref()
+        .and_then(|e| e.parse::<http::Uri>().ok())
+        .and_then(|uri| {
+            let scheme = uri.scheme_str()?.to_ascii_lowercase();
+            let port = uri
+                .port_u16()
+                .or_else(|| crate::policy::default_port(&scheme))?;
+            crate::policy::NetworkRule::parse(&format!("{scheme}://{}:{port}", uri.host()?)).ok()
+        });
+    Arc::new(crate::policy::CapabilityPolicy {
+        network_allow: origin.into_iter().collect(),
+        ..(**policy).clone()
+    })
+}
+
 /// An agent capsule, staged: its spec with the driver compiled and the system
 /// prompt and API key resolved.
 pub struct AgentPlan {
@@ -78,6 +107,14 @@ pub struct AgentPlan {
 }
 
 impl AgentPlan {
+    /// What the driver may reach ([`driver_policy`]).
+    pub fn driver_policy(
+        &self,
+        policy: &Arc<crate::policy::CapabilityPolicy>,
+    ) -> Arc<crate::policy::CapabilityPolicy> {
+        driver_policy(&self.spec, policy)
+    }
+
     /// `MURMUR_INFERENCE_*`: for tools and hooks the transport, model and
     /// driver name; for the driver (`for_driver`) also the endpoint, its
     /// config and the API key, which may all carry credentials (a key in a

@@ -132,8 +132,8 @@ impl AgentRun<'_> {
             if self.stop.is_cancelled() {
                 return AgentEnd::Stopped;
             }
-            let path = task_file.clone();
-            let text = match tokio::task::spawn_blocking(move || read_task(&path)).await {
+            let (root, path) = (self.workdir.clone(), task_file.clone());
+            let text = match tokio::task::spawn_blocking(move || read_task(&root, &path)).await {
                 Ok(Ok(text)) => text,
                 Ok(Err(e)) => return AgentEnd::Failed(e.to_string()),
                 Err(e) => return AgentEnd::Failed(format!("task.md reader failed: {e}")),
@@ -164,7 +164,13 @@ impl AgentRun<'_> {
                         return AgentEnd::Completed;
                     }
                     (TaskAcceptance::Queue, Ok(_) | Err(TaskFailure::Canceled)) => {
-                        if let Err(e) = tokio::fs::remove_file(&task_file).await
+                        let (root, path) = (self.workdir.clone(), task_file.clone());
+                        let removed = tokio::task::spawn_blocking(move || {
+                            crate::fsx::remove_file(&root, &path)
+                        })
+                        .await
+                        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+                        if let Err(e) = removed
                             && e.kind() != std::io::ErrorKind::NotFound
                         {
                             return AgentEnd::Failed(format!(
@@ -394,15 +400,14 @@ pub enum TaskFileError {
 }
 
 /// Reads `task.md`: a regular file (never followed through a link a tool may
-/// have planted) of at most [`crate::tasks::model::MAX_TASK_BYTES`]; `None` when absent.
-fn read_task(path: &std::path::Path) -> Result<Option<String>, TaskFileError> {
+/// have planted, on the way to the workdir `root` or below it: `fsx`) of at
+/// most [`crate::tasks::model::MAX_TASK_BYTES`]; `None` when absent.
+fn read_task(
+    root: &std::path::Path,
+    path: &std::path::Path,
+) -> Result<Option<String>, TaskFileError> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let file = match file {
+    let file = match crate::fsx::open_read(root, path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {

@@ -67,3 +67,30 @@ fn tool_results_tell_the_model_what_happened() {
     t.data_path = Some("/x/out.txt".into());
     assert!(tool_content(t).ends_with("the full text is in /x/out.txt]"));
 }
+
+#[test]
+fn a_driver_with_the_operators_key_reaches_only_its_endpoint() {
+    let manifest = |key: &str| {
+        let text = format!(
+            "name: a\nversion: 0.1.0\n\
+             artifacts:\n  - {{name: d, version: 1.0.0, runtime: driver}}\n\
+             capabilities: {{network: {{allow: [\"https://api.example.com\", \"https://elsewhere.example\"]}}}}\n\
+             inference: {{endpoint: \"https://api.example.com/v1\", model: m, api_key: {key}, \
+             driver: {{artifact: d}}}}\n"
+        );
+        crate::manifest::CapsuleManifest::parse(&text, std::path::Path::new("/c/murmur.yaml"))
+            .expect("manifest")
+    };
+    let reach = |key: &str| {
+        let m = manifest(key);
+        let crate::manifest::CapsuleKind::Agent(spec) = &m.kind else {
+            panic!("an agent");
+        };
+        let policy = driver_policy(spec, &Arc::new(m.policy.clone()));
+        [("api.example.com", 443), ("elsewhere.example", 443)]
+            .map(|(host, port)| policy.allows_url("https", host, port))
+    };
+    assert_eq!(reach("{env: OPENAI_API_KEY}"), [true, false]);
+    // The control: the manifest's own key goes where its policy says.
+    assert_eq!(reach("sk-the-authors-own"), [true, true]);
+}

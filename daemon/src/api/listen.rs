@@ -179,7 +179,14 @@ pub async fn serve(
                         connection.as_mut().graceful_shutdown();
                     }
                     _ = tokio::time::sleep_until(closing.unwrap_or_else(tokio::time::Instant::now)),
-                        if closing.is_some() => break,
+                        if closing.is_some() => {
+                        // A request that began as it was told to go may
+                        // finish; an idle one is dropped.
+                        if *open_rx.borrow() == 0 {
+                            break;
+                        }
+                        closing = Some(tokio::time::Instant::now() + deadline);
+                    }
                 }
             }
         });

@@ -67,17 +67,29 @@ impl super::DaemonConfig {
                 peer.api_key_file.as_ref(),
                 peer.client_key_file.as_ref(),
                 peer.client_cert_file.as_ref(),
+                peer.ca_file.as_ref(),
                 oauth2,
             ]
             .into_iter()
             .flatten()
             {
-                own.push((file.clone(), "a secret file of roostd's a2a.peers".into()));
+                own.push((
+                    file.clone(),
+                    "a secret or trusted file of roostd's a2a.peers".into(),
+                ));
             }
         }
         if let Some(tls) = &self.a2a.tls {
             own.push((tls.key_file.clone(), "roostd's a2a.tls.key_file".into()));
             own.push((tls.cert_file.clone(), "roostd's a2a.tls.cert_file".into()));
+            if let Some(ca) = &tls.client_ca_file {
+                own.push((ca.clone(), "roostd's a2a.tls.client_ca_file".into()));
+            }
+        }
+        // Whom roostd trusts is its own too: a CA added to one of these
+        // would let anyone past it.
+        if let Some(ca) = &self.tls.ca_file {
+            own.push((ca.clone(), "roostd's tls.ca_file".into()));
         }
         let cluster = &self.cluster;
         let tls = cluster.tls.as_ref();
@@ -94,6 +106,7 @@ impl super::DaemonConfig {
                 "cluster.tls.cert_file",
                 tls.and_then(|t| t.cert_file.as_ref()),
             ),
+            ("cluster.tls.ca_file", tls.and_then(|t| t.ca_file.as_ref())),
         ] {
             if let Some(file) = file {
                 own.push((file.clone(), format!("roostd's {what}")));

@@ -4,7 +4,7 @@
 //! registry directory); never, for writing, a path that holds the control
 //! socket or the jail helper (a grant beside them touches nothing of them);
 //! never a system tree (`/`, `/etc`, `/proc`, `/sys`, `/dev`, `/boot`,
-//! `/root`, `/var/lib`; for writing also `/usr`, `/bin`, `/sbin`, `/lib*`,
+//! `/root`, `/var/lib`, `/run`; for writing also `/usr`, `/bin`, `/sbin`, `/lib*`,
 //! `/opt`, `/var`, whose binaries a root roostd's tool uid would otherwise
 //! be given write ACLs on) unless roostd's own `filesystem.allow` lists it;
 //! and never through a link. The staging check here and every later open
@@ -19,9 +19,10 @@ use crate::sandbox::fence::{Access, Fence, FenceError, Guarded, Rule, Sessions};
 
 use super::{CapabilityPolicy, PolicyError};
 
-/// System trees no capsule is granted unless the operator allows it.
-const SYSTEM_TREES: [&str; 8] = [
-    "/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/var/lib",
+/// System trees no capsule is granted unless the operator allows it
+/// (`/run` holds other services' credentials and sockets).
+const SYSTEM_TREES: [&str; 9] = [
+    "/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/var/lib", "/run",
 ];
 
 /// Trees no capsule is granted write access to unless the operator allows
@@ -105,7 +106,12 @@ impl Protected {
             self.check_path("capabilities.filesystem.read_only", path, Access::Read)?;
         }
         for path in &policy.read_write {
-            self.check_path("capabilities.filesystem.read_write", path, Access::Write)?;
+            let field = "capabilities.filesystem.read_write";
+            self.check_path(field, path, Access::Write)?;
+            // A workdir may be `/var/tmp/work`; a grant of a binaries' tree
+            // for writing is refused (a root roostd's tool uid would be given
+            // write ACLs on it).
+            self.check_trees(field, path, &SYSTEM_TREES_WRITE)?;
         }
         Ok(())
     }
@@ -131,9 +137,6 @@ impl Protected {
             }
         }
         self.check_trees(field, path, &SYSTEM_TREES)?;
-        if access == Access::Write {
-            self.check_trees(field, path, &SYSTEM_TREES_WRITE)?;
-        }
         Ok(())
     }
 
@@ -241,6 +244,7 @@ mod tests {
             (PathBuf::from("/"), "overlaps"),
             (PathBuf::from("/etc"), "system tree /etc"),
             (PathBuf::from("/etc/passwd"), "system tree /etc"),
+            (PathBuf::from("/run"), "system tree /run"),
             (PathBuf::from("/var"), "system tree /var/lib"),
             (PathBuf::from("/proc/self/fd"), "link"),
             (PathBuf::from("/proc/1"), "system tree /proc"),

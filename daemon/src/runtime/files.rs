@@ -272,12 +272,11 @@ impl HostDescriptor for BoundedFs<'_> {
         if !oflags.contains(types::OpenFlags::CREATE) {
             return self.fs.open_at(fd, path_flags, path, oflags, flags).await;
         }
-        // Only a file that was not there counts.
+        // Only a file that was not there counts: looked for as the open will
+        // look (through a link when it follows one: the link's target is
+        // what it would make).
         let at = Resource::new_borrow(fd.rep());
-        let there = self
-            .fs
-            .stat_at(at, types::PathFlags::empty(), path.clone())
-            .await;
+        let there = self.fs.stat_at(at, path_flags, path.clone()).await;
         if there.is_ok() {
             return self.fs.open_at(fd, path_flags, path, oflags, flags).await;
         }
@@ -314,7 +313,19 @@ impl HostDescriptor for BoundedFs<'_> {
         new_fd: Resource<types::Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        self.fs.rename_at(fd, old_path, new_fd, new_path).await
+        // A rename over an entry removes that one (a file saved through a
+        // temporary one makes no more entries).
+        let at = Resource::new_borrow(new_fd.rep());
+        let replaced = self
+            .fs
+            .stat_at(at, types::PathFlags::empty(), new_path.clone())
+            .await
+            .is_ok();
+        self.fs.rename_at(fd, old_path, new_fd, new_path).await?;
+        if replaced {
+            self.entries.made(-1);
+        }
+        Ok(())
     }
 
     async fn symlink_at(

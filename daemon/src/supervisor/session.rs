@@ -381,6 +381,7 @@ impl SessionTask {
         let inbox = self.launch_inbox();
         let mut driver_spec = tool_spec.clone();
         driver_spec.env.extend(plan.inference_env(true));
+        driver_spec.policy = plan.driver_policy(&self.staged.policy);
         let eval = self.eval_env();
         let hook_spec = (!eval.is_empty()).then(|| {
             let mut spec = tool_spec.clone();

@@ -160,43 +160,80 @@ pub(super) fn refusal(error: &Value) -> RemoteError {
     }
 }
 
-/// The next whole server-sent event in `pending` (taken out of it), as the
-/// JSON its `data:` lines hold; `None` until one has arrived. Each event
-/// ends with a blank line; one without data is skipped.
-pub(super) fn next_event(pending: &mut Vec<u8>) -> Option<Result<Value, RemoteError>> {
-    while let Some(end) = find_blank_line(pending) {
-        let block: Vec<u8> = pending.drain(..end.1).collect();
-        let text = String::from_utf8_lossy(&block[..end.0]).into_owned();
-        let data: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if !data.is_empty() {
-            return Some(
-                serde_json::from_str(&data.join("\n"))
-                    .map_err(|e| RemoteError::NotAStream(e.to_string())),
-            );
+/// Server-sent events as they arrive: the bytes not yet cut into events,
+/// and how far they have been searched for an event's end, so each byte is
+/// looked at once however the peer trickles them (a peer sending a byte at
+/// a time would otherwise cost a search of everything held, per byte).
+#[derive(Default)]
+pub(super) struct SseBuffer {
+    bytes: Vec<u8>,
+    /// Where the next event begins.
+    start: usize,
+    /// Up to where no event's end has been found.
+    searched: usize,
+}
+
+impl SseBuffer {
+    pub(super) fn push(&mut self, data: &[u8]) {
+        // Events read are dropped from the front once they are half of it.
+        if self.start > 0 && self.start >= self.bytes.len() / 2 {
+            self.bytes.drain(..self.start);
+            self.searched -= self.start;
+            self.start = 0;
+        }
+        self.bytes.extend_from_slice(data);
+    }
+
+    /// Bytes held that are no whole event yet.
+    pub(super) fn pending(&self) -> usize {
+        self.bytes.len() - self.start
+    }
+
+    /// The next whole event, as the JSON its `data:` lines hold; `None`
+    /// until one has arrived. Each event ends with a blank line; one
+    /// without data is skipped.
+    pub(super) fn next(&mut self) -> Option<Result<Value, RemoteError>> {
+        loop {
+            // A blank line may straddle what was searched and what came.
+            let from = self.searched.saturating_sub(3).max(self.start);
+            let Some((text_end, end)) = find_blank_line(&self.bytes[from..]) else {
+                self.searched = self.bytes.len();
+                return None;
+            };
+            let text =
+                String::from_utf8_lossy(&self.bytes[self.start..from + text_end]).into_owned();
+            self.start = from + end;
+            self.searched = self.start;
+            let data: Vec<&str> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if !data.is_empty() {
+                return Some(
+                    serde_json::from_str(&data.join("\n"))
+                        .map_err(|e| RemoteError::NotAStream(e.to_string())),
+                );
+            }
         }
     }
-    None
 }
 
 /// Where the first event of `buf` ends: (end of its text, end of its blank
-/// line), for `\n\n` or `\r\n\r\n`.
+/// line), for `\n\n` or `\r\n\r\n`; one pass.
 fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
-    let lf = buf
-        .windows(2)
-        .position(|w| w == b"\n\n")
-        .map(|i| (i, i + 2));
-    let crlf = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, i + 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
+    for (i, &b) in buf.iter().enumerate() {
+        if b != b'\n' {
+            continue;
+        }
+        if buf.get(i + 1) == Some(&b'\n') {
+            return Some((i, i + 2));
+        }
+        if i >= 1 && buf[i - 1] == b'\r' && buf.get(i + 1..i + 3) == Some(b"\r\n".as_slice()) {
+            return Some((i - 1, i + 3));
+        }
     }
+    None
 }
 
 #[cfg(test)]
@@ -209,16 +246,20 @@ mod tests {
             find_blank_line(b"data: x\r\n\r\ndata: y\n\n"),
             Some((7, 11))
         );
-        let mut pending =
-            b"event: a\ndata: {\"n\":\ndata: 1}\n\n: comment\n\ndata: {\"n\": 2}\n\ndata: {"
-                .to_vec();
-        let first = next_event(&mut pending).expect("one").expect("json");
-        assert_eq!(first, json!({"n": 1}));
-        assert_eq!(
-            next_event(&mut pending).expect("two").expect("json"),
-            json!({"n": 2})
-        );
-        assert!(next_event(&mut pending).is_none(), "the third is not whole");
-        assert_eq!(pending, b"data: {");
+        let whole =
+            b"event: a\ndata: {\"n\":\ndata: 1}\n\n: comment\n\ndata: {\"n\": 2}\r\n\r\ndata: {";
+        // Whole, and a byte at a time: the same events.
+        for pieces in [vec![whole.as_slice()], whole.chunks(1).collect()] {
+            let mut buffer = SseBuffer::default();
+            let mut events = Vec::new();
+            for piece in pieces {
+                buffer.push(piece);
+                while let Some(event) = buffer.next() {
+                    events.push(event.expect("json"));
+                }
+            }
+            assert_eq!(events, [json!({"n": 1}), json!({"n": 2})]);
+            assert_eq!(buffer.pending(), b"data: {".len(), "the third is not whole");
+        }
     }
 }

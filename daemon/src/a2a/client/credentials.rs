@@ -296,8 +296,9 @@ struct Sent {
     order: std::collections::VecDeque<(String, String)>,
 }
 
-const OWNED_PER_SESSION: usize = 4096;
-const OWNED_SESSIONS: usize = 1024;
+/// At most 64 Ki tasks in all (of ids up to 256 bytes): ~40 MiB at worst.
+const OWNED_PER_SESSION: usize = 1024;
+const OWNED_SESSIONS: usize = 64;
 
 impl Owned {
     fn add(&mut self, caller: &str, key: (String, String)) {

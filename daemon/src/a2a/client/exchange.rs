@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::super::envelope::Op;
 use super::super::grpc::{pb, pb03};
 use super::super::wire::Dialect;
+use super::call::SseBuffer;
 use super::follow::Follow;
 use super::normal;
 use super::{Peers, RemoteError};
@@ -123,9 +124,9 @@ fn outcome(read: Result<(), RemoteError>, follow: Follow) -> Result<PeerTask, Re
 /// (Fuzzed: `fuzz/fuzz_targets/peer_stream.rs`.)
 pub fn read_stream(pieces: &[&[u8]], v03: bool, rpc: bool) -> Result<PeerTask, RemoteError> {
     offline(v03, rpc, |ask, follow| {
-        let mut pending = Vec::new();
+        let mut events = SseBuffer::default();
         for piece in pieces {
-            if ask.feed(&mut pending, piece, rpc, http::StatusCode::OK, follow)? {
+            if ask.feed(&mut events, piece, rpc, http::StatusCode::OK, follow)? {
                 break;
             }
         }
@@ -339,6 +340,7 @@ impl Ask<'_> {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         let mut body = response.into_body();
         let mut pending: Vec<u8> = Vec::new();
+        let mut events = SseBuffer::default();
         while let Some(frame) = body.frame().await {
             let Ok(data) = frame?.into_data() else {
                 continue;
@@ -348,7 +350,7 @@ impl Ask<'_> {
                 if pending.len() > MAX_EVENT_BYTES {
                     return Err(RemoteError::Limit(PeerLimit::Event));
                 }
-            } else if self.feed(&mut pending, &data, rpc, status, follow)? {
+            } else if self.feed(&mut events, &data, rpc, status, follow)? {
                 return Ok(());
             }
         }
@@ -364,19 +366,19 @@ impl Ask<'_> {
     /// `follow`; `true` once the call has its answer.
     fn feed(
         &self,
-        pending: &mut Vec<u8>,
+        events: &mut SseBuffer,
         data: &[u8],
         rpc: bool,
         status: http::StatusCode,
         follow: &mut Follow,
     ) -> Result<bool, RemoteError> {
-        pending.extend_from_slice(data);
-        while let Some(event) = super::call::next_event(pending) {
+        events.push(data);
+        while let Some(event) = events.next() {
             if self.take(event?, rpc, status, follow)? {
                 return Ok(true);
             }
         }
-        if pending.len() > MAX_EVENT_BYTES {
+        if events.pending() > MAX_EVENT_BYTES {
             return Err(RemoteError::Limit(PeerLimit::Event));
         }
         Ok(false)

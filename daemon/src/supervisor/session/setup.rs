@@ -233,14 +233,22 @@ impl SessionTask {
         });
         let card = self.staged.manifest.card.clone();
         let install = tokio::task::spawn_blocking(move || -> Result<(), SetupError> {
-            // The workdir itself is trusted (the operator's, or a fresh one in
-            // the state dir); below it, nothing is.
-            std::fs::create_dir_all(&root)
-                .and_then(|()| crate::fsx::create_dir_all(&root, &dir))
-                .map_err(|source| SetupError::Dir {
-                    path: dir.clone(),
-                    source,
-                })?;
+            // A fresh workdir is made in the state dir (nothing is there yet);
+            // an operator's exists already, and is never made through a link
+            // planted in its place. Below it, nothing is trusted (`fsx`, which
+            // opens the workdir itself without following links too).
+            let fresh = std::fs::symlink_metadata(&root)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+            (if fresh {
+                std::fs::create_dir_all(&root)
+            } else {
+                Ok(())
+            })
+            .and_then(|()| crate::fsx::create_dir_all(&root, &dir))
+            .map_err(|source| SetupError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
             if let Some((id, policy, state)) = &grants {
                 open_to_tools(id, &root, policy, state)?;
             }

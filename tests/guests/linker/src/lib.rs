@@ -13,7 +13,12 @@
 //! - `make <dir> <name> <n>`: makes the files `<name>0` … `<name><n-1>` in
 //!   the preopened directory `<dir>`, stopping at the first error: `made
 //!   <k>` or `made <k> err:<why>`;
-//! - `unmake <dir> <name> <n>`: removes them.
+//! - `unmake <dir> <name> <n>`: removes them;
+//! - `via <dir> <name> <n>`: makes `<name>0` … through a dangling link `l`
+//!   each time (the link made, the file opened through it, the link
+//!   removed): `made <k>` or `made <k> err:<why>`;
+//! - `save <dir> <name> <n>`: writes `<name>` `n` times as an editor saves,
+//!   a temporary file renamed over it: `saved <k>` or `saved <k> err:<why>`.
 //!
 //! It completes with a JSON array of each step's outcome: `ok`, the
 //! first 64 bytes read (lossy UTF-8), or `err:<why>`.
@@ -79,6 +84,38 @@ fn step(line: &str) -> Result<String, String> {
                 }
             }
             Ok(format!("made {n}"))
+        }
+        ["via", dir, name, n] => {
+            use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+            let d = preopen(dir)?;
+            let n: usize = n.parse().map_err(|_| "err:not a number".to_string())?;
+            for i in 0..n {
+                let made = d
+                    .symlink_at(&format!("{name}{i}"), "l")
+                    .and_then(|()| {
+                        d.open_at(PathFlags::SYMLINK_FOLLOW, "l", OpenFlags::CREATE, DescriptorFlags::WRITE)
+                    })
+                    .and_then(|_| d.unlink_file_at("l"));
+                if let Err(e) = made {
+                    let _ = d.unlink_file_at("l");
+                    return Ok(format!("made {i} err:{}", e.name()));
+                }
+            }
+            Ok(format!("made {n}"))
+        }
+        ["save", dir, name, n] => {
+            use wasi::filesystem::types::{DescriptorFlags, OpenFlags, PathFlags};
+            let d = preopen(dir)?;
+            let n: usize = n.parse().map_err(|_| "err:not a number".to_string())?;
+            for i in 0..n {
+                let saved = d
+                    .open_at(PathFlags::empty(), "tmp", OpenFlags::CREATE | OpenFlags::TRUNCATE, DescriptorFlags::WRITE)
+                    .and_then(|_| d.rename_at("tmp", &d, name));
+                if let Err(e) = saved {
+                    return Ok(format!("saved {i} err:{}", e.name()));
+                }
+            }
+            Ok(format!("saved {n}"))
         }
         ["unmake", dir, name, n] => {
             let d = preopen(dir)?;
