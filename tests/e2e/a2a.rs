@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::agents::{KEY, agent, publish_agent_artifacts};
-use crate::harness::{Daemon, TEST_CONFIG, request};
+use crate::harness::{AGENT_CONFIG, Daemon, request};
 use crate::mock_llm::{MockLlm, Reply, Seen};
 
 /// One HTTP/1.1 request; returns the status, the headers (lowercase) and the body.
@@ -116,7 +116,7 @@ async fn start_agent(daemon: &Daemon, mock: &MockLlm, name: &str, lifecycle: &st
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_session_is_an_a2a_agent_over_json_rpc_and_http_json() {
-    let (daemon, addr) = gateway(TEST_CONFIG).await;
+    let (daemon, addr) = gateway(AGENT_CONFIG).await;
     let mock = MockLlm::start(echo_model).await;
     start_agent(
         &daemon,
@@ -443,7 +443,7 @@ pub(crate) fn sse_events(body: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_replay_the_task_log_and_cancel_and_overflow_behave() {
-    let (daemon, addr) = gateway(TEST_CONFIG).await;
+    let (daemon, addr) = gateway(AGENT_CONFIG).await;
     let mock = MockLlm::start(|seen| {
         let task = seen.messages()[0]["content"]
             .as_str()
@@ -603,7 +603,7 @@ async fn the_gateway_requires_its_bearer_token_and_the_card_declares_it() {
     std::fs::write(&token_file, token).expect("token");
     std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let config = format!(
-        "{TEST_CONFIG}a2a: {{token_file: \"{}\"}}\n",
+        "{AGENT_CONFIG}a2a: {{token_file: \"{}\"}}\n",
         token_file.display()
     );
     let (daemon, addr) = gateway(&config).await;
@@ -666,7 +666,7 @@ async fn the_gateway_requires_its_bearer_token_and_the_card_declares_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_acknowledged_task_is_lost_to_kill_9() {
-    let (mut daemon, addr) = gateway(TEST_CONFIG).await;
+    let (mut daemon, addr) = gateway(AGENT_CONFIG).await;
     let mock = MockLlm::start(|seen| {
         let task = seen.messages()[0]["content"]
             .as_str()

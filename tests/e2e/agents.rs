@@ -8,7 +8,7 @@ use std::time::Duration;
 use roost_ctl::api::{Session, SessionState, StartRequest};
 use serde_json::Value;
 
-use crate::harness::{Daemon, TEST_CONFIG, artifact_dir, guest, openai_driver, publish, request};
+use crate::harness::{Daemon, artifact_dir, guest, openai_driver, publish, request};
 use crate::mock_llm::{MockLlm, Reply, Seen};
 
 pub(crate) const KEY: &str = "sk-e2e-secret-4242";
@@ -86,7 +86,7 @@ pub(crate) fn agent(
 
 pub(crate) async fn agent_daemon() -> Daemon {
     let daemon = Daemon::start_with(
-        TEST_CONFIG,
+        crate::harness::AGENT_CONFIG,
         &[("ROOST_E2E_KEY", KEY), ("MURMUR_A2A_TIMEOUT_SECS", "1")],
     )
     .await;

@@ -59,7 +59,8 @@ async fn acknowledged_tasks_survive_kill_9_at_any_moment_and_run_once() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
-    let mut daemon = Daemon::start_with(TEST_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
+    let mut daemon =
+        Daemon::start_with(crate::harness::AGENT_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
     publish_agent_artifacts(&daemon).await;
     let mock = MockLlm::start(|seen| {
         let task = seen.messages()[0]["content"]

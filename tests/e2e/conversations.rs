@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::rpc;
 use crate::agents::{KEY, agent, publish_agent_artifacts};
-use crate::harness::{Daemon, TEST_CONFIG, request};
+use crate::harness::{Daemon, request};
 use crate::mock_llm::{MockLlm, Reply, Seen};
 
 /// The model answers with every user message it was sent, in order.
@@ -22,7 +22,7 @@ fn hearing(seen: &Seen) -> Reply {
 }
 
 async fn daemon() -> (Daemon, String) {
-    let daemon = Daemon::start_with(TEST_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
+    let daemon = Daemon::start_with(crate::harness::AGENT_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
     publish_agent_artifacts(&daemon).await;
     let addr = daemon.client.health().await.expect("health").a2a_addr;
     (daemon, addr)

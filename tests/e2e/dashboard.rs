@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::{JSON, V1, http};
 use crate::agents::{KEY, agent, publish_agent_artifacts};
-use crate::harness::{Daemon, TEST_CONFIG, capsule, free_port, repo, request};
+use crate::harness::{Daemon, capsule, free_port, repo, request};
 use crate::mock_llm::{MockLlm, Reply};
 
 const TOKEN: &str = "dashboard-token-0123456789";
@@ -251,7 +251,8 @@ async fn the_dashboard_shows_a_session_live_and_cancels_its_task_and_stops_it() 
     .expect("chmod");
     let daemon = Daemon::start_with(
         &format!(
-            "{TEST_CONFIG}ui: {{listen: \"127.0.0.1:{ui_port}\", token_file: \"{}\"}}\n",
+            "{}ui: {{listen: \"127.0.0.1:{ui_port}\", token_file: \"{}\"}}\n",
+            crate::harness::AGENT_CONFIG,
             token_file.display()
         ),
         &[("ROOST_E2E_KEY", KEY)],

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::rpc;
 use crate::agents::{KEY, agent, publish_agent_artifacts};
-use crate::harness::{Daemon, TEST_CONFIG, conformance, request};
+use crate::harness::{Daemon, conformance, request};
 use crate::mock_llm::{MockLlm, Reply, Seen};
 
 fn message(id: &str, text: &str, context: &str) -> Value {
@@ -168,7 +168,7 @@ fn model(seen: &Seen) -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_queues_rejects_or_interrupts_as_its_lifecycle_says() {
-    let daemon = Daemon::start_with(TEST_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
+    let daemon = Daemon::start_with(crate::harness::AGENT_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
     publish_agent_artifacts(&daemon).await;
     let addr = daemon.client.health().await.expect("health").a2a_addr;
     let mock = MockLlm::start(model).await;

@@ -167,7 +167,7 @@ async fn the_driver_reaches_a_model_server_behind_the_ca_of_tls_ca_file() {
     let daemon = crate::harness::Daemon::start_with(
         &format!(
             "{}tls: {{ca_file: \"{}\"}}\n",
-            crate::harness::TEST_CONFIG,
+            crate::harness::AGENT_CONFIG,
             ca_file.display()
         ),
         &[("ROOST_E2E_KEY", crate::agents::KEY)],
@@ -249,7 +249,7 @@ async fn the_driver_goes_through_the_proxy_roostds_environment_names() {
     std::fs::write(&ca_file, ca_pem).expect("CA file");
     let config = format!(
         "{}tls: {{ca_file: \"{}\"}}\n",
-        crate::harness::TEST_CONFIG,
+        crate::harness::AGENT_CONFIG,
         ca_file.display()
     );
     let proxy_url = format!("http://127.0.0.1:{proxy_port}");

@@ -199,8 +199,11 @@ pub struct Daemon {
     binary: PathBuf,
 }
 
-/// The agents' tests name their mock model's key as `{env: ROOST_E2E_KEY}`.
-pub const TEST_CONFIG: &str = "a2a_listen: 127.0.0.1:0\npool: {max_instances: 300, max_memory_mb: 256}\nshutdown_grace_secs: 5\ninference: {key_env_allow: [ROOST_E2E_KEY]}\n";
+pub const TEST_CONFIG: &str = "a2a_listen: 127.0.0.1:0\npool: {max_instances: 300, max_memory_mb: 256}\nshutdown_grace_secs: 5\n";
+
+/// [`TEST_CONFIG`] for agents, whose manifests name their mock model's key
+/// as `{env: ROOST_E2E_KEY}`: roostd lets them.
+pub const AGENT_CONFIG: &str = "a2a_listen: 127.0.0.1:0\npool: {max_instances: 300, max_memory_mb: 256}\nshutdown_grace_secs: 5\ninference: {key_env_allow: [ROOST_E2E_KEY]}\n";
 
 impl Daemon {
     pub async fn start() -> Self {

@@ -225,7 +225,7 @@ pub(crate) fn model(seen: &Seen) -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_hibernates_and_wakes_with_its_conversation() {
-    let d = Daemon::start_with(TEST_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
+    let d = Daemon::start_with(crate::harness::AGENT_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
     publish_agent_artifacts(&d).await;
     let addr = d.client.health().await.expect("health").a2a_addr;
     let mock = MockLlm::start(model).await;

@@ -8,7 +8,7 @@
 use roost_ctl::api::SessionState;
 
 use crate::agents::{KEY, agent, publish_agent_artifacts, run, with_task};
-use crate::harness::{Daemon, TEST_CONFIG};
+use crate::harness::{AGENT_CONFIG, Daemon};
 use crate::mock_llm::{MockLlm, Reply};
 
 const CLOUD_SECRET: &str = "cloud-secret-of-roostds-host-0123";
@@ -17,14 +17,14 @@ const CLOUD_SECRET: &str = "cloud-secret-of-roostds-host-0123";
 async fn a_manifest_sends_only_listed_keys_to_the_endpoints_they_are_bound_to() {
     let model = MockLlm::start(|_| Reply::text("answered")).await;
     let attacker = MockLlm::start(|_| Reply::text("thanks")).await;
-    let config = TEST_CONFIG.replace(
+    let config = AGENT_CONFIG.replace(
         "inference: {key_env_allow: [ROOST_E2E_KEY]}",
         &format!(
             "inference: {{key_env_allow: [{{name: ROOST_E2E_KEY, endpoints: [\"{}\"]}}]}}",
             model.endpoint()
         ),
     );
-    assert_ne!(config, TEST_CONFIG, "the binding is in the config");
+    assert_ne!(config, AGENT_CONFIG, "the binding is in the config");
     let daemon = Daemon::start_with(
         &config,
         &[("ROOST_E2E_KEY", KEY), ("ROOST_E2E_CLOUD", CLOUD_SECRET)],

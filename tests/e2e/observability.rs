@@ -41,7 +41,7 @@ async fn daemon_with_agent_session(
     name: &str,
 ) -> (Daemon, String, roost_ctl::api::Session) {
     let daemon = Daemon::start_with(
-        &format!("{TEST_CONFIG}{extra}"),
+        &format!("{}{extra}", crate::harness::AGENT_CONFIG),
         &[("ROOST_E2E_KEY", KEY), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
     )
     .await;

@@ -443,7 +443,7 @@ async fn bad_upgrades_are_refused_with_the_reason_and_change_nothing() {
 async fn an_agents_conversation_and_its_routes_schedule_carry_over_an_upgrade() {
     use roost_ctl::api::{ScheduleRequest, ScheduleTimes};
     let d = Daemon::start_with(
-        crate::harness::TEST_CONFIG,
+        crate::harness::AGENT_CONFIG,
         &[("ROOST_E2E_KEY", crate::agents::KEY)],
     )
     .await;
