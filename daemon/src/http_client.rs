@@ -527,6 +527,19 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpError> {
             .map_err(|_| HttpError::Protocol(format!("bad value of header `{}`", h.name)))?;
         headers.append(name, value);
     }
+    // HTTP/1.0 closes after each answer unless it says keep-alive: read as
+    // saying close, so the connection is never kept for another request.
+    let keeps = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))
+        });
+    if response.version == Some(0) && !keeps {
+        headers.insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
     Ok(Some((len, status, headers)))
 }
 

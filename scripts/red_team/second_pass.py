@@ -162,6 +162,14 @@ def task_of(a2a, route, token, mid, text):
     return t.get("status", {}).get("state", ""), said
 
 
+def accepted(a2a, route, token, mid):
+    """Whether a send that returns at once (`returnImmediately`) is taken."""
+    r = rpc(a2a, route, token, "SendMessage", {"message": {
+        "messageId": mid, "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+        "configuration": {"returnImmediately": True}})
+    return bool(r.get("result", {}).get("task", {}).get("id"))
+
+
 def vm_hwm_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         return int(next(l for l in f if l.startswith("VmHWM:")).split()[1])
@@ -231,7 +239,6 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
     guests' dir; `driver`: the openai driver's component and manifest dir."""
     gl, billing = tokens
     linker, caller, relay = (os.path.join(guests, f"{n}.wasm") for n in ["linker", "caller", "relay"])
-    serve = "lifecycle: {task_acceptance: queue, after_task: sleep}\n"
     state = os.path.realpath(d.state)
 
     # A link a guest plants in its grant, opened again at its next task.
@@ -242,7 +249,7 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
     with open(os.path.join(app, "x"), "w") as f:
         f.write("plain")
     grants = f"capabilities: {{filesystem: {{read_write: [\"{app}\"], read_only: [\"{app}/x\"]}}}}\n"
-    r = d.ctl("start", capsule(root, "linker", serve + grants, wasm=linker), "--name", "linker")
+    r = d.ctl("start", capsule(root, "linker", grants, wasm=linker), "--name", "linker")
     assert r.returncode == 0, r.stderr
     up = os.path.relpath(state, app)
     _, first = task_of(a2a, "linker", gl, "l1", f"link {app} {up} x\nlink {app} inner within\nread {app}/within/f")
@@ -256,7 +263,7 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
 
     # A guest making files without end.
     for name, limits in [("files-bounded", "capabilities: {limits: {files: 50}}\n"), ("files-free", "")]:
-        r = d.ctl("start", capsule(root, name, serve + limits, wasm=linker), "--name", name)
+        r = d.ctl("start", capsule(root, name, limits, wasm=linker), "--name", name)
         assert r.returncode == 0, r.stderr
     _, bounded = task_of(a2a, "files-bounded", gl, "f1", "make . a 80")
     _, free = task_of(a2a, "files-free", gl, "f2", "make . a 80")
@@ -275,11 +282,15 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
 
     def agent(name, key):
         m = servers.model_port
-        return capsule(root, name, (
-            "artifacts:\n  - {name: openai-driver, version: 0.1.0, runtime: driver}\n"
-            f"capabilities: {{network: {{allow: [\"http://127.0.0.1:{m}\"]}}}}\n"
-            f"inference: {{endpoint: \"http://127.0.0.1:{m}/v1\", model: m, api_key: {key}, "
-            "driver: {artifact: openai-driver}}\n"), lifecycle=False)
+        d_ = os.path.join(root, f"agent-{name}")
+        os.makedirs(d_)
+        with open(os.path.join(d_, "murmur.yaml"), "w") as f:
+            f.write(f"name: {name}\nversion: 0.1.0\n"
+                    "artifacts:\n  - {name: openai-driver, version: 0.1.0, runtime: driver}\n"
+                    f"capabilities: {{network: {{allow: [\"http://127.0.0.1:{m}\"]}}}}\n"
+                    f"inference: {{endpoint: \"http://127.0.0.1:{m}/v1\", model: m, api_key: {key}, "
+                    "driver: {artifact: openai-driver}}\n")
+        return d_
     stolen = d.ctl("start", agent("steal", "{env: RED_TEAM_CLOUD_SECRET}"), "--task", "hi", "--wait")
     heard = list(servers.model_auth)
     ok = d.ctl("start", agent("keyed", "{env: RED_TEAM_MODEL_KEY}"), "--task", "hi", "--wait")
@@ -292,19 +303,18 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
 
     # A capsule sending in process to a route that takes its own token.
     net = f"capabilities: {{network: {{allow: [\"http://127.0.0.1:{a2a}\"]}}}}\n"
-    r = d.ctl("start", capsule(root, "sender", serve + net), "--name", "sender")
+    r = d.ctl("start", capsule(root, "sender", net), "--name", "sender")
     assert r.returncode == 0, r.stderr
     state_s, said = task_of(a2a, "sender", gl, "s1", f"forward http://127.0.0.1:{a2a}/a2a/billing hi")
     record("an in-process send to a route with its own token, without it",
            state_s == "TASK_STATE_FAILED" and "401" in said, said[:80],
-           task_of(a2a, "billing", billing, "s2", "hi")[0] == "TASK_STATE_COMPLETED",
-           "a client with billing's token")
+           accepted(a2a, "billing", billing, "s2"), "a client with billing's token is taken")
 
     # A peer that streams artifact after artifact of a MiB under new ids.
     allow = f"capabilities: {{network: {{allow: [\"http://127.0.0.1:{servers.peer_port}\", " \
             f"\"http://127.0.0.1:{servers.oauth_port}\"]}}}}\n"
     for name, wasm in [("caller", caller), ("relay", relay)]:
-        r = d.ctl("start", capsule(root, name, serve + allow, wasm=wasm), "--name", name)
+        r = d.ctl("start", capsule(root, name, allow, wasm=wasm), "--name", name)
         assert r.returncode == 0, r.stderr
     peer = f"http://127.0.0.1:{servers.peer_port}"
     pid = d.proc.pid
@@ -332,12 +342,13 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
     record("an OAuth 2 token URL that never answers", stalled[0] == "TASK_STATE_FAILED"
            and "did not answer within 10 s" in stalled[1] and took < 20, f"failed after {took:.1f} s",
            all(s == ("TASK_STATE_COMPLETED", "Bearer oauth-1") for s in said) and servers.token_fetches["token"] == 1,
-           f"expires_in 0: 3 calls, {servers.token_fetches['token']} fetch")
+           f"expires_in 0: 3 calls, {servers.token_fetches['token']} fetch"
+           + ("" if all(s == ("TASK_STATE_COMPLETED", "Bearer oauth-1") for s in said) else f"; {said}"))
 
     # More schedules than the operator lets a capsule declare.
     def scheduled(name, n):
         lines = "".join(f"  - {{name: s{i}, text: hi, every: 1h}}\n" for i in range(n))
-        return d.ctl("start", capsule(root, name, serve + "schedules:\n" + lines), "--name", name)
+        return d.ctl("start", capsule(root, name, "schedules:\n" + lines), "--name", name)
     many, enough = scheduled("many", 65), scheduled("enough", 64)
     record("a manifest declaring 65 schedules", many.returncode != 0 and "schedules.max_per_capsule" in many.stderr,
            "refused" if many.returncode else "started", enough.returncode == 0, "64 start")
@@ -347,8 +358,8 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
     run = os.path.dirname(d.socket)
     beside = os.path.join(run, "beside")
     os.makedirs(beside)
-    held = d.ctl("start", capsule(root, "sockdir", serve + f"capabilities: {{filesystem: {{read_write: [\"{run}\"]}}}}\n"))
-    near = d.ctl("start", capsule(root, "beside", serve), "--workdir", beside, "--name", "beside")
+    held = d.ctl("start", capsule(root, "sockdir", f"capabilities: {{filesystem: {{read_write: [\"{run}\"]}}}}\n"))
+    near = d.ctl("start", capsule(root, "beside"), "--workdir", beside, "--name", "beside")
     record("a writable grant holding the control socket's directory",
            held.returncode != 0 and "control socket" in held.stderr, "refused" if held.returncode else "started",
            near.returncode == 0, "a workdir beside the socket starts")
@@ -384,6 +395,5 @@ def attacks(d, root, a2a, tokens, guests, driver, servers):
     cut = closed_within(slow, 8)
     took = time.time() - started
     slow.close()
-    whole = task_of(a2a, "other", gl, "b1", "hi")[0]
     record("a request body that never arrives whole", cut and took < 8, f"cut off after {took:.1f} s",
-           whole == "TASK_STATE_COMPLETED", "the same request sent whole")
+           accepted(a2a, "other", gl, "b1"), "the same request sent whole is taken")

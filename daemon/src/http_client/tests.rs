@@ -314,9 +314,19 @@ fn a_garbage_status_line_is_refused_as_soon_as_it_is_in() {
     assert!(err.to_string().contains("malformed"), "{err}");
 }
 
-/// A keep-alive server: answers each request on a connection with `body`
-/// (and `Connection: close` when `close`), counting the connections.
-async fn keep_alive(close: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+/// How a test server answers each request on a connection.
+#[derive(Clone, Copy, PartialEq)]
+enum Answer {
+    KeepAlive,
+    /// `Connection: close`, then closed.
+    Close,
+    /// HTTP/1.0 without `keep-alive` (so it closes), closed a moment later.
+    Http10,
+}
+
+/// A keep-alive server: answers each request on a connection with `ok`
+/// as `how` says, counting the connections.
+async fn keep_alive(how: Answer) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
@@ -338,13 +348,23 @@ async fn keep_alive(close: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>
                     seen.extend_from_slice(&chunk[..n]);
                     while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
                         seen.drain(..end + 4);
-                        let answer = if close {
-                            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
-                        } else {
-                            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                        let answer = match how {
+                            Answer::Close => {
+                                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                            }
+                            Answer::KeepAlive => "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                            Answer::Http10 => "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
                         };
-                        if socket.write_all(answer.as_bytes()).await.is_err() || close {
+                        if socket.write_all(answer.as_bytes()).await.is_err() {
                             return;
+                        }
+                        match how {
+                            Answer::KeepAlive => {}
+                            Answer::Close => return,
+                            Answer::Http10 => {
+                                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                                return;
+                            }
                         }
                     }
                 }
@@ -357,7 +377,7 @@ async fn keep_alive(close: bool) -> (String, Arc<std::sync::atomic::AtomicUsize>
 #[tokio::test]
 async fn a_connection_read_to_the_end_serves_the_next_request_to_its_server() {
     use std::sync::atomic::Ordering;
-    let (url, accepted) = keep_alive(false).await;
+    let (url, accepted) = keep_alive(Answer::KeepAlive).await;
     for _ in 0..3 {
         let reply = exchange(Method::GET, &format!("{url}/"), &[], Vec::new(), 1024)
             .await
@@ -379,7 +399,7 @@ async fn a_connection_read_to_the_end_serves_the_next_request_to_its_server() {
     );
 
     // `Connection: close`: never kept.
-    let (url, accepted) = keep_alive(true).await;
+    let (url, accepted) = keep_alive(Answer::Close).await;
     for _ in 0..2 {
         exchange(Method::GET, &format!("{url}/"), &[], Vec::new(), 1024)
             .await
@@ -397,4 +417,15 @@ async fn a_connection_read_to_the_end_serves_the_next_request_to_its_server() {
         identity: 0,
     };
     assert_eq!(pool::idle(&server), 0);
+
+    // HTTP/1.0 without keep-alive closes after its answer, if not at once:
+    // never kept (a second request on it would meet the close).
+    let (url, accepted) = keep_alive(Answer::Http10).await;
+    for _ in 0..3 {
+        let reply = exchange(Method::GET, &format!("{url}/"), &[], Vec::new(), 1024)
+            .await
+            .expect("answered");
+        assert_eq!(reply.body, b"ok");
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 3, "a connection each");
 }
