@@ -125,10 +125,10 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let (open, mut open_rx) = tokio::sync::watch::channel(0usize);
+        let activity = Arc::new(conn::Activity::new());
         let service = TowerToHyperService::new(conn::Tracked {
             router: router.clone(),
-            open: Arc::new(open),
+            activity: Arc::clone(&activity),
             body_timeout: limits.body_read_timeout,
         });
         let deadline = limits.header_read_timeout;
@@ -174,7 +174,7 @@ pub async fn serve(
                         stopping = true;
                         connection.as_mut().graceful_shutdown();
                     }
-                    _ = conn::idle(&mut open_rx, deadline), if closing.is_none() && !stopping => {
+                    _ = conn::idle(&activity, deadline), if closing.is_none() && !stopping => {
                         closing = Some(tokio::time::Instant::now() + deadline);
                         connection.as_mut().graceful_shutdown();
                     }
@@ -182,7 +182,7 @@ pub async fn serve(
                         if closing.is_some() => {
                         // A request that began as it was told to go may
                         // finish; an idle one is dropped.
-                        if *open_rx.borrow() == 0 {
+                        if activity.open() == 0 {
                             break;
                         }
                         closing = Some(tokio::time::Instant::now() + deadline);

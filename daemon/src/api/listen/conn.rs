@@ -14,12 +14,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::response::Response;
 use http_body::Frame;
-use tokio::sync::watch;
 use tower::ServiceExt;
 
 /// The router of one connection: every request counted while it is open,
@@ -27,8 +28,41 @@ use tower::ServiceExt;
 #[derive(Clone)]
 pub(super) struct Tracked {
     pub(super) router: Router,
-    pub(super) open: Arc<watch::Sender<usize>>,
+    pub(super) activity: Arc<Activity>,
     pub(super) body_timeout: Duration,
+}
+
+/// What a connection has open, and when that last changed: kept with
+/// atomics, so a request wakes nothing (the watchdog looks when its time
+/// is up).
+pub(super) struct Activity {
+    open: AtomicUsize,
+    /// Milliseconds since `epoch` at the last open or close.
+    last: AtomicU64,
+    epoch: tokio::time::Instant,
+}
+
+impl Activity {
+    pub(super) fn new() -> Self {
+        Self {
+            open: AtomicUsize::new(0),
+            last: AtomicU64::new(0),
+            epoch: tokio::time::Instant::now(),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn touch(&self) {
+        self.last.store(self.now_ms(), Ordering::Relaxed);
+    }
+
+    /// Requests open now.
+    pub(super) fn open(&self) -> usize {
+        self.open.load(Ordering::Acquire)
+    }
 }
 
 impl<B> tower::Service<http::Request<B>> for Tracked
@@ -45,12 +79,13 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let open = Open::new(&self.open);
-        let sleep = Box::pin(tokio::time::sleep(self.body_timeout));
+        let open = Open::new(&self.activity);
+        let deadline = tokio::time::Instant::now() + self.body_timeout;
         let request: Request = request.map(|body| {
             Body::new(Deadline {
                 inner: Body::new(body),
-                sleep,
+                deadline,
+                sleep: None,
             })
         });
         let router = self.router.clone();
@@ -66,18 +101,20 @@ where
 
 /// One open request of a connection: counted from its head until its
 /// response has been sent whole (or dropped).
-struct Open(Arc<watch::Sender<usize>>);
+struct Open(Arc<Activity>);
 
 impl Open {
-    fn new(open: &Arc<watch::Sender<usize>>) -> Self {
-        open.send_modify(|n| *n += 1);
-        Self(Arc::clone(open))
+    fn new(activity: &Arc<Activity>) -> Self {
+        activity.touch();
+        activity.open.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(activity))
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        self.0.touch();
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -107,10 +144,12 @@ impl http_body::Body for Counted {
     }
 }
 
-/// A request body that must arrive whole within its deadline.
+/// A request body that must arrive whole within its deadline (its timer
+/// made only once the body keeps it waiting: most arrive with their head).
 struct Deadline {
     inner: Body,
-    sleep: Pin<Box<tokio::time::Sleep>>,
+    deadline: tokio::time::Instant,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 /// A request body that did not arrive within `http.body_read_timeout_secs`.
@@ -129,7 +168,11 @@ impl http_body::Body for Deadline {
         if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
-        match self.sleep.as_mut().poll(cx) {
+        let deadline = self.deadline;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match sleep.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut)))),
             Poll::Pending => Poll::Pending,
         }
@@ -144,19 +187,20 @@ impl http_body::Body for Deadline {
     }
 }
 
-/// Resolves once the connection has had no open request for `after`
-/// (never, once its service is gone).
-pub(super) async fn idle(open: &mut watch::Receiver<usize>, after: Duration) {
+/// Resolves once the connection has had no open request for `after`: it
+/// looks when that time would be up (a request opened or closed meanwhile,
+/// however briefly, moves it on).
+pub(super) async fn idle(activity: &Activity, after: Duration) {
+    let after_ms = u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
     loop {
-        if open.wait_for(|n| *n == 0).await.is_err() {
-            return std::future::pending().await;
-        }
-        if tokio::time::timeout(after, open.wait_for(|n| *n > 0))
-            .await
-            .is_err()
-        {
+        let since = activity
+            .now_ms()
+            .saturating_sub(activity.last.load(Ordering::Relaxed));
+        if activity.open() == 0 && since >= after_ms {
             return;
         }
+        let wait = after_ms.saturating_sub(since).max(1);
+        tokio::time::sleep(Duration::from_millis(wait.min(after_ms.max(1)))).await;
     }
 }
 
@@ -245,20 +289,28 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_connection_is_idle_only_while_nothing_is_open_for_the_timeout() {
-        let (tx, mut rx) = watch::channel(0usize);
-        let tx = Arc::new(tx);
+        let activity = Arc::new(Activity::new());
         let started = tokio::time::Instant::now();
-        let open = Open::new(&tx);
+        let open = Open::new(&activity);
         let closer = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(5)).await;
             drop(open);
         });
-        idle(&mut rx, Duration::from_secs(2)).await;
-        assert!(
-            started.elapsed() >= Duration::from_secs(7),
-            "{:?}",
-            started.elapsed()
-        );
+        idle(&activity, Duration::from_secs(2)).await;
+        assert!(started.elapsed() >= Duration::from_secs(7), "{:?}", started.elapsed());
         closer.await.expect("closer");
+        // A request that opens and closes at once is activity too.
+        let started = tokio::time::Instant::now();
+        drop(Open::new(&activity));
+        let brief = tokio::spawn({
+            let activity = Arc::clone(&activity);
+            async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                drop(Open::new(&activity));
+            }
+        });
+        idle(&activity, Duration::from_secs(2)).await;
+        assert!(started.elapsed() >= Duration::from_secs(3), "{:?}", started.elapsed());
+        brief.await.expect("brief");
     }
 }
