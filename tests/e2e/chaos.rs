@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::a2a::message;
 use crate::agents::{KEY, agent, publish_agent_artifacts};
-use crate::harness::{Daemon, TEST_CONFIG, conformance, request};
+use crate::harness::{AGENT_CONFIG, Daemon, conformance, request};
 use crate::mock_llm::{MockLlm, Reply};
 
 const TASKS_PER_ROUND: usize = 200;
@@ -59,8 +59,7 @@ async fn acknowledged_tasks_survive_kill_9_at_any_moment_and_run_once() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
-    let mut daemon =
-        Daemon::start_with(crate::harness::AGENT_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
+    let mut daemon = Daemon::start_with(AGENT_CONFIG, &[("ROOST_E2E_KEY", KEY)]).await;
     publish_agent_artifacts(&daemon).await;
     let mock = MockLlm::start(|seen| {
         let task = seen.messages()[0]["content"]
@@ -144,7 +143,7 @@ async fn acknowledged_tasks_survive_kill_9_at_any_moment_and_run_once() {
         let sync = if round % 2 == 0 { "normal" } else { "full" };
         std::fs::write(
             &daemon.config,
-            format!("{TEST_CONFIG}store: {{sync: {sync}}}\n"),
+            format!("{AGENT_CONFIG}store: {{sync: {sync}}}\n"),
         )
         .expect("config");
         daemon.spawn().await;
@@ -172,7 +171,8 @@ async fn acknowledged_tasks_survive_kill_9_at_any_moment_and_run_once() {
                             .unwrap_or("");
                         assert!(
                             why.starts_with("interrupted") || why.contains("never ran"),
-                            "round {round}: {id} failed otherwise: {r}"
+                            "round {round}: {id} failed otherwise: {r}\n{}",
+                            daemon.log()
                         );
                         break;
                     }

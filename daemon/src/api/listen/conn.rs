@@ -297,7 +297,11 @@ mod tests {
             drop(open);
         });
         idle(&activity, Duration::from_secs(2)).await;
-        assert!(started.elapsed() >= Duration::from_secs(7), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_secs(7),
+            "{:?}",
+            started.elapsed()
+        );
         closer.await.expect("closer");
         // A request that opens and closes at once is activity too.
         let started = tokio::time::Instant::now();
@@ -310,7 +314,11 @@ mod tests {
             }
         });
         idle(&activity, Duration::from_secs(2)).await;
-        assert!(started.elapsed() >= Duration::from_secs(3), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
         brief.await.expect("brief");
     }
 }
