@@ -123,9 +123,10 @@ fn main() {
     rt.block_on(async {
         let nats = nats::nats().expect("a nats-server: run scripts/python-sdk");
         let url = nats.url.clone();
+        let auth = nats.auth();
         let config = |node: &str| {
             format!(
-                "{}logs: {{max_bytes: 1048576}}\ncluster: {{servers: [\"{url}\"], node: {node}}}\n",
+                "{}logs: {{max_bytes: 1048576}}\ncluster: {{servers: [\"{url}\"], {auth}, node: {node}}}\n",
                 harness::TEST_CONFIG
             )
         };

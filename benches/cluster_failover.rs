@@ -82,9 +82,10 @@ fn main() {
     rt.block_on(async {
         let servers = nats::nats_cluster().expect("a nats-server: run scripts/python-sdk");
         let urls: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.url)).collect();
+        let auth = servers[2].auth();
         let config = |node: &str| {
             format!(
-                "{}logs: {{max_bytes: 1048576}}\ncluster: {{servers: [{}], node: {node}, replicas: 3}}\n",
+                "{}logs: {{max_bytes: 1048576}}\ncluster: {{servers: [{}], {auth}, node: {node}, replicas: 3}}\n",
                 harness::TEST_CONFIG,
                 urls.join(", ")
             )

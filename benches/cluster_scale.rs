@@ -66,7 +66,10 @@ async fn main() {
     let url = nats.url.clone();
     let mut nodes = Vec::new();
     for node in ["a", "b", "c"] {
-        let config = format!("{base}cluster: {{servers: [\"{url}\"], node: {node}}}\n");
+        let config = format!(
+            "{base}cluster: {{servers: [\"{url}\"], {}, node: {node}}}\n",
+            nats.auth()
+        );
         nodes.push(Daemon::start_with(&config, &env).await);
     }
     let mut rows = Vec::new();

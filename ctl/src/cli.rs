@@ -1,7 +1,7 @@
 //! roostctl's command line: its arguments (`args.rs`, with `help.rs`),
 //! running a command (`run.rs`; A2A verbs in `talk.rs`, streams in
 //! `stream.rs`, completions and man pages in `man.rs`, uploading a capsule
-//! roostd cannot read in `upload.rs`, schedules in `schedule.rs`) over [`Client`], what
+//! roostd cannot read in `upload.rs`, schedules in `schedule.rs`, a cluster's NATS accounts in `nats_config.rs`) over [`Client`], what
 //! it prints (`print.rs`), `publish` (`publish.rs`), and exit codes (`exit.rs`).
 
 use std::io::Write;
@@ -17,6 +17,7 @@ mod args;
 pub mod exit;
 mod help;
 mod man;
+mod nats_config;
 mod print;
 mod publish;
 mod run;
@@ -26,7 +27,7 @@ mod table;
 mod talk;
 mod upload;
 
-pub use args::{Cli, Command};
+pub use args::{Cli, ClusterCommand, Command};
 pub use run::run;
 
 /// What a failed command reports; every message says what to do.

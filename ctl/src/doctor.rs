@@ -51,6 +51,19 @@ pub fn run(state_dir: &Path, socket: &Path, unit: &Path) -> Vec<Check> {
 pub fn cluster(health: &crate::api::Health) -> Option<Check> {
     let c = health.cluster.as_ref()?;
     let names: Vec<&str> = c.nodes.iter().map(|n| n.node.as_str()).collect();
+    if let Some(insecure) = &c.insecure
+        && c.error.is_none()
+    {
+        return Some(check(
+            "cluster",
+            Verdict::Warn,
+            format!("node {} of {}: {insecure}", c.node, names.len()),
+            Some(
+                "give each node its own NATS user (roostctl cluster nats-config) and TLS beyond \
+                 loopback, then remove cluster.insecure",
+            ),
+        ));
+    }
     Some(match &c.error {
         None if names.contains(&c.node.as_str()) => check(
             "cluster",

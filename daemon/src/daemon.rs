@@ -241,7 +241,7 @@ pub async fn run(
     // cannot be reached), or meanwhile with `cluster.required: false`.
     let cluster = match config.cluster.enabled() {
         true => Some(
-            crate::cluster::Cluster::join(
+            match crate::cluster::Cluster::join(
                 &config.cluster,
                 crate::cluster::NodeRecord {
                     node: crate::cluster::node_name(&config.cluster)?,
@@ -262,7 +262,16 @@ pub async fn run(
                 },
                 shutdown.clone(),
             )
-            .await?,
+            .await
+            {
+                Ok(cluster) => cluster,
+                // Stopped while it waited for NATS: nothing ran yet.
+                Err(error) if shutdown.is_cancelled() => {
+                    tracing::info!(%error, "stopped before joining the cluster");
+                    return Ok(());
+                }
+                Err(error) => return Err(error.into()),
+            },
         ),
         false => None,
     };

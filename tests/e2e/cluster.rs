@@ -13,8 +13,9 @@ use crate::nats::{nats_binary, nats_on};
 
 pub(crate) fn node_config(nats: &Nats, node: &str) -> String {
     format!(
-        "{TEST_CONFIG}cluster: {{servers: [\"{}\"], node: {node}, node_ttl_secs: 2, labels: {{zone: z1}}}}\n",
-        nats.url
+        "{TEST_CONFIG}cluster: {{servers: [\"{}\"], {}, node: {node}, node_ttl_secs: 2, labels: {{zone: z1}}}}\n",
+        nats.url,
+        nats.auth()
     )
 }
 
@@ -182,9 +183,11 @@ async fn without_nats_a_required_node_waits_and_one_that_need_not_serves_then_jo
     // `required` (the default): not READY while NATS cannot be reached.
     let dir = tempfile::tempdir().expect("tempdir");
     let config = dir.path().join("roost.yaml");
+    let token = crate::nats::token_file(dir.path());
+    let auth = format!("token_file: \"{}\"", token.display());
     std::fs::write(
         &config,
-        format!("{TEST_CONFIG}cluster: {{servers: [\"{url}\"], node: w}}\n"),
+        format!("{TEST_CONFIG}cluster: {{servers: [\"{url}\"], {auth}, node: w}}\n"),
     )
     .expect("config");
     let socket = dir.path().join("roostd.sock");
@@ -214,7 +217,7 @@ async fn without_nats_a_required_node_waits_and_one_that_need_not_serves_then_jo
     // `required: false`: serves at once, says it has not joined, joins
     // when NATS comes.
     let lenient = Daemon::start_with(
-        &format!("{TEST_CONFIG}cluster: {{servers: [\"{url}\"], node: x, required: false, node_ttl_secs: 2}}\n"),
+        &format!("{TEST_CONFIG}cluster: {{servers: [\"{url}\"], {auth}, node: x, required: false, node_ttl_secs: 2}}\n"),
         &[],
     )
     .await;

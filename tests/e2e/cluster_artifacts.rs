@@ -104,7 +104,7 @@ async fn a_bundle_changed_in_the_clusters_bucket_is_refused_and_publish_needs_a_
         .expect("object line")
         .to_string();
     // Whoever can write the bucket swaps the bundle's bytes under its name.
-    let client = async_nats::connect(&nats.url).await.expect("connect");
+    let client = nats.client().await;
     let js = async_nats::jetstream::new(client);
     let bucket = js
         .get_object_store("roost-artifacts")

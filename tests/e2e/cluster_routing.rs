@@ -415,11 +415,14 @@ async fn with_one_nats_server_of_three_gone_the_cluster_keeps_serving() {
         return;
     };
     let urls: Vec<String> = servers.iter().map(|s| format!("\"{}\"", s.url)).collect();
+    // The token file of a server that stays (the first one goes below).
+    let auth = servers[2].auth();
     let config = |node: &str| {
         format!(
-            "{}cluster: {{servers: [{}], node: {node}, node_ttl_secs: 3, replicas: 3}}\n",
+            "{}cluster: {{servers: [{}], {}, node: {node}, node_ttl_secs: 3, replicas: 3}}\n",
             crate::harness::TEST_CONFIG,
-            urls.join(", ")
+            urls.join(", "),
+            auth
         )
     };
     let a = Daemon::start_with(&config("a"), &[]).await;

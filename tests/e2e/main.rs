@@ -24,6 +24,7 @@ mod cli;
 mod client_limits;
 mod cluster;
 mod cluster_artifacts;
+mod cluster_auth;
 mod cluster_failover;
 mod cluster_moves;
 mod cluster_routing;

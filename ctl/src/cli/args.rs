@@ -130,6 +130,10 @@ pub enum Command {
         #[arg(long, value_parser = duration, default_value = "60s")]
         timeout: Duration,
     },
+    /// Set up a cluster: `cluster nats-config` (what the NATS servers need
+    /// for each node's own user).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Show one session; without one, the daemon (version, uptime, live
     /// sessions, resuming after a restart).
     #[command(after_help = help::STATUS)]
@@ -311,6 +315,23 @@ pub enum Command {
     Manpages {
         /// Directory to write the pages into (created if missing).
         dir: PathBuf,
+    },
+}
+
+/// `roostctl cluster …`.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Write a NATS server config fragment (an account for the cluster, one
+    /// user per node with only the subjects, streams and buckets a node
+    /// uses) and one nkey seed file per node into DIR; no roostd is asked.
+    NatsConfig {
+        /// A node of the cluster (give each: --node a --node b --node c).
+        #[arg(long = "node", required = true, value_name = "NODE")]
+        nodes: Vec<String>,
+        /// Where to write roost-accounts.conf and NODE.nk (kept when they
+        /// exist: a node added later leaves the others' keys alone).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
     },
 }
 

@@ -404,6 +404,9 @@ pub(super) fn print_health(out: &mut impl Write, h: &crate::api::Health) -> Resu
         if let Some(error) = &c.error {
             line.push_str(&format!(" (registry unreadable: {error})"));
         }
+        if let Some(insecure) = &c.insecure {
+            line.push_str(&format!(" (INSECURE: {insecure})"));
+        }
         rows.push(("cluster", line));
     }
     for (key, value) in rows {

@@ -325,6 +325,10 @@ pub async fn run(cli: Cli, out: &mut impl Write) -> Result<i32, CliError> {
             };
             super::stream::logs(out, &client, &id_or_name, &query).await?
         }
+        Command::Cluster(ClusterCommand::NatsConfig { nodes, out: dir }) => {
+            super::nats_config::write(&nodes, &dir, out)?;
+            exit::OK
+        }
         Command::Completions { shell } => {
             super::man::completions(out, shell)?;
             exit::OK

@@ -33,6 +33,7 @@ pub(super) async fn status(cluster: &crate::cluster::Cluster) -> roost_wire::api
             })
             .collect(),
         error,
+        insecure: cluster.weakness().map(str::to_string),
     }
 }
 

@@ -71,6 +71,10 @@ impl Answered {
 /// API).
 pub type Controls = Arc<dyn Fn(Forwarded) -> BoxFuture<'static, Answered> + Send + Sync>;
 
+/// Carried control calls a node answers at once (each may wait up to
+/// [`ANSWER_WITHIN`]).
+const MAX_CARRIED: usize = 64;
+
 /// The longest a carried call may take (`wait` polls up to 300 s).
 const ANSWER_WITHIN: Duration = Duration::from_secs(310);
 
@@ -127,11 +131,24 @@ impl Cluster {
 pub(super) async fn serve(cluster: Arc<Cluster>, client: async_nats::Client) -> Result<(), String> {
     let max_payload = client.server_info().max_payload;
     let subject = subject(&cluster.node);
+    let busy = refused(
+        503,
+        "busy",
+        format!(
+            "node {} answers {MAX_CARRIED} carried control calls at once; try again",
+            cluster.node
+        ),
+    );
+    let bound = super::Bound {
+        most: MAX_CARRIED,
+        busy: serde_json::to_vec(&busy).unwrap_or_default(),
+    };
     super::answer_requests(
         cluster,
         client,
         subject,
         "carried control call",
+        bound,
         move |cluster, body| async move {
             let answer = match serde_json::from_slice::<Forwarded>(&body) {
                 Err(e) => refused(400, "bad_request", format!("invalid carried call: {e}")),

@@ -25,6 +25,13 @@ fn subject(node: &str) -> String {
     format!("roost.drain.{node}")
 }
 
+/// A node's refusal of a drain (one is under way there).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Refused {
+    refused: String,
+}
+
 /// Why a drain could not be asked or done.
 #[derive(Debug, thiserror::Error)]
 pub enum DrainError {
@@ -61,6 +68,12 @@ impl Cluster {
                     why: e.to_string(),
                 },
             })?;
+        if let Ok(busy) = serde_json::from_slice::<Refused>(&answer.payload) {
+            return Err(DrainError::Unanswered {
+                node: request.node.clone(),
+                why: busy.refused,
+            });
+        }
         serde_json::from_slice(&answer.payload).map_err(|e| DrainError::Unanswered {
             node: request.node.clone(),
             why: e.to_string(),
@@ -171,11 +184,19 @@ impl Cluster {
 /// Answers drain requests for this node until roostd stops.
 pub(super) async fn serve(cluster: Arc<Cluster>, client: async_nats::Client) -> Result<(), String> {
     let subject = subject(&cluster.node);
+    let busy = Refused {
+        refused: format!("a drain of node {} is already under way", cluster.node),
+    };
+    let bound = super::Bound {
+        most: 1,
+        busy: serde_json::to_vec(&busy).unwrap_or_default(),
+    };
     super::answer_requests(
         cluster,
         client,
         subject,
         "drain",
+        bound,
         |cluster, body| async move {
             let asked = serde_json::from_slice::<DrainRequest>(&body).ok()?;
             let report = cluster.drain_here(within(&asked)).await;

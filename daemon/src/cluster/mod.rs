@@ -1,6 +1,6 @@
 //! roostd as a node of a cluster over NATS JetStream: joining (connect,
-//! retrying while the servers cannot be reached or JetStream is not ready;
-//! then register in the node registry, `nodes.rs`, and open the route
+//! authenticated, in `connect.rs`, retrying while the servers cannot be
+//! reached or JetStream is not ready; then register in the node registry, `nodes.rs`, and open the route
 //! table, `routes.rs`, and the hand-over of requests, `handoff.rs`),
 //! writing this node's routes again when NATS is back, and leaving. The
 //! only module that names `async_nats`.
@@ -16,6 +16,9 @@ mod nodes;
 mod place;
 pub mod routes;
 
+mod connect;
+pub use connect::inbox_prefix;
+use connect::{check_private, connect};
 pub use drain::DrainError;
 pub use nodes::{NODES_BUCKET, NodeRecord, heartbeat_age_ms, host_name, node_name};
 use nodes::{heartbeat, now_ms, put};
@@ -72,6 +75,8 @@ type Load = std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync
 pub struct Cluster {
     node: String,
     servers: String,
+    /// What `cluster.insecure` lets through, when anything.
+    weakness: Option<String>,
     /// The node registry, the route table and the connection, once joined.
     joined: std::sync::OnceLock<Joined>,
     /// What serves requests other nodes hand to this one (the gateway, set
@@ -120,9 +125,15 @@ impl Cluster {
         stop: CancellationToken,
     ) -> Result<std::sync::Arc<Self>, ClusterError> {
         check_private(config)?;
+        let weakness = config.weakness();
+        if let Some(weak) = &weakness {
+            tracing::warn!(node = %me.node, "{weak}; give each node its own NATS user (roostctl \
+                cluster nats-config) and TLS beyond loopback");
+        }
         let cluster = std::sync::Arc::new(Self {
             node: me.node.clone(),
             servers: config.servers.join(","),
+            weakness,
             joined: std::sync::OnceLock::new(),
             serve: std::sync::Arc::default(),
             mine: std::sync::Arc::default(),
@@ -340,6 +351,12 @@ impl Cluster {
         &self.node
     }
 
+    /// What `cluster.insecure` lets through (`status`, `doctor`), when
+    /// anything.
+    pub fn weakness(&self) -> Option<&str> {
+        self.weakness.as_deref()
+    }
+
     /// The broker's task log on this node: `local` (this node's SQLite),
     /// each task and event journaled in the cluster's stream too.
     pub fn task_log(
@@ -391,33 +408,25 @@ impl Cluster {
     }
 }
 
-/// The credentials file and the TLS key hold secrets: refused unless no
-/// other user can read them (as every token file roostd is given).
-fn check_private(config: &ClusterConfig) -> Result<(), ClusterError> {
-    let key = config.tls.as_ref().and_then(|t| t.key_file.as_ref());
-    for (what, path) in [
-        ("cluster.credentials_file", config.credentials_file.as_ref()),
-        ("cluster.tls.key_file", key),
-    ] {
-        if let Some(path) = path {
-            crate::secrets::read_private(path).map_err(|message| ClusterError::Private {
-                what,
-                path: path.clone(),
-                message,
-            })?;
-        }
-    }
-    Ok(())
+/// How many requests of one kind a node answers at once.
+struct Bound {
+    /// Answered at once; more are refused with `busy`.
+    most: usize,
+    /// What goes back to a request refused because `most` are answered.
+    busy: Vec<u8>,
 }
 
 /// Answers the requests other nodes send to `subject` until roostd stops:
-/// each body through `answer` (in a task of its own), whose bytes go back
-/// to the asker (`None`: nothing goes back). `what` names them in the log.
+/// each body through `answer` (in a task of its own, at most `bound.most`
+/// at once: past them, `bound.busy` goes back at once), whose bytes go
+/// back to the asker (`None`: nothing goes back). `what` names them in the
+/// log.
 async fn answer_requests<F, Fut>(
     cluster: std::sync::Arc<Cluster>,
     client: async_nats::Client,
     subject: String,
     what: &'static str,
+    bound: Bound,
     answer: F,
 ) -> Result<(), String>
 where
@@ -427,6 +436,8 @@ where
     use futures::StreamExt;
     let mut requests = client.subscribe(subject).await.map_err(|e| e.to_string())?;
     let answer = std::sync::Arc::new(answer);
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(bound.most.max(1)));
+    let busy = bytes::Bytes::from(bound.busy);
     tokio::spawn(async move {
         loop {
             let request = tokio::select! {
@@ -437,12 +448,25 @@ where
             let Some(reply) = request.reply.clone() else {
                 continue;
             };
+            let Ok(slot) = std::sync::Arc::clone(&slots).try_acquire_owned() else {
+                tracing::warn!(
+                    what,
+                    most = bound.most,
+                    "another node's request refused: this node answers as many of them as it takes at once"
+                );
+                if let Err(error) = client.publish(reply, busy.clone()).await {
+                    tracing::warn!(%error, what, "cannot answer a request from another node");
+                }
+                continue;
+            };
             let (client, answered) = (
                 client.clone(),
                 answer(std::sync::Arc::clone(&cluster), request.payload),
             );
             tokio::spawn(async move {
-                let Some(body) = answered.await else { return };
+                let answered = answered.await;
+                drop(slot);
+                let Some(body) = answered else { return };
                 if let Err(error) = client.publish(reply, body.into()).await {
                     tracing::warn!(%error, what, "cannot answer a request from another node");
                 }
@@ -458,41 +482,9 @@ fn not_ready(error: &str) -> bool {
     error.contains("timed out") || error.contains("no responders")
 }
 
-async fn connect(config: &ClusterConfig, node: &str) -> Result<async_nats::Client, ClusterError> {
-    let mut options = async_nats::ConnectOptions::new()
-        .name(format!("roostd {node}"))
-        .connection_timeout(Duration::from_secs(5));
-    if let Some(path) = &config.credentials_file {
-        options =
-            options
-                .credentials_file(path)
-                .await
-                .map_err(|source| ClusterError::Credentials {
-                    path: path.clone(),
-                    source,
-                })?;
-    }
-    if let Some(tls) = &config.tls {
-        options = options.require_tls(true);
-        if let Some(ca) = &tls.ca_file {
-            options = options.add_root_certificates(ca.clone());
-        }
-        if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
-            options = options.add_client_certificate(cert.clone(), key.clone());
-        }
-    }
-    async_nats::connect_with_options(config.servers.clone(), options)
-        .await
-        .map_err(|e| ClusterError::Connect {
-            servers: config.servers.join(","),
-            message: e.to_string(),
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_jetstream_electing_its_leaders_is_waited_for_and_a_refusal_is_not() {
@@ -502,27 +494,5 @@ mod tests {
         assert!(not_ready("JetStream error: timed out"));
         assert!(!not_ready("insufficient resources"));
         assert!(!not_ready("authorization violation"));
-    }
-
-    #[test]
-    fn a_credentials_file_others_can_read_is_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let creds = dir.path().join("nats.creds");
-        std::fs::write(&creds, "-----BEGIN NATS USER JWT-----").expect("write");
-        let config = ClusterConfig {
-            servers: vec!["nats://127.0.0.1:4222".into()],
-            credentials_file: Some(creds.clone()),
-            ..ClusterConfig::default()
-        };
-        std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-        let err = check_private(&config).expect_err("world-readable");
-        assert!(
-            err.to_string().contains("cluster.credentials_file")
-                && err.to_string().contains("chmod 600"),
-            "{err}"
-        );
-        // The control: the same file, private, passes.
-        std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-        check_private(&config).expect("private");
     }
 }

@@ -145,15 +145,31 @@ impl Cluster {
     }
 }
 
+/// Starts other nodes place on this one at once (each stages a capsule).
+const MAX_PLACED: usize = 16;
+
 /// Answers start requests other nodes place on this one, until roostd
 /// stops.
 pub(super) async fn serve(cluster: Arc<Cluster>, client: async_nats::Client) -> Result<(), String> {
     let subject = subject(&cluster.node);
+    let busy = refused(
+        503,
+        "busy",
+        format!(
+            "node {} starts {MAX_PLACED} placed sessions at once; try again",
+            cluster.node
+        ),
+    );
+    let bound = super::Bound {
+        most: MAX_PLACED,
+        busy: serde_json::to_vec(&busy).unwrap_or_default(),
+    };
     super::answer_requests(
         cluster,
         client,
         subject,
         "placed start",
+        bound,
         |cluster, body| async move {
             let answer = match serde_json::from_slice::<StartRequest>(&body) {
                 Err(e) => refused(400, "bad_request", format!("invalid start request: {e}")),

@@ -98,6 +98,8 @@ impl super::DaemonConfig {
                 "cluster.credentials_file",
                 cluster.credentials_file.as_ref(),
             ),
+            ("cluster.nkey_file", cluster.nkey_file.as_ref()),
+            ("cluster.token_file", cluster.token_file.as_ref()),
             (
                 "cluster.tls.key_file",
                 tls.and_then(|t| t.key_file.as_ref()),

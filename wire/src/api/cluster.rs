@@ -14,6 +14,10 @@ pub struct ClusterStatus {
     /// Why the node registry could not be read just now, if it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What `cluster.insecure` lets through (no authentication to NATS, no
+    /// TLS beyond loopback), when anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<String>,
 }
 
 /// A node as the cluster's registry has it.
