@@ -98,6 +98,23 @@ impl When {
                     expr: expr.clone(),
                     reason: e.to_string(),
                 })?;
+            // A time field that matches nothing (`,` alone: croner reads an
+            // empty list) never fires, and looking for its next tick walks
+            // every second of thousands of years: refused as written.
+            let pattern = &cron.pattern;
+            for (field, component) in [
+                ("second", &pattern.seconds),
+                ("minute", &pattern.minutes),
+                ("hour", &pattern.hours),
+                ("month", &pattern.months),
+            ] {
+                if component.values().is_empty() {
+                    return Err(TimesError::Cron {
+                        expr: expr.clone(),
+                        reason: format!("its {field} field matches no {field}"),
+                    });
+                }
+            }
             return Ok(Self::Cron {
                 cron: Box::new(cron),
                 tz,
@@ -401,6 +418,25 @@ mod tests {
         assert!(bad(times(Some("* * * * *"), None, Some("1m"), None)).contains("exactly one"));
         assert!(bad(times(None, None, None, None)).contains("exactly one"));
         assert!(bad(times(None, Some("UTC"), Some("1m"), None)).contains("cron only"));
+        // A time field that matches nothing is refused as it is read (the
+        // fuzzer's find: looking for its next tick took 12 s), naming it.
+        for (expr, field) in [
+            (", * * * * *", "second"),
+            ("37 , * * 1 *", "minute"),
+            ("37 * , * * *", "hour"),
+            ("0 0 1 , *", "month"),
+        ] {
+            let said = When::parse(&times(Some(expr), None, None, None), now)
+                .expect_err(expr)
+                .to_string();
+            assert!(
+                said.contains(&format!("its {field} field matches no")),
+                "{said}"
+            );
+        }
+        // The control: a list with every item there reads.
+        When::parse_new(&times(Some("0 5,35 8,20 * * *"), None, None, None), now)
+            .expect("a list of minutes and hours");
         let at = When::parse_new(
             &times(None, None, None, Some("2026-12-03T07:00:00+01:00")),
             now,
