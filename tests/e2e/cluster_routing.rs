@@ -229,14 +229,23 @@ async fn any_node_serves_any_route_by_handing_its_requests_to_the_node_that_runs
         .start(&named(&other, "echo", "b"))
         .await
         .expect("the ended name is free");
-    let sent = rpc(
-        &a_addr,
-        "echo",
-        Some("1.0"),
-        "SendMessage",
-        json!({"message": message("m-3", "again")}),
-    )
-    .await;
+    // a hears of b's claim through its copy of the route table (a watch):
+    // until then the name is an ended route there, which says so.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let sent = loop {
+        let sent = rpc(
+            &a_addr,
+            "echo",
+            Some("1.0"),
+            "SendMessage",
+            json!({"message": message("m-3", "again")}),
+        )
+        .await;
+        if !sent["result"].is_null() || std::time::Instant::now() > deadline {
+            break sent;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     assert_eq!(answer(&sent["result"]["task"]), "echo: again", "{sent}");
     let new_id = sent["result"]["task"]["id"]
         .as_str()

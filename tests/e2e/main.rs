@@ -26,6 +26,7 @@ mod cluster;
 mod cluster_artifacts;
 mod cluster_auth;
 mod cluster_failover;
+mod cluster_faults;
 mod cluster_moves;
 mod cluster_routing;
 mod concurrency;

@@ -14,6 +14,9 @@ use crate::harness::{free_port, repo};
 pub(crate) struct Nats {
     child: Child,
     pub(crate) url: String,
+    /// Its server name in a cluster (`nats-<i>`; empty alone).
+    #[allow(dead_code)]
+    pub(crate) name: String,
     /// A file (mode 600) holding the token the server asks for.
     pub(crate) token_file: PathBuf,
     _dir: tempfile::TempDir,
@@ -93,7 +96,10 @@ pub(crate) fn nats_cluster() -> Option<Vec<Nats>> {
                 "--routes".into(),
                 list.clone(),
             ];
-            nats_with(free_port(), &args)
+            nats_with(free_port(), &args).map(|mut nats| {
+                nats.name = format!("nats-{i}");
+                nats
+            })
         })
         .collect()
 }
@@ -160,6 +166,7 @@ fn nats_with_auth(port: u16, extra: &[String], auth: bool) -> Option<Nats> {
     Some(Nats {
         child,
         url: format!("nats://127.0.0.1:{port}"),
+        name: String::new(),
         token_file,
         _dir: dir,
     })

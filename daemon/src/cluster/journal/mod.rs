@@ -20,6 +20,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Cluster;
 use crate::ids::TaskId;
+
+mod writer;
 use crate::tasks::log::{AppendThen, Inserted, Insertion, LogError, TaskLog};
 use crate::tasks::model::{
     A2aTask, EventKind, NewA2aTask, PushConfig, PushDelivery, PushMade, TaskEvent, TaskFilter,
@@ -170,7 +172,7 @@ impl Journal {
     /// `local` (this node's SQLite) journaled through `cluster`'s stream.
     pub fn new(local: Arc<dyn TaskLog>, cluster: Arc<Cluster>) -> Self {
         let (jobs, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write(Arc::clone(&local), Arc::clone(&cluster), rx));
+        tokio::spawn(writer::write(Arc::clone(&local), Arc::clone(&cluster), rx));
         Self(Arc::new(Core {
             local,
             cluster,
@@ -237,76 +239,6 @@ impl Core {
         if let Err(mpsc::error::SendError(job)) = self.jobs.send(job) {
             (job.done)(Err(JournalError::Refused("roostd is stopping".into())));
         }
-    }
-}
-
-/// Writes the queued entries in order, each one's acknowledgement awaited
-/// in order too (so many are in flight at once).
-async fn write(
-    local: Arc<dyn TaskLog>,
-    cluster: Arc<Cluster>,
-    mut jobs: mpsc::UnboundedReceiver<Job>,
-) {
-    type Done = Box<dyn FnOnce(Result<u64, JournalError>) + Send>;
-    let (acks_tx, mut acks) = mpsc::channel::<(jetstream::context::PublishAckFuture, Done)>(4096);
-    tokio::spawn(async move {
-        while let Some((ack, done)) = acks.recv().await {
-            done(match ack.await {
-                Ok(ack) => Ok(ack.sequence),
-                Err(e) => Err(refusal(&e)),
-            });
-        }
-    });
-    while let Some(job) = jobs.recv().await {
-        let Some(js) = cluster.jetstream() else {
-            (job.done)(Err(JournalError::Refused(
-                "this node has not joined yet".into(),
-            )));
-            continue;
-        };
-        let route = match job.route {
-            Some(route) => route,
-            // A task this node knew before it restarted.
-            None => match local.task(&job.task).await {
-                Ok(Some(task)) => task.route,
-                _ => {
-                    (job.done)(Err(JournalError::Refused("no such task here".into())));
-                    continue;
-                }
-            },
-        };
-        if job.unless_moved
-            && let Some(node) = cluster.holder(&route).filter(|n| n != cluster.node())
-        {
-            (job.done)(Err(JournalError::Moved(node)));
-            continue;
-        }
-        let mut message = jetstream::message::PublishMessage::build()
-            .payload(serde_json::to_vec(&job.entry).unwrap_or_default().into());
-        if let Some(seq) = job.expect {
-            message = message.expected_last_subject_sequence(seq);
-        }
-        if job.dedupe {
-            message = message.message_id(job.task.as_str());
-        }
-        match js.send_publish(subject(&route, &job.task), message).await {
-            Ok(ack) => {
-                if let Err(mpsc::error::SendError((_, done))) = acks_tx.send((ack, job.done)).await
-                {
-                    done(Err(JournalError::Refused("roostd is stopping".into())));
-                }
-            }
-            Err(e) => (job.done)(Err(refusal(&e))),
-        }
-    }
-}
-
-fn refusal(e: &jetstream::context::PublishError) -> JournalError {
-    match e.kind() {
-        jetstream::context::PublishErrorKind::WrongLastSequence => {
-            JournalError::Moved("another node".into())
-        }
-        _ => JournalError::Refused(e.to_string()),
     }
 }
 
