@@ -98,17 +98,21 @@ impl When {
                     expr: expr.clone(),
                     reason: e.to_string(),
                 })?;
-            // A time field that matches nothing (`,` alone: croner reads an
-            // empty list) never fires, and looking for its next tick walks
-            // every second of thousands of years: refused as written.
+            // A field that matches nothing (`,` alone, or croner's `+`
+            // with no weekday after it: an empty list) never fires, and
+            // looking for its next tick walks every second, or every day,
+            // of thousands of years: refused as written. (A day field of
+            // `L`, `W` or `#` alone has no plain values and is fine.)
             let pattern = &cron.pattern;
             for (field, component) in [
                 ("second", &pattern.seconds),
                 ("minute", &pattern.minutes),
                 ("hour", &pattern.hours),
+                ("day", &pattern.days),
                 ("month", &pattern.months),
+                ("weekday", &pattern.days_of_week),
             ] {
-                if component.values().is_empty() {
+                if component.values().is_empty() && !component.has_modifiers() {
                     return Err(TimesError::Cron {
                         expr: expr.clone(),
                         reason: format!("its {field} field matches no {field}"),
@@ -425,6 +429,9 @@ mod tests {
             ("37 , * * 1 *", "minute"),
             ("37 * , * * *", "hour"),
             ("0 0 1 , *", "month"),
+            ("0 0 , * *", "day"),
+            ("5 21 2 9 +", "weekday"),
+            ("0 0 29 2 +", "weekday"),
         ] {
             let said = When::parse(&times(Some(expr), None, None, None), now)
                 .expect_err(expr)
@@ -435,8 +442,15 @@ mod tests {
             );
         }
         // The control: a list with every item there reads.
-        When::parse_new(&times(Some("0 5,35 8,20 * * *"), None, None, None), now)
-            .expect("a list of minutes and hours");
+        for fires in [
+            "0 5,35 8,20 * * *",
+            "0 0 L 2 *",
+            "0 0 * * 5L",
+            "0 0 15W * *",
+            "0 0 13 * +5",
+        ] {
+            When::parse_new(&times(Some(fires), None, None, None), now).expect(fires);
+        }
         let at = When::parse_new(
             &times(None, None, None, Some("2026-12-03T07:00:00+01:00")),
             now,

@@ -189,7 +189,9 @@ pub fn read_token_answer(status: u16, body: &[u8]) -> Result<(Arc<str>, u64), St
     }
     let token = answer["access_token"]
         .as_str()
-        .filter(|t| !t.is_empty() && http::HeaderValue::from_str(t).is_ok())
+        // A bearer token is visible ASCII (RFC 6750's b64token is a part
+        // of it): what every binding's header or metadata takes.
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| (0x21..=0x7e).contains(&b)))
         .ok_or_else(|| "the token URL's answer has no usable access_token".to_string())?;
     if let Some(kind) = answer["token_type"].as_str()
         && !kind.eq_ignore_ascii_case("bearer")
@@ -439,6 +441,22 @@ impl Peers {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_token_answer_gives_a_visible_ascii_bearer_or_none() {
+        let answer = |token: &str| {
+            read_token_answer(200, json!({"access_token": token}).to_string().as_bytes())
+        };
+        // The fuzzer's find: a token of other characters was taken.
+        for bad in ["埕jjjxac", "a b", "tab\there", ""] {
+            let err = answer(bad).expect_err(bad);
+            assert!(err.contains("no usable access_token"), "{err}");
+        }
+        // The control: an RFC 6750 token is taken, kept a lifetime.
+        let (token, secs) = answer("eyJ0eXAi.x-_~+/9=").expect("a token");
+        assert_eq!(&*token, "eyJ0eXAi.x-_~+/9=");
+        assert!(secs >= MIN_LIFETIME_SECS);
+    }
 
     #[test]
     fn a_cards_api_key_header_is_read_in_either_version_and_refused_where_it_could_harm() {
