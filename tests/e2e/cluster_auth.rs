@@ -241,18 +241,25 @@ async fn each_node_has_only_its_own_nats_authority_and_outsiders_none() {
     intruder.flush().await.expect("flush");
     let tasks = b.client.tasks("echo").await.expect("tasks carried to a");
     assert_eq!(tasks.len(), 1, "{tasks:?}");
-    assert!(hears(&mut a_hears, Duration::from_secs(5)).await);
+    let heard = tokio::time::timeout(Duration::from_secs(5), a_hears.next())
+        .await
+        .ok()
+        .flatten()
+        .expect("a's user hears the carried call");
+    let heard: Forwarded = serde_json::from_slice(&heard.payload).expect("a carried call");
+    assert!(
+        heard.caller.contains("on node b's control socket") && heard.caller.contains("uid "),
+        "{heard:?}"
+    );
     assert!(!hears(&mut b_spies, Duration::from_millis(500)).await);
     assert!(!hears(&mut intruder_spies, Duration::from_millis(500)).await);
 
     // Asking a's control subject: b's user gets an answer (the control),
     // the intruder none.
-    let call = serde_json::to_vec(&Forwarded::new(
-        "GET",
-        &format!("/v1/sessions/{}", session.id),
-        None,
-        &[],
-    ))
+    let call = serde_json::to_vec(
+        &Forwarded::new("GET", &format!("/v1/sessions/{}", session.id), None, &[])
+            .by("the test, as node b".into()),
+    )
     .expect("call");
     let asked = b_user
         .request("roost.control.a", call.clone().into())

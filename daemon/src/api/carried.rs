@@ -66,6 +66,18 @@ pub(super) async fn elsewhere(
         }
     };
     let (method, uri) = (parts.method.clone(), parts.uri.clone());
+    let caller = match parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<super::unix::PeerCred>>()
+    {
+        Some(peer) => format!(
+            "uid {} (pid {}) on node {}'s control socket",
+            peer.0.uid.map_or("?".into(), |u| u.to_string()),
+            peer.0.pid.map_or("?".into(), |p| p.to_string()),
+            cluster.node()
+        ),
+        None => format!("a holder of node {}'s control token", cluster.node()),
+    };
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)
@@ -93,7 +105,8 @@ pub(super) async fn elsewhere(
         Forwarded::new("GET", &format!("/v1/sessions/{id}"), None, &[])
     } else {
         Forwarded::new(method.as_str(), &path, content_type, &body)
-    };
+    }
+    .by(caller);
     let Some((node, answer)) = cluster.forward(id, &call).await else {
         return here;
     };
@@ -145,6 +158,13 @@ async fn answer(router: Router, call: Forwarded) -> Answered {
         )
     };
     let path = call.path.split('?').next().unwrap_or_default();
+    if call.caller.is_empty() {
+        return refused(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            "a carried call says who made it (its caller); this one does not".into(),
+        );
+    }
     if session_of(path).is_none() {
         return refused(
             StatusCode::FORBIDDEN,
@@ -176,6 +196,12 @@ async fn answer(router: Router, call: Forwarded) -> Answered {
         request.headers_mut().insert(header::CONTENT_TYPE, kind);
     }
     request.extensions_mut().insert(Carried);
+    let changes = call.method != "GET";
+    if changes {
+        tracing::info!(caller = %call.caller, method = %call.method, path, "a call carried from another node");
+    } else {
+        tracing::debug!(caller = %call.caller, method = %call.method, path, "a call carried from another node");
+    }
     let response = match tower::ServiceExt::oneshot(router, request).await {
         Ok(response) => response,
         Err(never) => match never {},

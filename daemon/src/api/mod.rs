@@ -433,7 +433,11 @@ mod tests {
             ("POST", "/v1/registry?platform=any"),
             ("GET", "/v1/sessions/x/../../health"),
         ] {
-            let answer = controls(Forwarded::new(method, path, None, b"{}")).await;
+            let answer = controls(
+                Forwarded::new(method, path, None, b"{}")
+                    .by("uid 0 on node b's control socket".into()),
+            )
+            .await;
             assert_eq!(answer.status, 403, "{method} {path}");
             let body = String::from_utf8(answer.body()).expect("utf-8");
             assert!(body.contains("only calls on one session"), "{body}");
@@ -442,9 +446,20 @@ mod tests {
         // and a carried call on one session reaches it.
         let (status, _) = call(app, get("/v1/health")).await;
         assert_eq!(status, StatusCode::OK);
-        let answer = controls(Forwarded::new("GET", "/v1/sessions/ses_missing", None, &[])).await;
+        let missing = Forwarded::new("GET", "/v1/sessions/ses_missing", None, &[]);
+        let answer = controls(
+            missing
+                .clone()
+                .by("uid 0 on node b's control socket".into()),
+        )
+        .await;
         assert_eq!(answer.status, 404);
         let body: serde_json::Value = serde_json::from_slice(&answer.body()).expect("JSON");
         assert_eq!(body["error"]["code"], "not_found");
+        // A call that does not say who made it is not answered.
+        let answer = controls(missing).await;
+        assert_eq!(answer.status, 400);
+        let body = String::from_utf8(answer.body()).expect("utf-8");
+        assert!(body.contains("says who made it"), "{body}");
     }
 }

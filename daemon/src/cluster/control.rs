@@ -23,6 +23,10 @@ pub struct Forwarded {
     pub content_type: Option<String>,
     /// Base64.
     pub body: String,
+    /// Who asked, on which node (`uid 1000 (pid 42) on node b's control
+    /// socket`): the answering node logs it with the call.
+    #[serde(default)]
+    pub caller: String,
 }
 
 /// That node's answer.
@@ -41,7 +45,13 @@ impl Forwarded {
             path: path.to_string(),
             content_type,
             body: base64::engine::general_purpose::STANDARD.encode(body),
+            caller: String::new(),
         }
+    }
+
+    /// The same call, saying who made it.
+    pub fn by(self, caller: String) -> Self {
+        Self { caller, ..self }
     }
 
     pub fn body(&self) -> Vec<u8> {
