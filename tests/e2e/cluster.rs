@@ -133,36 +133,8 @@ async fn a_node_name_in_use_is_refused_and_one_host_is_unchanged() {
     let Some(nats) = nats() else { return };
     let _a = Daemon::start_with(&node_config(&nats, "a"), &[]).await;
     // Another roostd taking the live node's name does not start.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let config = dir.path().join("roost.yaml");
-    std::fs::write(&config, node_config(&nats, "a")).expect("config");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roostd"))
-        .arg("--config")
-        .arg(&config)
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .arg("--socket")
-        .arg(dir.path().join("roostd.sock"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn roostd");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("a second node named 'a' kept running");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
-        .expect("stderr");
-    assert!(!status.success(), "{err}");
+    let (started, err) = crate::cluster_auth::exits_with(&node_config(&nats, "a"));
+    assert!(!started, "{err}");
     assert!(err.contains("node name 'a' is taken"), "{err}");
     // The control: another name joins.
     let c = Daemon::start_with(&node_config(&nats, "c"), &[]).await;

@@ -20,9 +20,9 @@ use crate::cluster::{nats, roostctl};
 use crate::harness::{Daemon, TEST_CONFIG, conformance, request};
 use crate::nats::{Nats, nats_binary, nats_open, nats_with_config};
 
-/// roostd with `config` as a child: its exit status and stderr, once it
-/// exits (within 30 s).
-fn refused_start(config: &str) -> (bool, String) {
+/// roostd with `config` as a child: whether it exited successfully, and
+/// its stderr, once it exits (within 30 s).
+pub(crate) fn exits_with(config: &str) -> (bool, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("roost.yaml");
     std::fs::write(&file, config).expect("config");
@@ -33,6 +33,7 @@ fn refused_start(config: &str) -> (bool, String) {
         .arg(dir.path().join("state"))
         .arg("--socket")
         .arg(dir.path().join("roostd.sock"))
+        .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -63,7 +64,7 @@ async fn a_node_joins_only_authenticated_unless_insecure_and_then_says_so() {
         "{TEST_CONFIG}cluster: {{servers: [\"{}\"], node: o}}\n",
         open.url
     );
-    let (ok, err) = refused_start(&bare);
+    let (ok, err) = exits_with(&bare);
     assert!(!ok, "{err}");
     assert!(
         err.contains("cluster.nkey_file")
