@@ -36,10 +36,13 @@ pub fn run(data: &[u8]) {
             ..ScheduleTimes::default()
         },
     };
-    let Ok(when) = When::parse(&times, NOW) else {
+    // What roostd keeps: a schedule with a tick still to come. One that
+    // never fires is refused after one walk of croner's search (a bounded
+    // few thousand years, ~40 ms at most outside the sanitizer, which
+    // makes it seconds: walked again below it would only time out).
+    let Ok(when) = When::parse_new(&times, NOW) else {
         return;
     };
-    let _ = When::parse_new(&times, NOW);
     for after in [NOW, NOW + 999, i64::MIN / 4, i64::MAX / 4] {
         if let Some(next) = when.next_after(after) {
             assert!(next > after, "{times:?}: {next} after {after}");
