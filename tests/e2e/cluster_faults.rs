@@ -95,3 +95,63 @@ async fn killing_the_journals_stream_leader_keeps_every_send_succeeding() {
         "{now:?} after {leader}"
     );
 }
+
+/// What sending a journal entry again rests on: JetStream takes a copy of
+/// an entry it stored (its acknowledgement lost) as that entry when it
+/// carries the same `Nats-Msg-Id` — but checks an expected last subject
+/// sequence first, so a copy of an entry that expects one is refused as
+/// stale (which is why the journal sends a task's first start again only
+/// when nobody answered for the stream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_sent_again_is_the_same_entry_unless_it_expects_a_sequence() {
+    let Some(server) = crate::cluster::nats() else {
+        return;
+    };
+    let js = async_nats::jetstream::new(server.client().await);
+    js.get_or_create_stream(async_nats::jetstream::stream::Config {
+        name: "PROBE".into(),
+        subjects: vec!["probe.>".into()],
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    })
+    .await
+    .expect("stream");
+    let entry = |id: &str, expect: Option<u64>| {
+        let message = async_nats::jetstream::message::PublishMessage::build()
+            .payload("entry".into())
+            .message_id(id);
+        match expect {
+            Some(seq) => message.expected_last_subject_sequence(seq),
+            None => message,
+        }
+    };
+    let publish = |message| {
+        let js = js.clone();
+        async move {
+            js.send_publish("probe.task", message)
+                .await
+                .expect("publish")
+                .await
+        }
+    };
+    let first = publish(entry("t.1", None)).await.expect("stored");
+    assert!(!first.duplicate);
+    // The same entry again (its ack lost): the same sequence, a duplicate.
+    let again = publish(entry("t.1", None)).await.expect("the same entry");
+    assert!(
+        again.duplicate && again.sequence == first.sequence,
+        "{again:?}"
+    );
+    // An entry that expects the last sequence is stored ...
+    let start = publish(entry("t.2", Some(first.sequence)))
+        .await
+        .expect("stored");
+    // ... and its copy is refused as stale, its message id notwithstanding.
+    let copy = publish(entry("t.2", Some(first.sequence))).await;
+    let refused = copy.expect_err("a stale expected sequence");
+    assert_eq!(
+        refused.kind(),
+        async_nats::jetstream::context::PublishErrorKind::WrongLastSequence,
+        "after {start:?}"
+    );
+}

@@ -22,15 +22,25 @@ const RETRY_WITHIN: Duration = Duration::from_secs(15);
 struct Sent {
     subject: String,
     message: jetstream::message::PublishMessage,
+    /// Written only if the subject's last entry is still the one expected.
+    expects: bool,
 }
 
-/// Whether an entry the stream did not take may be sent again: nobody
-/// answered for the stream (no leader), or its acknowledgement did not
-/// come. Every entry has a message id, so a copy the stream did take is
-/// not stored twice (within its duplicate window, 120 s).
-fn worth_again(e: &jetstream::context::PublishError) -> bool {
+/// Whether an entry the stream did not take may be sent again. Nobody
+/// answered for the stream (no leader): it was not stored, so always.
+/// Its acknowledgement did not come, or the connection broke: it may have
+/// been stored, and a copy is stored once (every entry has a message id,
+/// the stream's duplicate window is 120 s) — but JetStream checks an
+/// expected last sequence before the message id, so a copy of an entry
+/// that expects one would be refused as stale: such an entry (a task's
+/// first start) is not sent again then.
+fn worth_again(e: &jetstream::context::PublishError, sent: &Sent) -> bool {
     use jetstream::context::PublishErrorKind as K;
-    matches!(e.kind(), K::StreamNotFound | K::TimedOut | K::BrokenPipe)
+    match e.kind() {
+        K::StreamNotFound => true,
+        K::TimedOut | K::BrokenPipe => !sent.expects,
+        _ => false,
+    }
 }
 
 type Done = Box<dyn FnOnce(Result<u64, JournalError>) + Send>;
@@ -47,7 +57,7 @@ async fn acknowledged(cluster: Arc<Cluster>, mut acks: mpsc::Receiver<(Published
             Err(e) => Err(e),
         };
         while let Err(e) = &outcome
-            && worth_again(e)
+            && worth_again(e, &sent)
             && tokio::time::Instant::now() + pause < until
         {
             tracing::warn!(subject = %sent.subject, error = %e,
@@ -119,6 +129,7 @@ pub(super) async fn write(
         let sent = Sent {
             subject: subject(&route, &job.task),
             message,
+            expects: job.expect.is_some(),
         };
         let published = js
             .send_publish(sent.subject.clone(), sent.message.clone())
