@@ -155,3 +155,104 @@ async fn an_entry_sent_again_is_the_same_entry_unless_it_expects_a_sequence() {
         "after {start:?}"
     );
 }
+
+/// Requests other nodes send are answered a bounded number at once: past
+/// 64 carried control calls, a node says at once that it is busy; past one
+/// drain, that one is under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_answers_a_bounded_number_of_requests_and_says_busy_past_them() {
+    use roostd::cluster::control::{Answered, Forwarded};
+    let Some(nats) = crate::cluster::nats() else {
+        return;
+    };
+    let a = Daemon::start_with(&crate::cluster::node_config(&nats, "a"), &[]).await;
+    let _b = Daemon::start_with(&crate::cluster::node_config(&nats, "b"), &[]).await;
+    let dir = conformance(
+        a.root.path(),
+        "held",
+        "{task_acceptance: queue, after_task: sleep}",
+        "",
+    );
+    let session = a
+        .client
+        .start(&StartRequest {
+            name: Some("held".into()),
+            node: Some("a".into()),
+            ..request(&dir)
+        })
+        .await
+        .expect("start");
+    let client = nats.client().await;
+    let carried = |path: String| {
+        let client = client.clone();
+        async move {
+            let call = Forwarded::new("GET", &path, None, &[]).by("the test".into());
+            let asked = async_nats::Request::new()
+                .payload(serde_json::to_vec(&call).expect("call").into())
+                .timeout(Some(Duration::from_secs(30)));
+            let reply = client
+                .send_request("roost.control.a", asked)
+                .await
+                .expect("an answer");
+            serde_json::from_slice::<Answered>(&reply.payload).expect("answered")
+        }
+    };
+    // 64 calls that each wait 6 s on the live session hold every slot ...
+    let waits: Vec<_> = (0..64)
+        .map(|_| {
+            tokio::spawn(carried(format!(
+                "/v1/sessions/{}/wait?timeout_secs=6",
+                session.id
+            )))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // ... so a 65th hears at once that the node is busy.
+    let started = Instant::now();
+    let busy = carried(format!("/v1/sessions/{}", session.id)).await;
+    assert_eq!(
+        busy.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&busy.body())
+    );
+    assert!(String::from_utf8_lossy(&busy.body()).contains("at once"));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    for wait in waits {
+        assert_eq!(wait.await.expect("join").status, 200);
+    }
+    // The control: with the slots free, the same call is answered.
+    let answered = carried(format!("/v1/sessions/{}", session.id)).await;
+    assert_eq!(answered.status, 200);
+
+    // Two drains of a at once: one drains, the other is told it is under way.
+    let drain = |timeout: u64| {
+        let client = client.clone();
+        async move {
+            let body = serde_json::to_vec(&roost_wire::api::DrainRequest {
+                node: "a".into(),
+                timeout_secs: Some(timeout),
+            })
+            .expect("drain");
+            let asked = async_nats::Request::new()
+                .payload(body.into())
+                .timeout(Some(Duration::from_secs(60)));
+            let reply = client
+                .send_request("roost.drain.a", asked)
+                .await
+                .expect("an answer");
+            String::from_utf8_lossy(&reply.payload).into_owned()
+        }
+    };
+    let (first, second) = tokio::join!(drain(5), async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drain(5).await
+    });
+    let (report, refused) = if first.contains("refused") {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    assert!(refused.contains("already under way"), "{refused}");
+    assert!(report.contains("\"sessions\""), "{report}");
+}
