@@ -60,18 +60,21 @@ async fn hostile_peer() -> u16 {
             .body(Body::from_stream(futures::stream::iter(all)))
             .expect("response")
     };
+    // Each handler reads the request first: a server that answers without
+    // reading it closes with the body unread, and the kernel's reset can
+    // take the answer with it (a flake the clean-clone CI met).
     let app = axum::Router::new()
         .route(
             "/big",
-            axum::routing::post(move || async move { stream("big") }),
+            axum::routing::post(move |_asked: axum::body::Bytes| async move { stream("big") }),
         )
         .route(
             "/chatty",
-            axum::routing::post(move || async move { stream("chatty") }),
+            axum::routing::post(move |_asked: axum::body::Bytes| async move { stream("chatty") }),
         )
         .route(
             "/few",
-            axum::routing::post(move || async move { stream("few") }),
+            axum::routing::post(move |_asked: axum::body::Bytes| async move { stream("few") }),
         );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
