@@ -122,6 +122,15 @@ fn seed(path: &PathBuf) -> Result<String, CliError> {
     }
 }
 
+/// `subjects` quoted, comma-separated (a NATS config list's items).
+fn list(subjects: &[impl AsRef<str>]) -> String {
+    subjects
+        .iter()
+        .map(|s| format!("\"{}\"", s.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The `accounts { ROOST { … } }` fragment for `nodes` (name, public key).
 ///
 /// Each node may subscribe only to what is addressed to it (its handed-over
@@ -165,14 +174,6 @@ pub fn accounts(nodes: &[(String, String)]) -> String {
             format!("roost.drain.{node}"),
             format!("_INBOX_roost.{node}.>"),
         ];
-        let list = |subjects: &[String]| {
-            subjects
-                .iter()
-                .map(|s| format!("\"{s}\""))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let deny: Vec<String> = deny.iter().map(|s| s.to_string()).collect();
         users.push_str(&format!(
             "      # node {node}\n      {{\n        nkey: \"{public}\"\n        permissions: {{\n          \
              publish: {{allow: [{}], deny: [{}]}}\n          subscribe: {{allow: [{}]}}\n        \

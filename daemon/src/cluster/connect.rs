@@ -19,14 +19,22 @@ pub(super) fn check_private(config: &ClusterConfig) -> Result<(), ClusterError> 
         ("cluster.tls.key_file", key),
     ] {
         if let Some(path) = path {
-            crate::secrets::read_private(path).map_err(|message| ClusterError::Private {
-                what,
-                path: path.clone(),
-                message,
-            })?;
+            secret(what, path)?;
         }
     }
     Ok(())
+}
+
+/// The secret in `path` (named `what` in an error), trimmed: refused
+/// unless no other user can read the file.
+fn secret(what: &'static str, path: &std::path::Path) -> Result<String, ClusterError> {
+    crate::secrets::read_private(path)
+        .map(|text| text.trim().to_string())
+        .map_err(|message| ClusterError::Private {
+            what,
+            path: path.to_path_buf(),
+            message,
+        })
 }
 
 pub(super) async fn connect(
@@ -46,15 +54,6 @@ pub(super) async fn connect(
                     source,
                 })?;
     }
-    let secret = |what: &'static str, path: &std::path::PathBuf| {
-        crate::secrets::read_private(path)
-            .map(|text| text.trim().to_string())
-            .map_err(|message| ClusterError::Private {
-                what,
-                path: path.clone(),
-                message,
-            })
-    };
     if let Some(path) = &config.nkey_file {
         let seed = secret("cluster.nkey_file", path)?;
         if !seed.starts_with("SU") {

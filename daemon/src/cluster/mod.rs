@@ -1,7 +1,8 @@
 //! roostd as a node of a cluster over NATS JetStream: joining (connect,
 //! authenticated, in `connect.rs`, retrying while the servers cannot be
-//! reached or JetStream is not ready; then register in the node registry, `nodes.rs`, and open the route
-//! table, `routes.rs`, and the hand-over of requests, `handoff.rs`),
+//! reached or JetStream is not ready; then register in the node registry,
+//! `nodes.rs`, and open the route table, `routes.rs`, and the hand-over of
+//! requests, `handoff.rs`),
 //! writing this node's routes again when NATS is back, and leaving. The
 //! only module that names `async_nats`.
 
